@@ -1,0 +1,1 @@
+"""hpadvise: a database-focused huge page tuning advisor."""

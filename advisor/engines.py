@@ -1,0 +1,165 @@
+"""The engine plugin API.
+
+An engine (PostgreSQL, MySQL, a JVM ...) is mostly declarations plus four methods. Built-in
+engines are registered exactly like third-party ones, through the ``hpadvise.engines`` entry
+point group; a third party ships a package with an entry point and nothing else::
+
+    [project.entry-points."hpadvise.engines"]
+    mydb = "mydb_hpadvise:MyDBEngine"
+
+Engine modules are imported only when the registry is first used, so ``hpadvise --help`` does
+not pay for database drivers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    from .host import HostFacts
+    from .procs import ProcTable
+    from .profiles import Profile
+
+SEVERITIES = ("ok", "info", "warn", "crit")
+
+
+@dataclass(frozen=True)
+class Finding:
+    severity: str  # one of SEVERITIES
+    code: str  # stable identifier for pipelines, e.g. "pg.huge_pages.fallback"
+    title: str
+    rationale: str
+    evidence: str = ""
+    source: str = ""  # where the rule or threshold comes from
+    instance: str | None = None
+
+    def __post_init__(self):
+        if self.severity not in SEVERITIES:
+            raise ValueError(f"unknown severity {self.severity!r}")
+
+
+@dataclass(frozen=True)
+class Demand:
+    """Memory an instance wants on huge pages, as a page count per candidate page size.
+
+    `pages` maps page size (kB) -> pages needed at that size. `page_kb` is the size the
+    instance is configured for now; `selectable` says whether the engine can be told to use
+    another size (PostgreSQL's huge_page_size, PG >= 14)."""
+    instance: str
+    bytes: int | None
+    page_kb: int
+    pages: dict[int, int]
+    exact: bool
+    source: str
+    selectable: bool = False
+    node: int | None = None
+    held_pages: int = 0  # pages of page_kb the running instance holds now (0 if not on hugetlb)
+
+
+@dataclass(frozen=True)
+class Change:
+    """One knob the plan wants changed: what it is now and what it should be."""
+    kind: str  # "pool" | "thp" | "sysctl" | "setting"
+    target: str  # knob name as people know it, e.g. "hugepages-2048kB/nr_hugepages"
+    current: Any
+    recommended: Any
+    reason: str
+    instance: str | None = None
+    restart: bool = False  # takes effect only after the instance restarts
+
+
+@dataclass
+class Instance:
+    engine: str
+    id: str  # stable, usable with --instance: "postgres:5432" or "postgres:/data/dir"
+    label: str
+    running: bool
+    pid: int | None = None
+    owner: str | None = None
+    version: str | None = None
+    # What shared memory actually sits on now: "hugetlb", "thp", "4k", or None if unknown.
+    backing: str | None = None
+    backing_page_kb: int | None = None
+    page_tables_kb: int | None = None  # VmPTE summed over the instance's processes
+    page_tables_huge_kb: int | None = None  # estimate with the shared memory on huge pages
+    settings: dict[str, Any] = field(default_factory=dict)
+    demand: Demand | None = None
+    findings: list[Finding] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # input errors: they make the exit code 2
+    private: dict[str, Any] = field(default_factory=dict, repr=False)  # engine's own state
+
+
+@dataclass(frozen=True)
+class Targets:
+    """What the user pointed hpadvise at, beyond what it discovers by itself."""
+    dsns: tuple[str, ...] = ()
+    datadirs: tuple[str, ...] = ()
+
+
+class Engine:
+    """Base class: subclasses declare `name`, `process_names`, `description` and implement
+    `discover`; the other hooks have safe defaults."""
+
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    process_names: ClassVar[tuple[str, ...]] = ()
+    # This engine's section in profiles: key -> (type, allowed values or None, default).
+    profile_schema: ClassVar[dict[str, tuple]] = {}
+
+    def discover(self, host: HostFacts, procs: ProcTable, targets: Targets) -> list[Instance]:
+        raise NotImplementedError
+
+    def findings(self, inst: Instance, host: HostFacts, profile: Profile) -> list[Finding]:
+        return []
+
+    def changes(self, inst: Instance, page_kb: int, host: HostFacts,
+                profile: Profile) -> list[Change]:
+        """Settings of the engine itself that the plan needs, given the chosen page size."""
+        return []
+
+
+class Registry:
+    """Engines from the entry point group, loaded on first use. Tests may `register` a
+    throwaway engine and `unregister` it."""
+
+    GROUP = "hpadvise.engines"
+
+    def __init__(self):
+        self._engines: dict[str, type[Engine]] | None = None
+
+    def _load(self) -> dict[str, type[Engine]]:
+        if self._engines is None:
+            self._engines = {}
+            for ep in entry_points(group=self.GROUP):
+                cls = ep.load()
+                self._engines[cls.name or ep.name] = cls
+        return self._engines
+
+    def names(self) -> list[str]:
+        return sorted(self._load())
+
+    def get(self, name: str) -> Engine:
+        engines = self._load()
+        if name not in engines:
+            from .errors import InputError
+            raise InputError(f"no engine named {name!r} is installed "
+                             f"(installed: {', '.join(sorted(engines)) or 'none'})")
+        return engines[name]()
+
+    def all(self) -> list[Engine]:
+        return [cls() for _, cls in sorted(self._load().items())]
+
+    def profile_schemas(self) -> dict[str, dict[str, tuple]]:
+        return {name: cls.profile_schema for name, cls in self._load().items()
+                if cls.profile_schema}
+
+    def register(self, cls: type[Engine]) -> None:
+        self._load()[cls.name] = cls
+
+    def unregister(self, name: str) -> None:
+        self._load().pop(name, None)
+
+
+registry = Registry()

@@ -1,0 +1,418 @@
+"""HostFacts: what the kernel says about memory, huge page pools and THP.
+
+Everything is read through a SysRoot. Sources:
+- Documentation/admin-guide/mm/hugetlbpage.rst: /proc/meminfo shows the *default* size only;
+  every size has /sys/kernel/mm/hugepages/hugepages-<N>kB/{nr,free,resv,surplus,
+  nr_overcommit}_hugepages, and per node /sys/devices/system/node/nodeN/hugepages/.
+- Documentation/admin-guide/mm/transhuge.rst: THP knobs, khugepaged, per-size mTHP dirs,
+  thp_* counters in /proc/vmstat.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from .sysroot import Note, SysRoot, kb
+
+THP = "/sys/kernel/mm/transparent_hugepage"
+HUGEPAGES = "/sys/kernel/mm/hugepages"
+NODES = "/sys/devices/system/node"
+
+# Kernel command line parameters that shape pools and THP
+# (Documentation/admin-guide/kernel-parameters.txt).
+CMDLINE_KEYS = (
+    "hugepages", "hugepagesz", "default_hugepagesz", "hugetlb_free_vmemmap", "hugetlb_cma",
+    "transparent_hugepage", "transparent_hugepage_shmem", "transparent_hugepage_tmpfs",
+    "thp_anon", "thp_shmem", "numa", "memhp_default_state",
+)
+
+SYSCTLS = {
+    "vm.overcommit_memory": "/proc/sys/vm/overcommit_memory",
+    "vm.overcommit_ratio": "/proc/sys/vm/overcommit_ratio",
+    "vm.overcommit_kbytes": "/proc/sys/vm/overcommit_kbytes",
+    "vm.hugetlb_shm_group": "/proc/sys/vm/hugetlb_shm_group",
+    "vm.min_free_kbytes": "/proc/sys/vm/min_free_kbytes",
+    "vm.nr_hugepages": "/proc/sys/vm/nr_hugepages",
+    "vm.nr_overcommit_hugepages": "/proc/sys/vm/nr_overcommit_hugepages",
+    "vm.swappiness": "/proc/sys/vm/swappiness",
+    "kernel.shmmax": "/proc/sys/kernel/shmmax",
+    "kernel.shmall": "/proc/sys/kernel/shmall",
+}
+
+
+@dataclass(frozen=True)
+class MemInfo:
+    total_kb: int | None
+    available_kb: int | None
+    commit_limit_kb: int | None
+    committed_as_kb: int | None
+    page_tables_kb: int | None
+    hugetlb_kb: int | None  # "Hugetlb:" covers every page size (kernel >= 4.16)
+    anon_huge_kb: int | None
+    shmem_huge_kb: int | None
+    shmem_pmd_mapped_kb: int | None
+    swap_total_kb: int | None
+    default_hugepage_kb: int | None
+
+
+@dataclass(frozen=True)
+class NodePool:
+    node: int
+    nr_pages: int | None
+    free_pages: int | None
+    surplus_pages: int | None
+
+
+@dataclass(frozen=True)
+class HugePool:
+    size_kb: int
+    nr_pages: int | None
+    free_pages: int | None
+    resv_pages: int | None
+    surplus_pages: int | None
+    overcommit_pages: int | None
+    nodes: tuple[NodePool, ...] = ()
+
+    @property
+    def size_bytes(self) -> int:
+        return self.size_kb * 1024
+
+    @property
+    def in_use_pages(self) -> int | None:
+        if self.nr_pages is None or self.free_pages is None:
+            return None
+        return self.nr_pages - self.free_pages
+
+    @property
+    def available_pages(self) -> int | None:
+        """Pages neither faulted in nor reserved by a mapping (free - resv)."""
+        if self.free_pages is None or self.resv_pages is None:
+            return None
+        return self.free_pages - self.resv_pages
+
+
+@dataclass(frozen=True)
+class Knob:
+    """A sysfs "choice" file such as 'always [madvise] never'."""
+    value: str | None
+    choices: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class THPFacts:
+    enabled: Knob
+    defrag: Knob
+    shmem_enabled: Knob
+    khugepaged: dict[str, int | None]
+    pmd_size_kb: int | None
+    mthp: dict[int, dict[str, str | None]]  # size_kb -> {"enabled": .., "shmem_enabled": ..}
+
+
+@dataclass(frozen=True)
+class BuddyZone:
+    node: int
+    zone: str
+    free_blocks: tuple[int, ...]  # index = order
+
+    def free_bytes_at_order(self, order: int, base_page_bytes: int) -> int:
+        """Free memory in blocks of `order` or larger: what a runtime allocation can take
+        without compaction (Documentation/admin-guide/mm/hugetlbpage.rst, buddyinfo)."""
+        return sum(n << o for o, n in enumerate(self.free_blocks) if o >= order) * base_page_bytes
+
+
+@dataclass(frozen=True)
+class Mount:
+    source: str
+    target: str
+    options: str
+
+
+@dataclass(frozen=True)
+class CgroupHugetlb:
+    cgroup: str
+    size: str  # as the kernel names it: "2MB", "1GB"
+    limit_bytes: int | None  # None = "max" (no limit)
+    usage_bytes: int | None
+
+
+@dataclass(frozen=True)
+class HostFacts:
+    kernel: str | None
+    base_page_bytes: int
+    mem: MemInfo
+    pools: tuple[HugePool, ...]
+    numa_nodes: tuple[int, ...]
+    thp: THPFacts
+    cmdline: str | None
+    cmdline_params: tuple[tuple[str, str], ...]
+    sysctls: dict[str, int | None]
+    memlock_soft: str | None
+    memlock_hard: str | None
+    cpu_flags: frozenset[str]
+    virtualization: str | None
+    container: str | None
+    hugetlbfs_mounts: tuple[Mount, ...]
+    cgroup_hugetlb: tuple[CgroupHugetlb, ...]
+    buddy: tuple[BuddyZone, ...]
+    vmstat: dict[str, int]
+    notes: tuple[str, ...] = field(default=())
+
+    def pool(self, size_kb: int) -> HugePool | None:
+        return next((p for p in self.pools if p.size_kb == size_kb), None)
+
+    @property
+    def page_sizes_kb(self) -> tuple[int, ...]:
+        return tuple(p.size_kb for p in self.pools)
+
+    @property
+    def default_hugepage_kb(self) -> int | None:
+        return self.mem.default_hugepage_kb
+
+    @property
+    def supports_1g(self) -> bool:
+        return "pdpe1gb" in self.cpu_flags and self.pool(1048576) is not None
+
+    def order_for(self, size_kb: int) -> int:
+        return max(0, (size_kb * 1024 // self.base_page_bytes).bit_length() - 1)
+
+    def runtime_allocatable_pages(self, size_kb: int) -> int | None:
+        """Pages of `size_kb` that free buddy blocks could hold right now, without compaction.
+        None when buddyinfo is unreadable or the size is above the buddy allocator's max order
+        (1 GiB pages come from alloc_contig_pages, not the buddy lists)."""
+        if not self.buddy:
+            return None
+        order = self.order_for(size_kb)
+        if order >= len(self.buddy[0].free_blocks):
+            return None
+        free = sum(z.free_bytes_at_order(order, self.base_page_bytes) for z in self.buddy)
+        return free // (size_kb * 1024)
+
+
+def parse_knob(text: str | None) -> Knob:
+    if text is None:
+        return Knob(None)
+    words = text.split()
+    chosen = next((w[1:-1] for w in words if w.startswith("[") and w.endswith("]")), None)
+    if chosen is None and len(words) == 1:
+        chosen = words[0]
+    return Knob(chosen, tuple(w.strip("[]") for w in words))
+
+
+def read_meminfo(sr: SysRoot, path: str = "/proc/meminfo") -> MemInfo:
+    m = sr.read_kv(path) or {}
+    return MemInfo(
+        total_kb=kb(m.get("MemTotal")), available_kb=kb(m.get("MemAvailable")),
+        commit_limit_kb=kb(m.get("CommitLimit")), committed_as_kb=kb(m.get("Committed_AS")),
+        page_tables_kb=kb(m.get("PageTables")), hugetlb_kb=kb(m.get("Hugetlb")),
+        anon_huge_kb=kb(m.get("AnonHugePages")), shmem_huge_kb=kb(m.get("ShmemHugePages")),
+        shmem_pmd_mapped_kb=kb(m.get("ShmemPmdMapped")), swap_total_kb=kb(m.get("SwapTotal")),
+        default_hugepage_kb=kb(m.get("Hugepagesize")),
+    )
+
+
+def _size_dirs(sr: SysRoot, base: str) -> list[tuple[int, str]]:
+    out = []
+    for name in sr.listdir(base):
+        mt = re.fullmatch(r"hugepages-(\d+)kB", name)
+        if mt:
+            out.append((int(mt.group(1)), f"{base}/{name}"))
+    return sorted(out)
+
+
+def read_pools(sr: SysRoot, nodes: tuple[int, ...]) -> tuple[HugePool, ...]:
+    pools = []
+    for size_kb, d in _size_dirs(sr, HUGEPAGES):
+        per_node = []
+        for n in nodes:
+            nd = f"{NODES}/node{n}/hugepages/hugepages-{size_kb}kB"
+            per_node.append(NodePool(n, sr.read_int(f"{nd}/nr_hugepages"),
+                                     sr.read_int(f"{nd}/free_hugepages"),
+                                     sr.read_int(f"{nd}/surplus_hugepages")))
+        pools.append(HugePool(
+            size_kb, sr.read_int(f"{d}/nr_hugepages"), sr.read_int(f"{d}/free_hugepages"),
+            sr.read_int(f"{d}/resv_hugepages"), sr.read_int(f"{d}/surplus_hugepages"),
+            sr.read_int(f"{d}/nr_overcommit_hugepages"), tuple(per_node)))
+    return tuple(pools)
+
+
+def read_numa_nodes(sr: SysRoot) -> tuple[int, ...]:
+    return tuple(sorted(int(n[4:]) for n in sr.listdir(NODES) if re.fullmatch(r"node\d+", n)))
+
+
+def read_thp(sr: SysRoot) -> THPFacts:
+    def rd(name: str) -> str | None:
+        return sr.read(f"{THP}/{name}", quiet_missing=True)
+
+    kh = {k: sr.read_int(f"{THP}/khugepaged/{k}", quiet_missing=True)
+          for k in ("defrag", "max_ptes_none", "pages_to_scan")}
+    mthp: dict[int, dict[str, str | None]] = {}
+    for size_kb, d in _size_dirs(sr, THP):
+        mthp[size_kb] = {
+            k: parse_knob(sr.read(f"{d}/{k}", quiet_missing=True)).value
+            for k in ("enabled", "shmem_enabled")
+        }
+    pmd = sr.read_int(f"{THP}/hpage_pmd_size", quiet_missing=True)
+    if not sr.exists(THP):
+        sr.notes.append(Note(THP, "missing: kernel without THP, or /sys not mounted"))
+    return THPFacts(parse_knob(rd("enabled")), parse_knob(rd("defrag")),
+                    parse_knob(rd("shmem_enabled")), kh, pmd // 1024 if pmd else None, mthp)
+
+
+def parse_cmdline(cmdline: str | None) -> tuple[tuple[str, str], ...]:
+    if not cmdline:
+        return ()
+    # Arguments after a bare "--" go to init, not the kernel.
+    kernel_part = cmdline.split(" -- ", 1)[0]
+    out = []
+    for word in kernel_part.split():
+        key, _, value = word.partition("=")
+        if key in CMDLINE_KEYS:
+            out.append((key, value))
+    return tuple(out)
+
+
+def read_memlock(sr: SysRoot, pid: str = "self") -> tuple[str | None, str | None]:
+    text = sr.read(f"/proc/{pid}/limits")
+    for line in (text or "").splitlines():
+        if line.startswith("Max locked memory"):
+            parts = line[len("Max locked memory"):].split()
+            return parts[0], parts[1]
+    return None, None
+
+
+def read_cpu_flags(sr: SysRoot) -> frozenset[str]:
+    text = sr.read("/proc/cpuinfo") or ""
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            return frozenset(line.partition(":")[2].split())
+    return frozenset()
+
+
+def read_virtualization(sr: SysRoot, flags: frozenset[str]) -> tuple[str | None, str | None]:
+    vendor = (sr.read("/sys/class/dmi/id/sys_vendor", quiet_missing=True) or "").strip()
+    product = (sr.read("/sys/class/dmi/id/product_name", quiet_missing=True) or "").strip()
+    virt = None
+    if "hypervisor" in flags:
+        virt = " ".join(x for x in (vendor, product) if x) or "virtual machine (hypervisor flag)"
+    container = None
+    if sr.exists("/.dockerenv"):
+        container = "docker"
+    elif sr.exists("/run/.containerenv"):
+        container = "podman"
+    return virt, container
+
+
+def read_mounts(sr: SysRoot) -> tuple[Mount, ...]:
+    out = []
+    for line in (sr.read("/proc/mounts") or "").splitlines():
+        parts = line.split()
+        if len(parts) >= 4 and parts[2] == "hugetlbfs":
+            out.append(Mount(parts[0], parts[1], parts[3]))
+    return tuple(out)
+
+
+def _limit(text: str | None) -> int | None:
+    if text is None:
+        return None
+    text = text.strip()
+    if text == "max":
+        return None
+    try:
+        v = int(text)
+    except ValueError:
+        return None
+    # cgroup v1 reports "no limit" as the largest page-aligned long.
+    return None if v >= 2**63 - 2**21 else v
+
+
+def read_cgroup_hugetlb(sr: SysRoot, pid: str = "self") -> tuple[CgroupHugetlb, ...]:
+    """Hugetlb limits on the cgroup path of `pid`, walking up to the root: the tightest
+    ancestor wins (Documentation/admin-guide/cgroup-v2.rst, "HugeTLB"). Pages beyond the limit
+    fault with SIGBUS, which is how initdb dies in limited containers."""
+    text = sr.read(f"/proc/{pid}/cgroup", quiet_missing=True)
+    out: list[CgroupHugetlb] = []
+    for line in (text or "").splitlines():
+        hid, _, rest = line.partition(":")
+        controllers, _, path = rest.partition(":")
+        if hid == "0" and controllers == "":
+            base, files = "/sys/fs/cgroup", ("hugetlb.{}.max", "hugetlb.{}.current")
+        elif "hugetlb" in controllers.split(","):
+            base, files = "/sys/fs/cgroup/hugetlb", ("hugetlb.{}.limit_in_bytes",
+                                                     "hugetlb.{}.usage_in_bytes")
+        else:
+            continue
+        parts = [p for p in path.split("/") if p]
+        for depth in range(len(parts), -1, -1):
+            cg = "/" + "/".join(parts[:depth])
+            d = base + cg.rstrip("/")
+            for name in sr.listdir(d):
+                mt = re.fullmatch(r"hugetlb\.(\w+)\." + files[0].split(".")[-1], name)
+                if not mt or name.count(".") != 2:
+                    continue
+                size = mt.group(1)
+                limit = _limit(sr.read(f"{d}/{files[0].format(size)}", quiet_missing=True))
+                usage = sr.read(f"{d}/{files[1].format(size)}", quiet_missing=True)
+                if limit is not None:
+                    out.append(CgroupHugetlb(cg, size, limit,
+                                             int(usage) if usage and usage.strip().isdigit()
+                                             else None))
+    return tuple(out)
+
+
+def read_buddyinfo(sr: SysRoot) -> tuple[BuddyZone, ...]:
+    out = []
+    for line in (sr.read("/proc/buddyinfo") or "").splitlines():
+        mt = re.match(r"Node\s+(\d+),\s+zone\s+(\S+)\s+(.*)", line)
+        if mt:
+            out.append(BuddyZone(int(mt.group(1)), mt.group(2),
+                                 tuple(int(x) for x in mt.group(3).split())))
+    return tuple(out)
+
+
+def read_vmstat(sr: SysRoot) -> dict[str, int]:
+    out = {}
+    for line in (sr.read("/proc/vmstat") or "").splitlines():
+        key, _, value = line.partition(" ")
+        if key.startswith(("thp_", "compact_", "htlb_")) and value.strip().isdigit():
+            out[key] = int(value)
+    return out
+
+
+def read_base_page_bytes(sr: SysRoot) -> int:
+    # KernelPageSize of the first mapping of any process is the base page size; fall back to
+    # the running interpreter's value (identical on a live host).
+    text = sr.read("/proc/self/smaps", quiet_missing=True, limit=2048) or ""
+    mt = re.search(r"KernelPageSize:\s+(\d+) kB", text)
+    if mt:
+        return int(mt.group(1)) * 1024
+    import os
+    return os.sysconf("SC_PAGE_SIZE")
+
+
+def collect(sr: SysRoot) -> HostFacts:
+    nodes = read_numa_nodes(sr)
+    flags = read_cpu_flags(sr)
+    virt, container = read_virtualization(sr, flags)
+    cmdline = sr.read("/proc/cmdline")
+    soft, hard = read_memlock(sr)
+    release = sr.read("/proc/sys/kernel/osrelease")
+    return HostFacts(
+        kernel=release.strip() if release else None,
+        base_page_bytes=read_base_page_bytes(sr),
+        mem=read_meminfo(sr),
+        pools=read_pools(sr, nodes),
+        numa_nodes=nodes,
+        thp=read_thp(sr),
+        cmdline=cmdline.strip() if cmdline else None,
+        cmdline_params=parse_cmdline(cmdline),
+        sysctls={k: sr.read_int(p, quiet_missing=True) for k, p in SYSCTLS.items()},
+        memlock_soft=soft, memlock_hard=hard,
+        cpu_flags=flags,
+        virtualization=virt, container=container,
+        hugetlbfs_mounts=read_mounts(sr),
+        cgroup_hugetlb=read_cgroup_hugetlb(sr),
+        buddy=read_buddyinfo(sr),
+        vmstat=read_vmstat(sr),
+        notes=tuple(str(n) for n in sr.notes),
+    )

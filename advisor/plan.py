@@ -1,0 +1,284 @@
+"""The recommendation engine: host facts + instances + profile -> findings and a plan.
+
+The plan is data (PoolPlan, Change): `check` renders it, `apply` will execute it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .engines import Change, Engine, Finding, Instance
+from .host import HostFacts
+from .profiles import Profile
+from .sizing import PoolPlan, commit_limit_kb, fmt_bytes, fmt_page, headroom
+
+SCHEMA_VERSION = 1
+TRANSHUGE = "Documentation/admin-guide/mm/transhuge.rst"
+HUGETLBPAGE = "Documentation/admin-guide/mm/hugetlbpage.rst"
+GIB_KB = 1048576
+
+
+@dataclass
+class Report:
+    host: HostFacts
+    profile: Profile
+    instances: list[Instance]
+    findings: list[Finding] = field(default_factory=list)
+    pools: list[PoolPlan] = field(default_factory=list)
+    changes: list[Change] = field(default_factory=list)
+    blocked: list[str] = field(default_factory=list)  # reasons apply must refuse the plan
+    notes: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    def worst(self) -> str:
+        from .engines import SEVERITIES
+        return max((f.severity for f in self.findings), key=SEVERITIES.index, default="ok")
+
+
+def choose_page_kb(inst: Instance, host: HostFacts, profile: Profile) -> int | None:
+    """The page size an instance should use. An explicit, supported size is kept; otherwise
+    1 GiB pages when the CPU has pdpe1gb, the engine can select the size, and the demand is
+    large enough that rounding up to whole GiB wastes little (profile: gigantic_*)."""
+    d = inst.demand
+    if d is None:
+        return None
+    default = host.default_hugepage_kb
+    if d.page_kb in host.page_sizes_kb and d.page_kb != default:
+        return d.page_kb  # the user chose a non-default size on purpose
+    base = d.page_kb if d.page_kb in host.page_sizes_kb else default
+    if base is None or base not in d.pages:
+        return None
+    if profile.gigantic == "never" or not d.selectable or not host.supports_1g \
+            or GIB_KB not in d.pages or base == GIB_KB:
+        return base
+    need = d.pages[base] * base
+    waste_pct = (d.pages[GIB_KB] * GIB_KB - need) * 100 / need
+    big = need * 1024 >= profile.gigantic_min_bytes
+    if (big or profile.gigantic == "prefer") and waste_pct <= profile.gigantic_max_waste_pct:
+        return GIB_KB
+    return base
+
+
+def build(host: HostFacts, instances: list[Instance], profile: Profile,
+          engines: dict[str, Engine]) -> Report:
+    r = Report(host, profile, instances)
+    for inst in instances:
+        r.errors.extend(inst.errors)
+        r.findings.extend(inst.findings)
+
+    chosen: dict[str, int] = {}
+    for inst in instances:
+        kb = choose_page_kb(inst, host, profile)
+        if kb is not None:
+            chosen[inst.id] = kb
+        eng = engines.get(inst.engine)
+        if eng is None:
+            continue
+        r.findings.extend(eng.findings(inst, host, profile))
+        if kb is not None:
+            r.changes.extend(eng.changes(inst, kb, host, profile))
+
+    _pools(r, chosen)
+    _thp(r)
+    _host_findings(r)
+    return r
+
+
+def _pools(r: Report, chosen: dict[str, int]) -> None:
+    host, profile = r.host, r.profile
+    by_size: dict[int, list[Instance]] = {}
+    for inst in r.instances:
+        if inst.id in chosen:
+            by_size.setdefault(chosen[inst.id], []).append(inst)
+    for size_kb, insts in sorted(by_size.items()):
+        pool = host.pool(size_kb)
+        demand = sum(i.demand.pages[size_kb] for i in insts)
+        held = sum(i.demand.held_pages for i in insts
+                   if i.backing == "hugetlb" and i.backing_page_kb == size_kb)
+        claimed = 0
+        if pool and pool.nr_pages is not None and pool.free_pages is not None:
+            claimed = pool.nr_pages - pool.free_pages + (pool.resv_pages or 0)
+        pp = PoolPlan(size_kb, pool.nr_pages if pool else None, demand,
+                      headroom(demand, profile.headroom_pct, profile.headroom_min_pages),
+                      max(0, claimed - held), tuple(i.id for i in insts))
+        r.pools.append(pp)
+        if pp.current_pages != pp.target_pages:
+            parts = [f"{demand} for {', '.join(pp.instances)}"]
+            if pp.headroom_pages:
+                parts.append(f"{pp.headroom_pages} headroom ({profile.headroom_pct:g}%)")
+            if pp.foreign_pages:
+                parts.append(f"{pp.foreign_pages} in use by other processes")
+            r.changes.insert(0, Change("pool", f"hugepages-{size_kb}kB/nr_hugepages",
+                                       pp.current_pages, pp.target_pages, " + ".join(parts)))
+        _runtime_feasibility(r, pp)
+        for cg in host.cgroup_hugetlb:
+            if cg.size == _cg_size(size_kb) and cg.limit_bytes is not None \
+                    and cg.limit_bytes < pp.demand_pages * size_kb * 1024:
+                r.findings.append(Finding(
+                    "warn", "cgroup.hugetlb_limit",
+                    f"cgroup {cg.cgroup} limits {fmt_page(size_kb)} huge pages to "
+                    f"{fmt_bytes(cg.limit_bytes)}",
+                    "Processes in this cgroup get SIGBUS when they touch huge pages beyond the "
+                    "limit (initdb in a limited container dies this way).",
+                    f"hugetlb.{cg.size} limit {cg.limit_bytes} < demand "
+                    f"{pp.demand_pages * size_kb * 1024}",
+                    "Documentation/admin-guide/cgroup-v2.rst (HugeTLB)"))
+
+    # Safety rail: never plan pools that leave the OS less than the profile's floor.
+    total_kb = host.mem.total_kb
+    if total_kb:
+        planned = {p.size_kb: p.target_pages for p in r.pools}
+        pool_kb = sum(planned.get(p.size_kb, p.nr_pages or 0) * p.size_kb for p in host.pools)
+        floor = profile.os_floor(total_kb * 1024)
+        left = total_kb * 1024 - pool_kb * 1024
+        if r.pools and left < floor:
+            msg = (f"the planned pools ({fmt_bytes(pool_kb * 1024)}) would leave "
+                   f"{fmt_bytes(left)} to the OS, under the profile's floor of {fmt_bytes(floor)}")
+            r.blocked.append(msg)
+            r.findings.append(Finding(
+                "crit", "pool.os_floor", "Plan would starve the OS of memory",
+                "Huge pages in a pool are unavailable to anything else: page cache, backends' "
+                "private memory and the kernel. Lower the database's memory settings or add RAM.",
+                msg, f"profile {profile.name}: pool.os_floor / os_floor_pct"))
+        _commit_limit(r, pool_kb)
+
+
+def _cg_size(size_kb: int) -> str:
+    # Kernel naming of hugetlb cgroup files (mm/hugetlb_cgroup.c, mem_fmt): 2MB, 1GB.
+    return f"{size_kb // GIB_KB}GB" if size_kb >= GIB_KB else f"{size_kb // 1024}MB"
+
+
+def _runtime_feasibility(r: Report, pp: PoolPlan) -> None:
+    grow = pp.target_pages - (pp.current_pages or 0)
+    if grow <= 0:
+        return
+    host = r.host
+    if pp.size_kb >= GIB_KB:
+        r.findings.append(Finding(
+            "info", "pool.gigantic_runtime", f"{grow} more 1 GiB pages needed at runtime",
+            "1 GiB pages need physically contiguous, aligned 1 GiB ranges; a runtime "
+            "allocation can fall short on a host that has been up for a while. Reserving them "
+            f"at boot (hugepagesz=1G hugepages={pp.target_pages}) always works.",
+            f"target {pp.target_pages}, now {pp.current_pages}", HUGETLBPAGE))
+        return
+    can = host.runtime_allocatable_pages(pp.size_kb)
+    if can is not None and can < grow:
+        r.findings.append(Finding(
+            "warn", "pool.fragmented",
+            f"Free memory holds only {can} free {fmt_page(pp.size_kb)} blocks; {grow} are needed",
+            "The kernel must compact memory to grow the pool and may still fall short; apply "
+            "compacts first. A boot-time reservation (hugepages= on the kernel command line) "
+            "avoids the problem.", f"buddyinfo: {can} blocks of order >= "
+                                   f"{host.order_for(pp.size_kb)}", HUGETLBPAGE))
+
+
+def _commit_limit(r: Report, pool_kb: int) -> None:
+    """Reserved huge pages leave CommitLimit: under overcommit_memory=2 a large pool can make
+    ordinary allocations fail (Documentation/mm/overcommit-accounting.rst)."""
+    host, m = r.host, r.host.mem
+    if host.sysctls.get("vm.overcommit_memory") != 2 or m.total_kb is None:
+        return
+    new_limit = commit_limit_kb(m.total_kb, pool_kb, host.sysctls.get("vm.overcommit_ratio") or 50,
+                                m.swap_total_kb or 0, host.sysctls.get("vm.overcommit_kbytes") or 0)
+    committed = m.committed_as_kb or 0
+    margin = new_limit * r.profile.commit_min_free_pct / 100
+    if committed > new_limit - margin:
+        r.findings.append(Finding(
+            "warn", "commit.limit",
+            f"With the planned pools CommitLimit falls to {fmt_bytes(new_limit * 1024)}",
+            "Under vm.overcommit_memory=2, memory reserved for huge pages is taken out of "
+            "CommitLimit; Committed_AS is already close to that, so allocations would fail. "
+            "Raise vm.overcommit_ratio to make up for the pool.",
+            f"Committed_AS {fmt_bytes(committed * 1024)}, CommitLimit now "
+            f"{fmt_bytes((m.commit_limit_kb or 0) * 1024)}",
+            "mm/util.c vm_commit_limit(); Documentation/mm/overcommit-accounting.rst"))
+
+
+_THP_WHY = {
+    "enabled": "governs private anonymous memory; databases that do not ask for THP should not "
+               "get it (PostgreSQL docs; tuned's postgresql profile; Redis warns on always)",
+    "defrag": "with madvise only processes that asked for THP stall in direct compaction",
+    "shmem_enabled": "governs shared anonymous memory, i.e. PostgreSQL's shared buffers when "
+                     "they are not on static huge pages",
+}
+
+
+def _thp(r: Report) -> None:
+    t, p = r.host.thp, r.profile
+    for knob, want in (("enabled", p.thp_enabled), ("defrag", p.thp_defrag),
+                       ("shmem_enabled", p.thp_shmem_enabled)):
+        cur = getattr(t, knob).value
+        if want == "keep" or cur is None or cur == want:
+            continue
+        r.changes.append(Change("thp", f"transparent_hugepage/{knob}", cur, want,
+                                _THP_WHY[knob]))
+        sev = "warn" if cur in ("always", "force") else "info"
+        r.findings.append(Finding(
+            sev, f"thp.{knob}", f"THP {knob} is {cur}; profile {p.name} wants {want}",
+            _THP_WHY[knob], f"/sys/kernel/mm/transparent_hugepage/{knob} = {cur}", TRANSHUGE))
+
+
+def _host_findings(r: Report) -> None:
+    host = r.host
+    for key, value in host.cmdline_params:
+        if key in ("hugepages", "hugepagesz", "default_hugepagesz", "transparent_hugepage",
+                   "transparent_hugepage_shmem"):
+            why = {"transparent_hugepage": "boot-time THP mode; the runtime knob may differ",
+                   "default_hugepagesz": "sets the size /proc/meminfo and vm.nr_hugepages "
+                                         "refer to; with 1G, 2 MiB pages need their own "
+                                         "hugepagesz=2M hugepages=N to be reserved at boot",
+                   }.get(key, "boot-time huge page reservation")
+            r.findings.append(Finding("info", f"cmdline.{key}", f"Kernel command line: "
+                                      f"{key}={value}", why, host.cmdline or "",
+                                      "Documentation/admin-guide/kernel-parameters.txt"))
+    users = {p.size_kb for p in r.pools}
+    for pool in host.pools:
+        avail = pool.available_pages
+        if not pool.nr_pages or avail is None or avail <= 0:
+            continue
+        planned = next((p for p in r.pools if p.size_kb == pool.size_kb), None)
+        waiting = 0
+        if planned:  # pages meant for instances that are not holding them yet
+            waiting = planned.target_pages - planned.foreign_pages - sum(
+                i.demand.held_pages for i in r.instances
+                if i.demand and i.id in planned.instances)
+        unused = avail - max(0, waiting)
+        if unused > 0:
+            r.findings.append(Finding(
+                "warn", "pool.unused",
+                f"{unused} reserved {fmt_page(pool.size_kb)} pages "
+                f"({fmt_bytes(unused * pool.size_bytes)}) are used by nothing found",
+                "Pool pages are lost to the OS until released. Something not running now may "
+                "need them at its next start; otherwise lower the pool.",
+                f"hugepages-{pool.size_kb}kB: nr {pool.nr_pages}, free {pool.free_pages}, "
+                f"resv {pool.resv_pages}" + ("" if pool.size_kb in users else ", no demand"),
+                HUGETLBPAGE))
+    if host.thp.enabled.value is None:
+        r.findings.append(Finding("info", "thp.unavailable", "THP knobs not readable",
+                                  "Kernel without THP, or a container hiding /sys.", "",
+                                  TRANSHUGE))
+    if not r.instances:
+        r.findings.append(Finding(
+            "info", "instances.none", "No database instance found",
+            "Nothing to size. Start the database, or name a stopped PostgreSQL cluster with "
+            "--pgdata DIR, or a server with --dsn.", "", ""))
+
+
+def inspect(sr, profile_name: str = "oltp", targets=None, engine_names=None) -> Report:
+    """The whole `check` flow: read the host, discover instances, build the plan."""
+    from . import host as host_mod
+    from . import profiles
+    from .engines import Targets, registry
+    from .procs import ProcTable
+
+    engines = {e.name: e for e in (registry.all() if not engine_names
+                                   else [registry.get(n) for n in engine_names])}
+    profile = profiles.load(profile_name, registry.profile_schemas())
+    facts = host_mod.collect(sr)
+    procs = ProcTable(sr)
+    instances: list[Instance] = []
+    for eng in engines.values():
+        instances.extend(eng.discover(facts, procs, targets or Targets()))
+    report = build(facts, instances, profile, engines)
+    report.notes = [str(n) for n in sr.notes]
+    return report

@@ -1,0 +1,155 @@
+"""The process table, read from /proc through a SysRoot.
+
+Engines look processes up by name, then ask for the few files they need; nothing is read for
+processes nobody asked about. Field meanings: Documentation/filesystems/proc.rst
+("/proc/PID/status", "/proc/PID/smaps").
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cached_property
+
+from .sysroot import SysRoot, kb
+
+
+@dataclass(frozen=True)
+class Mapping:
+    start: int
+    end: int
+    perms: str
+    path: str
+    size_kb: int
+    kernel_page_kb: int
+    rss_kb: int
+    anon_huge_kb: int
+    shmem_pmd_kb: int
+    shared_hugetlb_kb: int
+    private_hugetlb_kb: int
+
+    @property
+    def shared(self) -> bool:
+        return self.perms[3:4] == "s"
+
+    @property
+    def hugetlb(self) -> bool:
+        return self.kernel_page_kb > 4 or self.path.startswith("/anon_hugepage")
+
+
+_MAP_HEAD = re.compile(r"^([0-9a-f]+)-([0-9a-f]+) (\S{4}) \S+ \S+ \S+\s*(.*)$")
+
+
+def parse_smaps(text: str) -> list[Mapping]:
+    out: list[Mapping] = []
+    head: re.Match | None = None
+    fields: dict[str, int] = {}
+
+    def flush():
+        if head:
+            out.append(Mapping(
+                int(head.group(1), 16), int(head.group(2), 16), head.group(3), head.group(4),
+                fields.get("Size", 0), fields.get("KernelPageSize", 4), fields.get("Rss", 0),
+                fields.get("AnonHugePages", 0), fields.get("ShmemPmdMapped", 0),
+                fields.get("Shared_Hugetlb", 0), fields.get("Private_Hugetlb", 0)))
+
+    for line in text.splitlines():
+        mt = _MAP_HEAD.match(line)
+        if mt:
+            flush()
+            head, fields = mt, {}
+            continue
+        key, sep, value = line.partition(":")
+        if sep and value.strip().endswith("kB"):
+            fields[key] = int(value.split()[0])
+    flush()
+    return out
+
+
+class Proc:
+    """One process. Attributes read lazily; each is None when unreadable (not our process and
+    not root, or the process exited meanwhile)."""
+
+    def __init__(self, sr: SysRoot, pid: int):
+        self.sr = sr
+        self.pid = pid
+
+    def _p(self, name: str) -> str:
+        return f"/proc/{self.pid}/{name}"
+
+    @cached_property
+    def comm(self) -> str | None:
+        text = self.sr.read(self._p("comm"), quiet_missing=True)
+        return text.strip() if text is not None else None
+
+    @cached_property
+    def cmdline(self) -> tuple[str, ...]:
+        text = self.sr.read(self._p("cmdline"), quiet_missing=True) or ""
+        return tuple(a for a in text.split("\0") if a)
+
+    @cached_property
+    def status(self) -> dict[str, str]:
+        return self.sr.read_kv(self._p("status"), quiet_missing=True) or {}
+
+    @property
+    def ppid(self) -> int | None:
+        v = self.status.get("PPid")
+        return int(v) if v else None
+
+    @property
+    def uid(self) -> int | None:
+        v = self.status.get("Uid")
+        return int(v.split()[0]) if v else None
+
+    @property
+    def vm_pte_kb(self) -> int | None:
+        return kb(self.status.get("VmPTE"))
+
+    @property
+    def rss_shmem_kb(self) -> int | None:
+        return kb(self.status.get("RssShmem"))
+
+    @property
+    def hugetlb_kb(self) -> int | None:
+        return kb(self.status.get("HugetlbPages"))
+
+    @cached_property
+    def smaps(self) -> list[Mapping] | None:
+        text = self.sr.read(self._p("smaps"))
+        return parse_smaps(text) if text is not None else None
+
+    def environ(self) -> dict[str, str] | None:
+        text = self.sr.read(self._p("environ"))
+        if text is None:
+            return None
+        return dict(e.partition("=")[::2] for e in text.split("\0") if "=" in e)
+
+
+class ProcTable:
+    def __init__(self, sr: SysRoot):
+        self.sr = sr
+        self._users: dict[int, str] | None = None
+
+    @cached_property
+    def all(self) -> list[Proc]:
+        return [Proc(self.sr, int(n)) for n in self.sr.listdir("/proc") if n.isdigit()]
+
+    def by_name(self, *names: str) -> list[Proc]:
+        """Processes whose comm (the executable's name, kernel-truncated to 15 characters) is one
+        of `names`. comm survives argv rewriting such as PostgreSQL's "postgres: checkpointer"."""
+        wanted = {n[:15] for n in names}
+        return [p for p in self.all if p.comm in wanted]
+
+    def children(self, pid: int) -> list[Proc]:
+        return [p for p in self.all if p.ppid == pid]
+
+    def user(self, uid: int | None) -> str | None:
+        if uid is None:
+            return None
+        if self._users is None:
+            self._users = {}
+            for line in (self.sr.read("/etc/passwd", quiet_missing=True) or "").splitlines():
+                parts = line.split(":")
+                if len(parts) > 2 and parts[2].isdigit():
+                    self._users.setdefault(int(parts[2]), parts[0])
+        return self._users.get(uid, str(uid))

@@ -1,0 +1,185 @@
+"""Output: rich tables for people, versioned JSON for pipelines (schema: docs/json-schema.md)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from importlib.metadata import PackageNotFoundError, version
+
+from .engines import SEVERITIES
+from .plan import SCHEMA_VERSION, Report
+from .sizing import fmt_bytes, fmt_page
+
+_STYLE = {"ok": "green", "info": "cyan", "warn": "yellow", "crit": "bold red"}
+
+
+def _version() -> str:
+    try:
+        return version("hpadvise")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def to_dict(r: Report) -> dict:
+    h = r.host
+    host = asdict(h)
+    host["cpu_flags"] = sorted(f for f in h.cpu_flags if f in ("pdpe1gb", "pse", "hypervisor"))
+    host["thp"]["enabled"] = asdict(h.thp.enabled)
+    host["default_hugepage_kb"] = h.default_hugepage_kb
+    host["runtime_allocatable_pages"] = {
+        str(p.size_kb): h.runtime_allocatable_pages(p.size_kb) for p in h.pools}
+    host["thp"]["mthp"] = {str(k): v for k, v in h.thp.mthp.items()}
+    host.pop("notes", None)
+    instances = []
+    for i in r.instances:
+        d = {k: getattr(i, k) for k in ("engine", "id", "label", "running", "pid", "owner",
+                                         "version", "backing", "backing_page_kb",
+                                         "page_tables_kb", "page_tables_huge_kb", "settings")}
+        d["demand"] = None
+        if i.demand:
+            d["demand"] = asdict(i.demand)
+            d["demand"]["pages"] = {str(k): v for k, v in i.demand.pages.items()}
+        instances.append(d)
+    counts = {s: sum(f.severity == s for f in r.findings) for s in SEVERITIES}
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "hpadvise_version": _version(),
+        "profile": {"name": r.profile.name, "source": r.profile.path},
+        "host": host,
+        "instances": instances,
+        "findings": [asdict(f) for f in r.findings],
+        "plan": {
+            "pools": [dict(asdict(p), target_pages=p.target_pages, target_bytes=p.target_bytes)
+                      for p in r.pools],
+            "changes": [asdict(c) for c in r.changes],
+            "blocked": r.blocked,
+        },
+        "summary": {"worst": r.worst(), "counts": counts},
+        "notes": r.notes,
+        "errors": r.errors,
+    }
+
+
+def to_json(r: Report) -> str:
+    return json.dumps(to_dict(r), indent=2, default=str)
+
+
+def _kb(v: int | None) -> str:
+    return fmt_bytes(v * 1024) if v is not None else "?"
+
+
+def _n(v) -> str:
+    return "?" if v is None else str(v)
+
+
+def render(r: Report, console, verbose: bool = False) -> None:
+    from rich import box
+    from rich.table import Table
+
+    def table(title: str, *cols: str) -> Table:
+        t = Table(title=title, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD)
+        for c in cols:
+            t.add_column(c)
+        return t
+
+    h, m = r.host, r.host.mem
+    t = table("Host", "fact", "value")
+    t.add_row("kernel", _n(h.kernel))
+    t.add_row("memory", f"{_kb(m.total_kb)} total, {_kb(m.available_kb)} available")
+    t.add_row("commit", f"Committed_AS {_kb(m.committed_as_kb)} of CommitLimit "
+                        f"{_kb(m.commit_limit_kb)} (overcommit_memory="
+                        f"{_n(h.sysctls.get('vm.overcommit_memory'))}, ratio "
+                        f"{_n(h.sysctls.get('vm.overcommit_ratio'))})")
+    t.add_row("page tables", _kb(m.page_tables_kb))
+    t.add_row("hugetlb", f"{_kb(m.hugetlb_kb)} in pools (all sizes); base page "
+                         f"{h.base_page_bytes // 1024} KiB, default huge page "
+                         f"{fmt_page(h.default_hugepage_kb) if h.default_hugepage_kb else '?'}")
+    t.add_row("cpu", f"1 GiB pages (pdpe1gb): {'yes' if 'pdpe1gb' in h.cpu_flags else 'no'}, "
+                     f"2 MiB (pse): {'yes' if 'pse' in h.cpu_flags else 'no'}; NUMA nodes: "
+                     f"{len(h.numa_nodes) or '?'}")
+    t.add_row("platform", ", ".join(x for x in (h.virtualization, h.container) if x) or "bare metal?")
+    t.add_row("memlock", f"soft {_n(h.memlock_soft)}, hard {_n(h.memlock_hard)} (this shell)")
+    t.add_row("hugetlbfs", ", ".join(f"{x.target} ({x.options})" for x in h.hugetlbfs_mounts)
+              or "not mounted (not needed for MAP_HUGETLB users)")
+    cmd = " ".join(f"{k}={v}" for k, v in h.cmdline_params)
+    t.add_row("cmdline", cmd or "no hugepage/THP parameters")
+    if h.cgroup_hugetlb:
+        t.add_row("cgroup", "; ".join(f"{c.cgroup} {c.size} limit {fmt_bytes(c.limit_bytes)}"
+                                      for c in h.cgroup_hugetlb))
+    console.print(t)
+
+    t = table("Pools", "page size", "total", "free", "reserved", "surplus", "overcommit",
+              "per node (total/free)", "free blocks now")
+    for p in h.pools:
+        nodes = " ".join(f"n{n.node}:{_n(n.nr_pages)}/{_n(n.free_pages)}" for n in p.nodes)
+        t.add_row(fmt_page(p.size_kb), _n(p.nr_pages), _n(p.free_pages), _n(p.resv_pages),
+                  _n(p.surplus_pages), _n(p.overcommit_pages), nodes or "-",
+                  _n(h.runtime_allocatable_pages(p.size_kb)) if p.size_kb < 1048576 else "-")
+    console.print(t)
+
+    th = h.thp
+    t = table("THP", "knob", "value")
+    t.add_row("enabled", _n(th.enabled.value))
+    t.add_row("defrag", _n(th.defrag.value))
+    t.add_row("shmem_enabled", _n(th.shmem_enabled.value))
+    t.add_row("khugepaged", ", ".join(f"{k}={_n(v)}" for k, v in th.khugepaged.items()))
+    if th.mthp:
+        t.add_row("mTHP sizes", " ".join(
+            f"{fmt_page(k)}:{v.get('enabled') or '-'}/{v.get('shmem_enabled') or '-'}"
+            for k, v in th.mthp.items()))
+    counters = {k: v for k, v in h.vmstat.items()
+                if k in ("thp_fault_alloc", "thp_fault_fallback", "thp_collapse_alloc",
+                         "compact_stall", "compact_fail", "compact_success") and v}
+    t.add_row("counters", ", ".join(f"{k}={v}" for k, v in counters.items()) or "all zero")
+    console.print(t)
+
+    t = table("Instances", "id", "version", "owner", "state", "shared memory on", "needs",
+              "page tables (now -> huge)")
+    for i in r.instances:
+        need = "?"
+        if i.demand:
+            d = i.demand
+            need = ", ".join(f"{n} x {fmt_page(k)}" for k, n in sorted(d.pages.items())
+                             if k == d.page_kb) + ("" if d.exact else " (estimate)")
+        pt = "-"
+        if i.page_tables_kb is not None:
+            pt = f"{_kb(i.page_tables_kb)} -> ~{_kb(i.page_tables_huge_kb)}"
+        backing = {"hugetlb": f"huge pages ({fmt_page(i.backing_page_kb)})",
+                   "thp": "partly THP", "4k": "4 KiB pages"}.get(i.backing or "", "?")
+        t.add_row(i.id, _n(i.version), _n(i.owner), "running" if i.running else "stopped",
+                  backing if i.running else "-", need, pt)
+    if r.instances:
+        console.print(t)
+
+    order = {s: n for n, s in enumerate(reversed(SEVERITIES))}
+    t = table("Findings", "", "finding", "why / evidence / source")
+    for f in sorted(r.findings, key=lambda f: order[f.severity]):
+        why = f.rationale
+        if f.evidence:
+            why += f"\n[dim]evidence: {f.evidence}[/dim]"
+        if f.source and verbose:
+            why += f"\n[dim]source: {f.source}[/dim]"
+        t.add_row(f"[{_STYLE[f.severity]}]{f.severity}[/]", f.title, why)
+    console.print(t)
+
+    t = table("Plan", "change", "now", "recommended", "why")
+    for c in r.changes:
+        t.add_row(c.target + (f" ({c.instance})" if c.instance and c.kind == "setting" else ""),
+                  _n(c.current), str(c.recommended) + (" (restart)" if c.restart else ""),
+                  c.reason)
+    for p in r.pools:
+        if p.current_pages == p.target_pages:
+            t.add_row(f"hugepages-{p.size_kb}kB/nr_hugepages", _n(p.current_pages),
+                      f"{p.target_pages} (already)", "")
+    if r.changes or r.pools:
+        console.print(t)
+    else:
+        console.print("[bold]Plan[/bold]: nothing to change.")
+    for b in r.blocked:
+        console.print(f"[bold red]blocked:[/] {b}")
+    if r.notes and verbose:
+        console.print("[dim]notes:[/dim]")
+        for n in r.notes:
+            console.print(f"  [dim]{n}[/dim]")
+    elif r.notes:
+        console.print(f"[dim]{len(r.notes)} file(s) could not be read; --verbose lists them.[/dim]")

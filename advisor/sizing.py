@@ -1,0 +1,78 @@
+"""Sizes and page arithmetic: demand in bytes -> pages, pools, and what they cost the OS."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from .errors import InputError
+
+_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20,
+          "mb": 1 << 20, "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30,
+          "t": 1 << 40, "tb": 1 << 40, "tib": 1 << 40}
+
+
+def parse_bytes(text: str | int, what: str = "size") -> int:
+    """'2GiB', '512MB', '1g', 4096 -> bytes. Units are binary, as in PostgreSQL and the kernel."""
+    if isinstance(text, int) and not isinstance(text, bool):
+        if text < 0:
+            raise InputError(f"{what}: {text} is negative; give a size such as 2GiB")
+        return text
+    mt = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", str(text))
+    if not mt or mt.group(2).lower() not in _UNITS:
+        raise InputError(f"{what}: {text!r} is not a size; write it like 512MiB or 2GiB")
+    return int(float(mt.group(1)) * _UNITS[mt.group(2).lower()])
+
+
+def fmt_bytes(n: int | None) -> str:
+    if n is None:
+        return "?"
+    for unit, size in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(n) >= size:
+            v = n / size
+            return f"{v:.1f} {unit}" if v < 100 and v != int(v) else f"{int(round(v))} {unit}"
+    return f"{n} B"
+
+
+def fmt_page(size_kb: int) -> str:
+    return "1 GiB" if size_kb == 1048576 else fmt_bytes(size_kb * 1024).replace(".0 ", " ")
+
+
+def pages_for(nbytes: int, page_bytes: int) -> int:
+    """Whole pages holding `nbytes`: a mapping is rounded up to the page size."""
+    return math.ceil(nbytes / page_bytes)
+
+
+def commit_limit_kb(mem_total_kb: int, hugetlb_kb: int, ratio: int, swap_kb: int,
+                    overcommit_kbytes: int = 0) -> int:
+    """CommitLimit as mm/util.c vm_commit_limit() computes it: huge pages are excluded from the
+    RAM that can be committed ((RAM - hugetlb) * ratio / 100 + swap, or overcommit_kbytes +
+    swap when that is set). Documentation/mm/overcommit-accounting.rst."""
+    if overcommit_kbytes:
+        return overcommit_kbytes + swap_kb
+    return (mem_total_kb - hugetlb_kb) * ratio // 100 + swap_kb
+
+
+@dataclass(frozen=True)
+class PoolPlan:
+    size_kb: int
+    current_pages: int | None
+    demand_pages: int  # sum over the instances that use this size
+    headroom_pages: int
+    foreign_pages: int  # pages held or reserved by processes hpadvise does not manage
+    instances: tuple[str, ...]
+
+    @property
+    def target_pages(self) -> int:
+        return self.demand_pages + self.headroom_pages + self.foreign_pages
+
+    @property
+    def target_bytes(self) -> int:
+        return self.target_pages * self.size_kb * 1024
+
+
+def headroom(pages: int, pct: float, min_pages: int) -> int:
+    if pages == 0:
+        return 0
+    return max(min_pages, math.ceil(pages * pct / 100))

@@ -1,0 +1,1 @@
+"""Built-in engines. Each registers through the `hpadvise.engines` entry point group."""

@@ -1,0 +1,1 @@
+"""Shipped TOML profiles (package data)."""

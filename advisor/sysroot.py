@@ -96,7 +96,10 @@ class SysRoot:
         return names
 
     def exists(self, p: str) -> bool:
-        return self.path(p).exists()
+        try:
+            return self.path(p).exists()
+        except OSError:  # Python 3.11 raises for EACCES on a parent directory
+            return False
 
     def readlink(self, p: str) -> str | None:
         try:

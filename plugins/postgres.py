@@ -229,12 +229,16 @@ class PostgresEngine(Engine):
 
     def __init__(self, connect_timeout: int = 3):
         self.connect_timeout = connect_timeout
+        self._live = True
 
     # ---- discover
     def discover(self, host: HostFacts, procs: ProcTable, targets: Targets) -> list[Instance]:
         sr = procs.sr
+        self._live = sr.live
         clusters: list[Cluster] = []
         for pm in _postmasters(procs):
+            if not pm.cmdline:  # exited while we looked (or a zombie): nothing to inspect
+                continue
             clusters.append(self._from_process(sr, procs, pm))
         out: list[Instance] = []
         dsn_for: dict[int, str] = {}
@@ -338,21 +342,29 @@ class PostgresEngine(Engine):
 
     def _running(self, sr, procs, c: Cluster, host, dsn: str | None) -> Instance:
         note = None
-        try:
-            with self._connect(c, dsn) as conn:
-                self._query(conn, c)
-        except Exception as exc:
-            msg = _secret_free(_first_line(exc), dsn)
-            if dsn:
-                inst = self._instance(c, host, running=True)
-                inst.errors.append(f"cannot connect to {redact_dsn(dsn)}: {msg}")
-                return inst
-            note = msg
+        if not sr.live:  # an offline snapshot: the server it shows is not ours to talk to
+            note = "offline audit of a snapshot"
+        else:
+            try:
+                with self._connect(c, dsn) as conn:
+                    self._query(conn, c)
+            except Exception as exc:
+                msg = _secret_free(_first_line(exc), dsn)
+                if dsn:
+                    inst = self._instance(c, host, running=True)
+                    inst.errors.append(f"cannot connect to {redact_dsn(dsn)}: {msg}")
+                    return inst
+                note = msg
+            if note is None and sr.recorded is not None:
+                try:  # a snapshot keeps the config files for its offline audit
+                    self._read_files(sr, Cluster(c.datadir, config_file=c.config_file))
+                except ConfError:
+                    pass
         inst = self._instance(c, host, running=True)
         if note is not None:
             inst.findings.append(Finding(
-                "info", "pg.no_connection", f"Could not connect as {c.owner}; read the "
-                "configuration files instead",
+                "info", "pg.no_connection", "Settings read from the configuration files"
+                + ("" if not sr.live else f" (could not connect as {c.owner})"),
                 "Without a connection the running values are read from postgresql.conf, "
                 "postgresql.auto.conf and their includes, which may differ from what the server "
                 "loaded. Pass --dsn to connect as another user.", note, instance=inst.id))
@@ -396,6 +408,9 @@ class PostgresEngine(Engine):
         return inst
 
     def _read_files(self, sr: SysRoot, c: Cluster) -> None:
+        if c.datadir == "?" and not c.config_file:
+            raise ConfError(f"cannot tell the data directory of postmaster {c.pid} (no -D, "
+                            "PGDATA unreadable); run as root or pass --dsn")
         conf = c.config_file or f"{c.datadir}/postgresql.conf"
         if not c.config_file and not sr.exists(conf):
             conf = _debian_conf(sr, c.datadir) or conf
@@ -509,13 +524,17 @@ class PostgresEngine(Engine):
         if size_b is None:
             self._size_from_files(inst, c, host)
             return
+        held = 0
+        if inst.backing == "hugetlb" and mapping is not None:
+            # mmap rounded the segment up to whole huge pages: exactly what it holds.
+            held = -(-mapping.size_kb // mapping.kernel_page_kb)
+            if not source and mapping.kernel_page_kb == page_kb:
+                pages[page_kb] = held
+                exact, source = True, "huge pages mapped by the postmaster (smaps)"
         for kb_ in sorted(sizes):
             pages.setdefault(kb_, pages_from_bytes(size_b, kb_))
         if not source:
             source, exact = src2, mapping is not None and not mapping.hugetlb
-        held = 0
-        if inst.backing == "hugetlb" and mapping is not None:
-            held = -(-mapping.size_kb // mapping.kernel_page_kb)
         inst.demand = Demand(inst.id, size_b, page_kb, pages, exact, source,
                              selectable=(c.major or 0) >= 14, held_pages=held)
 
@@ -524,7 +543,7 @@ class PostgresEngine(Engine):
         page_kb = page_kb_of(hps, host)
         if page_kb is None:
             return
-        if (c.major or 0) >= 15:
+        if (c.major or 0) >= 15 and self._live:
             counts, err = {}, None
             for kb_ in sorted(set(host.page_sizes_kb) | {page_kb}):
                 n, err = self._postgres_C(c, host, kb_)

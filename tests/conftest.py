@@ -1,0 +1,49 @@
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from support import KernelKnobs, PgCluster, pg_bindir  # noqa: E402
+
+HOSTS = Path(__file__).resolve().parent / "fixtures" / "hosts"
+
+
+@pytest.fixture
+def hosts() -> Path:
+    return HOSTS
+
+
+@pytest.fixture
+def knobs():
+    """Live kernel knobs, restored in teardown whatever happens. Skips (with the reason) where
+    the process is not root or the knobs are not writable."""
+    if not KernelKnobs.writable():
+        pytest.skip("live kernel test: needs root and writable /proc/sys/vm/nr_hugepages")
+    k = KernelKnobs()
+    try:
+        yield k
+    finally:
+        k.restore()
+
+
+@pytest.fixture
+def pg_factory():
+    """Throwaway PostgreSQL clusters (never the system's service), destroyed in teardown."""
+    if pg_bindir() is None:
+        pytest.fail("PostgreSQL server binaries not found: run scripts/test.sh, which installs them")
+    if os.geteuid() != 0 and os.environ.get("USER") != "postgres":
+        pytest.skip("integration: needs root (clusters run as the postgres user)")
+    made: list[PgCluster] = []
+
+    def make(settings=None) -> PgCluster:
+        c = PgCluster(settings)
+        made.append(c)
+        return c
+
+    try:
+        yield make
+    finally:
+        for c in made:
+            c.destroy()

@@ -1,0 +1,96 @@
+"""The CLI as a user runs it, on captured hosts: tables, JSON schema, exit codes, bad input."""
+
+import json
+import shutil
+from importlib import resources
+
+import jsonschema
+import pytest
+
+from support import run_cli
+
+
+def schema():
+    return json.loads((resources.files("hpadvise") / "check-schema.json").read_text())
+
+
+@pytest.mark.parametrize("state", ["no-pools", "pool-2m", "pool-1g", "thp-always", "thp-never",
+                                   "pg-hugetlb", "pg-fallback"])
+def test_json_matches_schema(hosts, state):
+    r = run_cli("check", "--json", "--root", str(hosts / state))
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    jsonschema.validate(d, schema())
+    assert d["schema_version"] == 1
+
+
+def test_tables_for_people(hosts):
+    r = run_cli("check", "--root", str(hosts / "pg-fallback"), env={"COLUMNS": "160"})
+    assert r.returncode == 0, r.stderr
+    for title in ("Host", "Pools", "THP", "Instances", "Findings", "Plan"):
+        assert f"\n{title}" in "\n" + r.stdout, title
+    assert "fell back to normal pages silently" in r.stdout
+
+
+def test_fallback_is_reported_from_a_snapshot(hosts):
+    d = json.loads(run_cli("check", "--json", "--root", str(hosts / "pg-fallback")).stdout)
+    codes = {(f["code"], f["instance"]) for f in d["findings"]}
+    tmp = [i for i in d["instances"] if i["id"] != "postgres:5432"][0]
+    assert tmp["backing"] == "4k"
+    assert ("pg.huge_pages.fallback", tmp["id"]) in codes
+    d = json.loads(run_cli("check", "--json", "--root", str(hosts / "pg-hugetlb")).stdout)
+    tmp = [i for i in d["instances"] if i["id"] != "postgres:5432"][0]
+    assert tmp["backing"] == "hugetlb" and tmp["backing_page_kb"] == 2048
+    assert tmp["demand"]["pages"]["2048"] == 72
+
+
+def without_postgres(src, dst):
+    """A copy of a captured host with its PostgreSQL processes taken out."""
+    shutil.copytree(src, dst, symlinks=True)
+    for p in (dst / "proc").iterdir():
+        comm = p / "comm"
+        if p.name.isdigit() and comm.exists() and comm.read_text().strip() == "postgres":
+            shutil.rmtree(p)
+    return dst
+
+
+@pytest.mark.parametrize("fail_on,state,code", [
+    ("none", "thp-always", 0),
+    ("crit", "thp-always", 0),   # THP always: warn, not crit
+    ("warn", "thp-always", 1),
+    ("warn", "thp-never", 0),    # only info findings
+    ("crit", "pg-fallback", 1),  # silent fallback: crit
+])
+def test_fail_on_exit_codes(hosts, tmp_path, fail_on, state, code):
+    root = without_postgres(hosts / state, tmp_path / "root") if state.startswith("thp") \
+        else hosts / state
+    r = run_cli("check", "--json", "--fail-on", fail_on, "--root", str(root))
+    assert r.returncode == code, r.stderr
+    worst = json.loads(r.stdout)["summary"]["worst"]
+    assert worst == {"thp-always": "warn", "thp-never": "info", "pg-fallback": "crit"}[state]
+
+
+@pytest.mark.parametrize("args,msg", [
+    (["--profile", "nope"], "no profile named 'nope'"),
+    (["--db", "oracle"], "no engine named 'oracle'"),
+    (["--fail-on", "sometimes"], "Invalid value for '--fail-on'"),
+])
+def test_usage_errors_exit_2_with_one_line(hosts, args, msg):
+    r = run_cli("check", "--root", str(hosts / "no-pools"), *args)
+    assert r.returncode == 2
+    assert msg in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_bad_profile_file(hosts, tmp_path):
+    p = tmp_path / "p.toml"
+    p.write_text('name = "x"\n[pool]\nheadroom_pct = "lots"\n')
+    r = run_cli("check", "--root", str(hosts / "no-pools"), "--profile", str(p))
+    assert r.returncode == 2
+    assert r.stderr.strip().count("\n") == 0
+    assert "pool.headroom_pct must be a number" in r.stderr
+
+
+def test_help_has_examples():
+    r = run_cli("check", "--help")
+    assert r.returncode == 0 and "hpadvise check --json --fail-on warn" in r.stdout

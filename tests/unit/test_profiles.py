@@ -1,0 +1,48 @@
+import pytest
+
+from hpadvise import profiles
+from hpadvise.engines import registry
+from hpadvise.errors import InputError
+
+
+def load(tmp_path, text):
+    p = tmp_path / "p.toml"
+    p.write_text(text)
+    return profiles.load(str(p), registry.profile_schemas())
+
+
+def test_shipped_profiles_load():
+    assert "oltp" in profiles.shipped()
+    for name in profiles.shipped():
+        p = profiles.load(name, registry.profile_schemas())
+        assert p.name == name and p.description
+
+
+def test_oltp_values():
+    p = profiles.load("oltp", registry.profile_schemas())
+    assert (p.thp_enabled, p.thp_defrag, p.thp_shmem_enabled) == ("madvise", "madvise", "never")
+    assert p.engine("postgres")["huge_pages"] == "on"
+    assert p.os_floor(24 << 30) == int((24 << 30) * 0.2)
+    assert p.os_floor(4 << 30) == 2 << 30
+
+
+@pytest.mark.parametrize("text,msg", [
+    ('name = "x"\nbogus = 1\n', "unknown key 'bogus'"),
+    ('name = "x"\n[pool]\nheadroom_pct = "lots"\n', "pool.headroom_pct must be a number"),
+    ('name = "x"\n[thp]\nenabled = "sometimes"\n', "is not one of"),
+    ('name = "x"\n[nope]\na = 1\n', "unknown section [nope]"),
+    ('name = "x"\n[pool]\nos_floor = "12XB"\n', "is not a size"),
+    ('name = "x"\n[postgres]\nhuge_pages = true\n', "postgres.huge_pages must be a str"),
+    ('description = "no name"\n', "missing key 'name'"),
+    ('name = "x"\n[pool\n', "not valid TOML"),
+])
+def test_bad_profiles(tmp_path, text, msg):
+    with pytest.raises(InputError, match=None) as e:
+        load(tmp_path, text)
+    assert msg in str(e.value)
+    assert "\n" not in str(e.value)
+
+
+def test_unknown_profile_name():
+    with pytest.raises(InputError, match="no profile named 'nope'"):
+        profiles.load("nope")

@@ -14,6 +14,8 @@ app = typer.Typer(
     help="Database-focused huge page advisor: size static huge page pools exactly for "
          "PostgreSQL and friends, and set THP the way each engine needs.",
     no_args_is_help=True, add_completion=False, rich_markup_mode=None,
+    # A crash must not print local variables: they can hold a DSN with its password.
+    pretty_exceptions_show_locals=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
@@ -74,9 +76,8 @@ def check(
 
         from .render import render
         render(report, Console(), verbose)
-    err = _stderr()
     for e in report.errors:
-        err.print(f"hpadvise: error: {e}", markup=False, highlight=False)
+        print(f"hpadvise: error: {e}", file=sys.stderr)
     if report.errors:
         raise typer.Exit(2)
     if fail_on != FailOn.none:
@@ -112,11 +113,6 @@ def list_profiles():
     for name in profiles.shipped():
         p = profiles.load(name, registry.profile_schemas())
         print(f"{name:10} {p.description}")
-
-
-def _stderr():
-    from rich.console import Console
-    return Console(stderr=True)
 
 
 def main() -> None:

@@ -144,8 +144,10 @@ def render(r: Report, console, verbose: bool = False) -> None:
         pt = "-"
         if i.page_tables_kb is not None:
             pt = f"{_kb(i.page_tables_kb)} -> ~{_kb(i.page_tables_huge_kb)}"
-        backing = {"hugetlb": f"huge pages ({fmt_page(i.backing_page_kb)})",
-                   "thp": "partly THP", "4k": "4 KiB pages"}.get(i.backing or "", "?")
+        backing = {"hugetlb": "huge pages", "thp": "partly THP",
+                   "4k": "4 KiB pages"}.get(i.backing or "", "?")
+        if i.backing == "hugetlb" and i.backing_page_kb:
+            backing += f" ({fmt_page(i.backing_page_kb)})"
         t.add_row(i.id, _n(i.version), _n(i.owner), "running" if i.running else "stopped",
                   backing if i.running else "-", need, pt)
     if r.instances:

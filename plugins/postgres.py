@@ -144,8 +144,11 @@ def documented_estimate(s: dict[str, int]) -> int:
     autovacuum workers (1800 + 270 * max_locks_per_transaction) each, prepared transactions
     (770 + 270 * max_locks_per_transaction), buffers (block_size + 208), WAL buffers
     (wal_block_size + 8), 770 kB fixed). Background workers and WAL senders count as
-    connections since 9.4. An estimate: verify with smaps after the first start."""
-    per_conn = 1800 + 270 * s["max_locks_per_transaction"]
+    connections since 9.4. The table predates structures added since (SLRU buffers,
+    statistics, predicate locks): measured against PostgreSQL 15's own shared_memory_size on
+    this project's machine, they add ~28 kB per backend slot and ~2 MiB fixed, which are added
+    here so the estimate errs high. An estimate: verify with smaps after the first start."""
+    per_conn = 1800 + 270 * s["max_locks_per_transaction"] + 28 * 1024
     conns = (s["max_connections"] + s["autovacuum_max_workers"] + 1 + s["max_worker_processes"]
              + s["max_wal_senders"])
     buffers = s["shared_buffers"] // BLCKSZ
@@ -154,7 +157,8 @@ def documented_estimate(s: dict[str, int]) -> int:
         wal = min(max(s["shared_buffers"] // 32, 64 << 10), 16 << 20)
     return (per_conn * conns + (770 + 270 * s["max_locks_per_transaction"])
             * s["max_prepared_transactions"] + (BLCKSZ + 208) * buffers
-            + (BLCKSZ + 8) * (wal // BLCKSZ) + 770 * 1024 + s["min_dynamic_shared_memory"])
+            + (BLCKSZ + 8) * (wal // BLCKSZ) + 770 * 1024 + (2 << 20)
+            + s["min_dynamic_shared_memory"])
 
 
 # --------------------------------------------------------------------------- discovery

@@ -10,6 +10,15 @@ from support import KernelKnobs, PgCluster, pg_bindir  # noqa: E402
 HOSTS = Path(__file__).resolve().parent / "fixtures" / "hosts"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def machine_left_as_found():
+    """Whatever a test does, the session ends with every pool and THP knob as it began."""
+    k = KernelKnobs() if KernelKnobs.writable() else None
+    yield
+    if k:
+        k.restore()
+
+
 @pytest.fixture
 def hosts() -> Path:
     return HOSTS

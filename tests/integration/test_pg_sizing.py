@@ -1,0 +1,82 @@
+"""hpadvise's page count against PostgreSQL's own, on real throwaway clusters.
+
+For every case the cluster is asked itself (`postgres -C shared_memory_size_in_huge_pages`
+for each page size, then SHOW on the running server) and hpadvise must agree exactly:
+stopped (`check --pgdata`) and running (discovered from /proc)."""
+
+import pytest
+
+from hpadvise.plugins import postgres as pg
+from support import check_json, instance
+
+SIZES = (2048, 1048576)
+
+MATRIX = [
+    # shared_buffers, max_connections, huge_page_size
+    ("128MB", 100, "0"),
+    ("1GB", 100, "0"),
+    ("256MB", 400, "0"),
+    ("512MB", 20, "1GB"),
+    ("64MB", 100, "2MB"),
+    ("2GB", 250, "0"),
+    ("1000MB", 50, "0"),
+]
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.mark.parametrize("sb,conns,hps", MATRIX)
+def test_count_equals_postgres_own(pg_factory, sb, conns, hps):
+    c = pg_factory({"shared_buffers": sb, "max_connections": str(conns), "huge_page_size": hps,
+                    "huge_pages": "off"})
+    expected = {kb: int(c.postgres_C("shared_memory_size_in_huge_pages", "-c",
+                                      f"huge_page_size={kb}kB")) for kb in SIZES}
+    configured = {"0": 2048, "2MB": 2048, "1GB": 1048576}[hps]
+    size_mb = int(c.postgres_C("shared_memory_size"))
+
+    # stopped: planning before the first start
+    report, r = check_json("--pgdata", c.datadir)
+    assert r.returncode == 0, r.stderr
+    i = instance(report, c.datadir)
+    assert i["running"] is False
+    d = i["demand"]
+    assert d["exact"] and d["page_kb"] == configured
+    assert {int(k): v for k, v in d["pages"].items()} == expected
+
+    # running: discovered from /proc, connected over the socket from postmaster.pid
+    c.start()
+    show = int(c.psql("SHOW shared_memory_size_in_huge_pages"))
+    assert show == expected[configured]
+    report, r = check_json()
+    assert r.returncode == 0, r.stderr
+    i = instance(report, c.datadir)
+    assert i["running"] and i["pid"] == c.pid and i["owner"] == "postgres"
+    assert i["version"].startswith("15") and i["id"] == f"postgres:{c.port}"
+    assert i["backing"] == "4k"
+    d = i["demand"]
+    assert d["page_kb"] == configured and d["exact"]
+    # the configured size from SHOW, the other from the segment size in smaps
+    assert {int(k): v for k, v in d["pages"].items()} == expected
+    assert i["page_tables_kb"] > 0 and i["page_tables_huge_kb"] <= i["page_tables_kb"]
+
+    # the documented estimate that PG <= 14 gets stays close to the real size
+    vals = {"shared_buffers": pg.parse_memory("shared_buffers", sb), "wal_buffers": -1,
+            "min_dynamic_shared_memory": 0, "max_connections": conns,
+            "max_worker_processes": 8, "max_wal_senders": 10, "autovacuum_max_workers": 3,
+            "max_locks_per_transaction": 64, "max_prepared_transactions": 0}
+    est = pg.documented_estimate(vals)
+    # errs high, never by much; never low by more than 1% (the pool headroom covers that)
+    assert -0.01 < (est - size_mb * 2**20) / (size_mb * 2**20) < 0.05, (est >> 20, size_mb)
+
+
+def test_check_runs_without_root(pg_factory):
+    """check works for an unprivileged user: what it cannot read becomes a note."""
+    c = pg_factory({"shared_buffers": "64MB"})
+    c.start()
+    report, r = check_json(user="nobody")
+    assert r.returncode == 0, r.stderr
+    assert report["host"]["mem"]["total_kb"] > 0
+    ids = [i["id"] for i in report["instances"]]
+    assert f"postgres:{c.port}" in ids or any(i["pid"] == c.pid for i in report["instances"])
+    i = next(i for i in report["instances"] if i["pid"] == c.pid)
+    assert i["backing"] is None  # smaps of another user's process is not readable

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Install everything the tests need on a fresh Debian/Ubuntu machine, then run them.
+#   sudo scripts/test.sh [pytest args]
+# Debian packages (only those missing): PostgreSQL server, MariaDB server, sysbench, a JDK,
+# python3-venv, util-linux, procps. Python: hpadvise with its [test] extras in a venv.
+# Live tests change real pools and THP knobs and restore them; they need root.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cd "$repo"
+
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+
+missing=()
+have_pg() { compgen -G '/usr/lib/postgresql/*/bin/postgres' >/dev/null; }
+have_pg || missing+=(postgresql)
+command -v mariadbd >/dev/null || [ -x /usr/sbin/mariadbd ] || missing+=(mariadb-server)
+command -v sysbench >/dev/null || missing+=(sysbench)
+command -v javac >/dev/null || missing+=(default-jdk-headless)
+command -v runuser >/dev/null || missing+=(util-linux)
+command -v ps >/dev/null || missing+=(procps)
+/usr/bin/python3 -c 'import ensurepip, venv' 2>/dev/null || missing+=(python3-venv)
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "test.sh: installing Debian packages: ${missing[*]}"
+  as_root apt-get update -qq
+  # policy-rc.d 101: install the servers without starting their system services.
+  as_root sh -c 'printf "#!/bin/sh\nexit 101\n" > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d'
+  trap 'as_root rm -f /usr/sbin/policy-rc.d' EXIT
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+    "${missing[@]}" >/dev/null
+  as_root rm -f /usr/sbin/policy-rc.d
+  trap - EXIT
+fi
+
+# Tests run hpadvise as the unprivileged user `nobody` too: it must be able to reach the venv
+# and the installed package. A checkout under a private directory (/root) gets its venv
+# outside, with a regular (not editable) install.
+editable=--editable
+if [ -z "${HPADVISE_VENV:-}" ] && [ "$(id -u)" = 0 ] && ! runuser -u nobody -- test -x "$repo"; then
+  export HPADVISE_VENV=/var/tmp/hpadvise-test-venv
+  editable=""
+fi
+venv=${HPADVISE_VENV:-$repo/.venv}
+HPADVISE_VENV=$venv scripts/install.sh $editable --test >/dev/null
+[ -n "$editable" ] || "$venv/bin/pip" install -q --disable-pip-version-check --no-deps --force-reinstall "$repo" >/dev/null
+
+set +e
+"$venv/bin/python" -m pytest -q -p no:cacheprovider "$@"
+rc=$?
+set -e
+# pytest exits 5 when it collected nothing: that is a failure here, not a pass.
+exit $rc

@@ -37,32 +37,26 @@ class Mapping:
         return self.kernel_page_kb > 4 or self.path.startswith("/anon_hugepage")
 
 
-_MAP_HEAD = re.compile(r"^([0-9a-f]+)-([0-9a-f]+) (\S{4}) \S+ \S+ \S+\s*(.*)$")
+_MAP_HEAD = re.compile(r"^([0-9a-f]+)-([0-9a-f]+) (\S{4}) \S+ \S+ \S+[ \t]*(.*)$", re.M)
+_FIELD = re.compile(r"^(\w+):\s+(\d+) kB$", re.M)
 
 
-def parse_smaps(text: str) -> list[Mapping]:
+def parse_smaps(text: str, shared_only: bool = False) -> list[Mapping]:
+    """Mappings of /proc/PID/smaps. `shared_only` skips private mappings without parsing
+    their fields (a postmaster has hundreds; only the shared ones matter for its segment)."""
+    heads = list(_MAP_HEAD.finditer(text))
     out: list[Mapping] = []
-    head: re.Match | None = None
-    fields: dict[str, int] = {}
-
-    def flush():
-        if head:
-            out.append(Mapping(
-                int(head.group(1), 16), int(head.group(2), 16), head.group(3), head.group(4),
-                fields.get("Size", 0), fields.get("KernelPageSize", 4), fields.get("Rss", 0),
-                fields.get("AnonHugePages", 0), fields.get("ShmemPmdMapped", 0),
-                fields.get("Shared_Hugetlb", 0), fields.get("Private_Hugetlb", 0)))
-
-    for line in text.splitlines():
-        mt = _MAP_HEAD.match(line)
-        if mt:
-            flush()
-            head, fields = mt, {}
+    for n, head in enumerate(heads):
+        perms = head.group(3)
+        if shared_only and perms[3] != "s":
             continue
-        key, sep, value = line.partition(":")
-        if sep and value.strip().endswith("kB"):
-            fields[key] = int(value.split()[0])
-    flush()
+        end = heads[n + 1].start() if n + 1 < len(heads) else len(text)
+        f = {m.group(1): int(m.group(2)) for m in _FIELD.finditer(text, head.end(), end)}
+        out.append(Mapping(
+            int(head.group(1), 16), int(head.group(2), 16), perms, head.group(4),
+            f.get("Size", 0), f.get("KernelPageSize", 4), f.get("Rss", 0),
+            f.get("AnonHugePages", 0), f.get("ShmemPmdMapped", 0),
+            f.get("Shared_Hugetlb", 0), f.get("Private_Hugetlb", 0)))
     return out
 
 
@@ -117,6 +111,11 @@ class Proc:
     def smaps(self) -> list[Mapping] | None:
         text = self.sr.read(self._p("smaps"))
         return parse_smaps(text) if text is not None else None
+
+    @cached_property
+    def shared_mappings(self) -> list[Mapping] | None:
+        text = self.sr.read(self._p("smaps"))
+        return parse_smaps(text, shared_only=True) if text is not None else None
 
     def environ(self) -> dict[str, str] | None:
         text = self.sr.read(self._p("environ"))

@@ -68,6 +68,10 @@ def _kb(v: int | None) -> str:
     return fmt_bytes(v * 1024) if v is not None else "?"
 
 
+def _limit(v: str | None) -> str:
+    return fmt_bytes(int(v)) if v and v.isdigit() else _n(v)
+
+
 def _n(v) -> str:
     return "?" if v is None else str(v)
 
@@ -77,7 +81,8 @@ def render(r: Report, console, verbose: bool = False) -> None:
     from rich.table import Table
 
     def table(title: str, *cols: str) -> Table:
-        t = Table(title=title, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD)
+        t = Table(title=title, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD,
+                  expand=True)
         for c in cols:
             t.add_column(c)
         return t
@@ -97,8 +102,11 @@ def render(r: Report, console, verbose: bool = False) -> None:
     t.add_row("cpu", f"1 GiB pages (pdpe1gb): {'yes' if 'pdpe1gb' in h.cpu_flags else 'no'}, "
                      f"2 MiB (pse): {'yes' if 'pse' in h.cpu_flags else 'no'}; NUMA nodes: "
                      f"{len(h.numa_nodes) or '?'}")
-    t.add_row("platform", ", ".join(x for x in (h.virtualization, h.container) if x) or "bare metal?")
-    t.add_row("memlock", f"soft {_n(h.memlock_soft)}, hard {_n(h.memlock_hard)} (this shell)")
+    t.add_row("platform", ", ".join(x for x in (h.virtualization, h.container and
+                                                f"container hint: {h.container}") if x)
+              or "no virtualization seen")
+    t.add_row("memlock", f"soft {_limit(h.memlock_soft)}, hard {_limit(h.memlock_hard)} "
+                         "(this process; engines that need it check their own)")
     t.add_row("hugetlbfs", ", ".join(f"{x.target} ({x.options})" for x in h.hugetlbfs_mounts)
               or "not mounted (not needed for MAP_HUGETLB users)")
     cmd = " ".join(f"{k}={v}" for k, v in h.cmdline_params)
@@ -124,9 +132,12 @@ def render(r: Report, console, verbose: bool = False) -> None:
     t.add_row("shmem_enabled", _n(th.shmem_enabled.value))
     t.add_row("khugepaged", ", ".join(f"{k}={_n(v)}" for k, v in th.khugepaged.items()))
     if th.mthp:
-        t.add_row("mTHP sizes", " ".join(
-            f"{fmt_page(k)}:{v.get('enabled') or '-'}/{v.get('shmem_enabled') or '-'}"
-            for k, v in th.mthp.items()))
+        groups: dict[str, list[str]] = {}
+        for k, v in th.mthp.items():
+            key = f"enabled={v.get('enabled') or '-'} shmem={v.get('shmem_enabled') or '-'}"
+            groups.setdefault(key, []).append(fmt_page(k))
+        t.add_row("mTHP sizes", "\n".join(f"{', '.join(sizes)}: {key}"
+                                          for key, sizes in groups.items()))
     counters = {k: v for k, v in h.vmstat.items()
                 if k in ("thp_fault_alloc", "thp_fault_fallback", "thp_collapse_alloc",
                          "compact_stall", "compact_fail", "compact_success") and v}
@@ -148,7 +159,8 @@ def render(r: Report, console, verbose: bool = False) -> None:
                    "4k": "4 KiB pages"}.get(i.backing or "", "?")
         if i.backing == "hugetlb" and i.backing_page_kb:
             backing += f" ({fmt_page(i.backing_page_kb)})"
-        t.add_row(i.id, _n(i.version), _n(i.owner), "running" if i.running else "stopped",
+        t.add_row(i.id, _n(i.version).split(" ")[0], _n(i.owner),
+                  "running" if i.running else "stopped",
                   backing if i.running else "-", need, pt)
     if r.instances:
         console.print(t)
@@ -161,14 +173,18 @@ def render(r: Report, console, verbose: bool = False) -> None:
             why += f"\n[dim]evidence: {f.evidence}[/dim]"
         if f.source and verbose:
             why += f"\n[dim]source: {f.source}[/dim]"
-        t.add_row(f"[{_STYLE[f.severity]}]{f.severity}[/]", f.title, why)
+        title = f.title + (f"\n[dim]{f.instance}[/dim]" if f.instance else "")
+        t.add_row(f"[{_STYLE[f.severity]}]{f.severity}[/]", title, why)
     console.print(t)
 
     t = table("Plan", "change", "now", "recommended", "why")
     for c in r.changes:
+        rec = str(c.recommended)
+        if c.kind == "pool":
+            size_kb = int(c.target.split("-")[1].split("kB")[0])
+            rec += f" ({fmt_bytes(c.recommended * size_kb * 1024)})"
         t.add_row(c.target + (f" ({c.instance})" if c.instance and c.kind == "setting" else ""),
-                  _n(c.current), str(c.recommended) + (" (restart)" if c.restart else ""),
-                  c.reason)
+                  _n(c.current), rec + (" (restart)" if c.restart else ""), c.reason)
     for p in r.pools:
         if p.current_pages == p.target_pages:
             t.add_row(f"hugepages-{p.size_kb}kB/nr_hugepages", _n(p.current_pages),

@@ -463,7 +463,7 @@ class PostgresEngine(Engine):
         pm = Proc(procs.sr, inst.pid) if inst.pid else None
         if pm is None:
             return
-        maps = pm.smaps
+        maps = pm.shared_mappings
         if maps is None:
             inst.private["observe_note"] = ("smaps unreadable: run as root or as "
                                             f"{inst.owner} to verify the backing")

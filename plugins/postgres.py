@@ -364,6 +364,12 @@ class PostgresEngine(Engine):
                     self._read_files(sr, Cluster(c.datadir, config_file=c.config_file))
                 except ConfError:
                     pass
+        conf_error = None
+        if note is not None:
+            try:
+                self._read_files(sr, c)
+            except ConfError as exc:
+                conf_error = str(exc)
         inst = self._instance(c, host, running=True)
         if note is not None:
             inst.findings.append(Finding(
@@ -372,10 +378,8 @@ class PostgresEngine(Engine):
                 "Without a connection the running values are read from postgresql.conf, "
                 "postgresql.auto.conf and their includes, which may differ from what the server "
                 "loaded. Pass --dsn to connect as another user.", note, instance=inst.id))
-            try:
-                self._read_files(sr, c)
-            except ConfError as exc:
-                inst.errors.append(str(exc))
+        if conf_error:
+            inst.errors.append(conf_error)
         self._observe(inst, procs, host)
         self._size_running(inst, c, host, inst.private.get("shm_mapping"))
         return inst

@@ -89,3 +89,31 @@ def test_check_changes_nothing(pg_factory, knobs):
     check_json("--pgdata", c.datadir)
     assert state() == before
     assert Path(f"{c.datadir}/postgresql.auto.conf").read_text() == conf
+
+
+def test_shmem_thp_is_seen_and_enabled_is_not_the_knob(pg_factory, knobs):
+    """PostgreSQL's shared memory is shmem: THP reaches it through shmem_enabled only."""
+    from support import THP
+    knobs.set(f"{THP}/enabled", "always")
+    knobs.set(f"{THP}/shmem_enabled", "never")
+    c = pg_factory({"shared_buffers": "256MB", "huge_pages": "off"})
+    c.start()
+    c.psql("CREATE TABLE t AS SELECT g, repeat('x', 500) AS pad FROM generate_series(1, 200000) g")
+    report, _ = check_json()
+    i = instance(report, c.datadir)
+    assert i["backing"] == "4k"
+    codes = {f["code"] for f in report["findings"] if f["instance"] == i["id"]}
+    assert "pg.thp.enabled_not_shmem" in codes and "pg.huge_pages.off" in codes
+    c.stop()
+
+    knobs.set(f"{THP}/shmem_enabled", "always")
+    c.start()
+    c.psql("SELECT count(*) FROM t")
+    report, _ = check_json()
+    i = instance(report, c.datadir)
+    assert i["backing"] == "thp"
+    codes = {f["code"] for f in report["findings"] if f["instance"] == i["id"]}
+    assert "pg.thp.shmem" in codes
+    thp = {x["target"]: x for x in report["plan"]["changes"] if x["kind"] == "thp"}
+    assert thp["transparent_hugepage/shmem_enabled"]["recommended"] == "never"
+    assert thp["transparent_hugepage/enabled"]["recommended"] == "madvise"

@@ -80,3 +80,59 @@ def test_check_runs_without_root(pg_factory):
     assert f"postgres:{c.port}" in ids or any(i["pid"] == c.pid for i in report["instances"])
     i = next(i for i in report["instances"] if i["pid"] == c.pid)
     assert i["backing"] is None  # smaps of another user's process is not readable
+
+
+def test_unoffered_huge_page_size_is_rejected(pg_factory):
+    # PostgreSQL itself accepts 4MB and prints a count; the host offers 2 MiB and 1 GiB only.
+    c = pg_factory({"huge_page_size": "4MB", "huge_pages": "on"})
+    report, r = check_json("--pgdata", c.datadir)
+    assert r.returncode == 0, r.stderr
+    i = instance(report, c.datadir)
+    f = {x["code"]: x for x in report["findings"] if x["instance"] == i["id"]}
+    assert f["pg.huge_page_size.unsupported"]["severity"] == "crit"
+    assert "2 MiB" in f["pg.huge_page_size.unsupported"]["rationale"]
+    ch = {x["target"]: x for x in report["plan"]["changes"] if x["instance"] == i["id"]}
+    assert ch["huge_page_size"]["recommended"] == "0"  # back to the default 2 MiB
+    pool = next(p for p in report["plan"]["pools"] if i["id"] in p["instances"])
+    assert pool["size_kb"] == 2048
+
+
+def test_running_but_no_connection_reads_the_files(pg_factory):
+    c = pg_factory({"shared_buffers": "200MB"})
+    with open(f"{c.datadir}/pg_hba.conf", "w") as f:
+        f.write("local all all reject\n")
+    c.start()
+    report, r = check_json()
+    assert r.returncode == 0, r.stderr
+    i = instance(report, c.datadir)
+    codes = {x["code"] for x in report["findings"] if x["instance"] == i["id"]}
+    assert "pg.no_connection" in codes
+    assert i["settings"]["shared_buffers"] == "200MB"  # from postgresql.conf
+    assert i["backing"] == "4k"
+    # sized from the segment in smaps: PostgreSQL's own formula on the exact segment size
+    c.stop()
+    assert i["demand"]["pages"]["2048"] == int(c.postgres_C("shared_memory_size_in_huge_pages"))
+
+
+def test_page_tables_now_and_with_huge_pages(pg_factory):
+    """A select-only load on 4 KiB pages: every backend pays page tables for shared memory."""
+    import subprocess
+    c = pg_factory({"shared_buffers": "512MB", "max_connections": "50"})
+    c.start()
+    c._run([f"{c.bindir}/pgbench", "-h", c.tmp, "-p", str(c.port), "-U", "postgres", "-i",
+            "-q", "-s", "20", "postgres"], check=True)
+    c.psql("CREATE EXTENSION IF NOT EXISTS pg_prewarm")
+    c.psql("SELECT pg_prewarm('pgbench_accounts')")
+    load = subprocess.Popen(
+        [f"{c.bindir}/pgbench", "-h", c.tmp, "-p", str(c.port), "-U", "postgres", "-S", "-c",
+         "8", "-j", "2", "-T", "12", "postgres"], stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL, user="postgres", cwd="/")
+    try:
+        import time
+        time.sleep(8)
+        report, r = check_json()
+    finally:
+        load.wait(timeout=60)
+    i = instance(report, c.datadir)
+    assert i["page_tables_kb"] > 2000, i  # 8 backends touching ~300 MB each
+    assert i["page_tables_huge_kb"] < i["page_tables_kb"] / 3

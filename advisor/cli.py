@@ -105,6 +105,180 @@ def snapshot(
     print(f"wrote {n} files to {directory}")
 
 
+@app.command()
+def apply(
+    db: Annotated[list[str], typer.Option(help="Engine(s) to apply for (repeatable), or all.")],
+    instance: Annotated[Optional[str], typer.Option(
+        help="Instance ID as `check` shows it, a data directory or a port.")] = None,
+    profile: Annotated[str, typer.Option(help="Profile name or .toml path.")] = "oltp",
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Show the changes and stop.")]
+    = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
+    = False,
+    restart: Annotated[bool, typer.Option("--restart", help="Restart the instance so that it "
+                                          "takes its huge pages, then verify.")] = False,
+    no_persist: Annotated[bool, typer.Option("--no-persist", help="Runtime changes only.")]
+    = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+    print_script: Annotated[bool, typer.Option(
+        "--print-script", help="Print a shell script with the same changes and stop "
+        "(for someone who is root).")] = False,
+    journal_dir: Annotated[Optional[str], typer.Option(
+        help="Journal directory [default: $HPADVISE_JOURNAL_DIR or /var/lib/hpadvise/journal].")]
+    = None,
+    persist_root: Annotated[str, typer.Option(
+        help="Write the persistent files (/etc/...) under this directory instead of /.")] = "",
+):
+    """Apply the plan for one engine's instance: pools, THP, persistence, database settings.
+
+    Every change is journaled before it is made; `hpadvise rollback` undoes it exactly.
+
+    Examples:
+
+      hpadvise apply --db postgres --dry-run
+
+      hpadvise apply --db postgres --instance 5432 --restart --yes
+
+      hpadvise apply --db postgres --print-script > hugepages.sh   # not root? hand it over
+    """
+    import os
+
+    from . import apply as ap_mod
+    from . import journal as jr
+    from .engines import Targets
+    from .plan import build, inspect
+    from .sysroot import SysRoot
+
+    if os.geteuid() != 0 and not (dry_run or print_script):
+        raise InputError("apply changes kernel settings and needs root; run it with sudo, or "
+                         "use --print-script to hand the changes to someone who is root")
+    report = inspect(SysRoot("/"), profile, Targets(), None)
+    engines = report.engines
+    names = sorted(engines) if db == ["all"] else db
+    for n in names:
+        if n not in engines:
+            raise InputError(f"no engine named {n!r} is installed "
+                             f"(installed: {', '.join(sorted(engines))})")
+    ask = None if (yes or not sys.stdin.isatty()) else _ask_instance
+    selected = ap_mod.select_instances(report, names, instance, ask)
+    if not selected:
+        raise InputError(f"no running or named {'/'.join(names)} instance found; "
+                         "`hpadvise check` shows what is there")
+    report = build(report.host, selected, report.profile, engines)
+    plan = ap_mod.prepare(report, engines, restart=restart, persist=not no_persist,
+                          persist_root=persist_root)
+    lines = ap_mod.describe(plan)
+    if print_script:
+        print(ap_mod.script(plan), end="")
+        return
+    if not json_out:
+        print(f"Plan for {', '.join(i.id for i in selected)} (profile {report.profile.name}):")
+        for ln in lines or ["nothing to change"]:
+            print("  " + ln.replace("\n", "\n  "))
+        for n in plan.notices:
+            print(f"  note: {n}")
+    if dry_run:
+        if json_out:
+            _print_json({"dry_run": True, "changes": lines, "notices": plan.notices})
+        return
+    if plan.changes and not yes:
+        if not sys.stdin.isatty():
+            raise InputError("no terminal to confirm on: add --yes to apply without asking")
+        if not typer.confirm("Apply these changes?", default=False):
+            raise typer.Exit(1)
+    argv = ["apply", "--db", *names] + (["--instance", instance] if instance else []) + \
+        (["--restart"] if restart else [])
+    result = ap_mod.execute(plan, jr.journal_dir(journal_dir),
+                            {"argv": argv, "instances": [i.id for i in selected],
+                             "profile": report.profile.name},
+                            say=(lambda m: None) if json_out else
+                            (lambda m: print(f"  {m}", flush=True)))
+    if json_out:
+        _print_json({"status": result.status, "journal": result.journal, "done": result.done,
+                     "problems": result.problems, "notices": plan.notices,
+                     "restart_needed": plan.restart_pending})
+    else:
+        for d in result.done:
+            print(f"done: {d}")
+        if result.status == "nothing":
+            print("Nothing to change: the host already matches the plan.")
+        for p in plan.restart_pending:
+            pool = ", ".join(f"{pp.target_pages} x {pp.size_kb} kB" for pp in report.pools)
+            print(f"restart needed: {p} takes its huge pages at its next start (the pool holds "
+                  f"{pool} until then, unused); run again with --restart or restart it yourself")
+        if result.journal:
+            print(f"journal: {result.journal} (undo with `hpadvise rollback {result.journal}`)")
+    for p in result.problems:
+        print(f"hpadvise: error: {p}", file=sys.stderr)
+    if result.status not in ("ok", "nothing"):
+        raise typer.Exit(1)
+
+
+@app.command()
+def rollback(
+    apply_id: Annotated[Optional[str], typer.Argument(
+        help="The apply to undo (see `hpadvise history`); default: the latest.")] = None,
+    journal_dir: Annotated[Optional[str], typer.Option(help="Journal directory.")] = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask.")] = True,
+):
+    """Undo an apply exactly: every knob and file back, in reverse order; restart an instance
+    the apply restarted. Example: hpadvise rollback"""
+    import os
+
+    from . import journal as jr
+    d = jr.journal_dir(journal_dir)
+    if os.geteuid() != 0:
+        raise InputError("rollback changes kernel settings and needs root; run it with sudo")
+    jr.open_dir(d)
+    with jr.Lock(d):
+        j = jr.find(d, apply_id)
+        if j.rolled_back is not None:
+            raise InputError(f"apply {j.id} is already rolled back")
+        done, errors = jr.rollback(j)
+        j.mark_rolled_back(errors)
+    for x in done:
+        print(f"restored: {x}")
+    if not done:
+        print("nothing to restore: every knob already had its old value")
+    print(f"rolled back {j.id}")
+    for e in errors:
+        print(f"hpadvise: error: {e}", file=sys.stderr)
+    if errors:
+        raise typer.Exit(1)
+
+
+@app.command()
+def history(
+    journal_dir: Annotated[Optional[str], typer.Option(help="Journal directory.")] = None,
+):
+    """List applies and whether they were rolled back."""
+    import time
+
+    from . import journal as jr
+    js = jr.list_journals(jr.journal_dir(journal_dir))
+    if not js:
+        print("no applies recorded")
+    for j in js:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(j.header["time"]))
+        rb = "rolled back" if j.rolled_back else "active"
+        print(f"{j.id}  {when}  {j.status:<14} {rb:<11} {len(j.entries):>3} changes  "
+              f"{' '.join(j.header.get('instances', []))}")
+
+
+def _ask_instance(cands):
+    for n, i in enumerate(cands, 1):
+        print(f"  {n}) {i.id}  {i.label}")
+    n = typer.prompt("Which instance", type=int)
+    if not 1 <= n <= len(cands):
+        raise InputError(f"choose a number from 1 to {len(cands)}")
+    return cands[n - 1]
+
+
+def _print_json(obj) -> None:
+    import json
+    print(json.dumps(obj, indent=2, default=str))
+
+
 @app.command("profiles")
 def list_profiles():
     """List the shipped profiles."""

@@ -119,6 +119,20 @@ class Engine:
         """Settings of the engine itself that the plan needs, given the chosen page size."""
         return []
 
+    # ---- apply (hpadvise.actions.Action objects)
+    def actions(self, inst: Instance, changes: list[Change]) -> list:
+        """Actions that make this instance's setting changes."""
+        return []
+
+    def restart_action(self, inst: Instance):
+        """An action restarting the instance and verifying it runs on huge pages, or None."""
+        return None
+
+    def action_from_spec(self, spec: dict):
+        """Rebuild one of this engine's actions from the journal (for rollback)."""
+        from .errors import InputError
+        raise InputError(f"engine {self.name} has no journaled actions")
+
 
 class Registry:
     """Engines from the entry point group, loaded on first use. Tests may `register` a

@@ -29,6 +29,7 @@ class Report:
     blocked: list[str] = field(default_factory=list)  # reasons apply must refuse the plan
     notes: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    engines: dict[str, Engine] = field(default_factory=dict, repr=False)
 
     def worst(self) -> str:
         from .engines import SEVERITIES
@@ -61,7 +62,7 @@ def choose_page_kb(inst: Instance, host: HostFacts, profile: Profile) -> int | N
 
 def build(host: HostFacts, instances: list[Instance], profile: Profile,
           engines: dict[str, Engine]) -> Report:
-    r = Report(host, profile, instances)
+    r = Report(host, profile, instances, engines=engines)
     for inst in instances:
         r.errors.extend(inst.errors)
         r.findings.extend(inst.findings)

@@ -179,3 +179,23 @@ def instance(report: dict, datadir: str) -> dict:
         if os.path.realpath(i["settings"].get("data_directory", "")) == os.path.realpath(datadir):
             return i
     raise AssertionError(f"no instance for {datadir} in {[i['id'] for i in report['instances']]}")
+
+
+def host_state(cluster=None, persist_root=None) -> dict:
+    """Every path apply may touch: pools of every size, THP knobs, the cluster's
+    postgresql.auto.conf, and the files under a persist root."""
+    state = {}
+    for p in sorted(glob.glob("/sys/kernel/mm/hugepages/*/nr_hugepages")):
+        state[p] = Path(p).read_text()
+    for k in ("enabled", "defrag", "shmem_enabled"):
+        state[f"{THP}/{k}"] = Path(f"{THP}/{k}").read_text()
+    if cluster:
+        p = f"{cluster.datadir}/postgresql.auto.conf"
+        state[p] = Path(p).read_bytes()
+    if persist_root:
+        for p in sorted(Path(persist_root).rglob("*")):
+            if p.is_symlink():
+                state[str(p)] = "->" + os.readlink(p)
+            elif p.is_file():
+                state[str(p)] = p.read_bytes()
+    return state

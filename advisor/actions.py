@@ -1,0 +1,295 @@
+"""Every tunable as an Action with get / set / verify / restore.
+
+An Action is rebuilt from its `spec()` (plain JSON) by `from_spec`, which is how `rollback`
+restores what an earlier process changed. Engines add their own kinds (Engine.action_from_spec).
+Like TuneD's plugins, a get/set pair gives dry-run, verify and rollback for free.
+"""
+
+from __future__ import annotations
+
+import base64
+import difflib
+import os
+import tempfile
+from typing import Any, ClassVar
+
+from .errors import InputError
+from .sizing import fmt_page
+
+
+class ActionError(Exception):
+    """A change that could not be made; the message says what and what to do."""
+
+
+class Action:
+    kind: ClassVar[str] = ""
+    restart: ClassVar[bool] = False  # restarts are deferred to the end of a rollback
+
+    def spec(self) -> dict:
+        raise NotImplementedError
+
+    @property
+    def label(self) -> str:
+        raise NotImplementedError
+
+    def get(self) -> Any:
+        raise NotImplementedError
+
+    def set(self, value: Any) -> None:
+        raise NotImplementedError
+
+    def verify(self, value: Any) -> tuple[bool, Any]:
+        actual = self.get()
+        return actual == value, actual
+
+    def restore(self, old: Any) -> None:
+        self.set(old)
+
+    def desired(self) -> Any:
+        """The value an engine action sets, when it carries it (PostgreSQL settings)."""
+        raise NotImplementedError
+
+    def same(self, old: Any, new: Any) -> bool:
+        """True when setting `new` would change nothing (apply skips the step)."""
+        return old == new
+
+    def describe(self, old: Any, new: Any) -> str:
+        return f"{self.label}: {old} -> {new}"
+
+
+def _write(path: str, text: str) -> None:
+    try:
+        with open(path, "w") as f:
+            f.write(text)
+    except OSError as exc:
+        raise ActionError(f"cannot write {text.strip()!r} to {path}: {exc.strerror}") from None
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError as exc:
+        raise ActionError(f"cannot read {path}: {exc.strerror}") from None
+
+
+class SysfsChoice(Action):
+    """A THP knob such as /sys/kernel/mm/transparent_hugepage/enabled ('always [madvise] never')."""
+    kind = "sysfs_choice"
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def spec(self) -> dict:
+        return {"kind": self.kind, "path": self.path}
+
+    @property
+    def label(self) -> str:
+        return self.path.replace("/sys/kernel/mm/", "")
+
+    def get(self) -> str:
+        text = _read(self.path)
+        for w in text.split():
+            if w.startswith("["):
+                return w.strip("[]")
+        return text.strip()
+
+    def set(self, value: str) -> None:
+        _write(self.path, value)
+
+
+class Compact(Action):
+    """Write 1 to /proc/sys/vm/compact_memory before growing a pool: it assembles the free
+    contiguous blocks huge pages need (Documentation/admin-guide/sysctl/vm.rst). Not a
+    setting, so there is nothing to restore."""
+    kind = "compact"
+
+    def __init__(self, path: str = "/proc/sys/vm/compact_memory"):
+        self.path = path
+
+    def spec(self) -> dict:
+        return {"kind": self.kind, "path": self.path}
+
+    @property
+    def label(self) -> str:
+        return "compact memory"
+
+    def get(self) -> None:
+        return None
+
+    def set(self, value: Any) -> None:
+        if value:
+            try:
+                _write(self.path, "1")
+            except ActionError:
+                pass  # best effort: a kernel without CONFIG_COMPACTION still allocates
+
+    def verify(self, value: Any) -> tuple[bool, Any]:
+        return True, value
+
+    def restore(self, old: Any) -> None:
+        pass
+
+    def describe(self, old, new) -> str:
+        return "compact memory before growing the pool"
+
+
+class Pool(Action):
+    """nr_hugepages of one page size, globally or on one NUMA node."""
+    kind = "pool"
+
+    def __init__(self, size_kb: int, node: int | None = None, root: str = ""):
+        self.size_kb, self.node, self.root = size_kb, node, root
+
+    @property
+    def path(self) -> str:
+        if self.node is None:
+            return f"{self.root}/sys/kernel/mm/hugepages/hugepages-{self.size_kb}kB/nr_hugepages"
+        return (f"{self.root}/sys/devices/system/node/node{self.node}/hugepages/"
+                f"hugepages-{self.size_kb}kB/nr_hugepages")
+
+    def spec(self) -> dict:
+        return {"kind": self.kind, "size_kb": self.size_kb, "node": self.node, "root": self.root}
+
+    @property
+    def label(self) -> str:
+        return f"pool {fmt_page(self.size_kb)}" + (f" node {self.node}" if self.node is not None
+                                                    else "")
+
+    def get(self) -> int:
+        return int(_read(self.path).split()[0])
+
+    def set(self, value: int) -> None:
+        _write(self.path, str(int(value)))
+
+
+class File(Action):
+    """A whole file, written atomically (temp file in the same directory, fsync, rename).
+    The old value is the file's bytes (base64) or None when it did not exist, so restore puts
+    it back byte for byte or removes it."""
+    kind = "file"
+
+    def __init__(self, path: str, mode: int = 0o644, uid: int | None = None,
+                 gid: int | None = None):
+        self.path, self.mode, self.uid, self.gid = path, mode, uid, gid
+
+    def spec(self) -> dict:
+        return {"kind": self.kind, "path": self.path, "mode": self.mode, "uid": self.uid,
+                "gid": self.gid}
+
+    @property
+    def label(self) -> str:
+        return self.path
+
+    def get(self) -> str | None:
+        try:
+            with open(self.path, "rb") as f:
+                return base64.b64encode(f.read()).decode()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise ActionError(f"cannot read {self.path}: {exc.strerror}") from None
+
+    @staticmethod
+    def encode(text: str) -> str:
+        return base64.b64encode(text.encode()).decode()
+
+    @staticmethod
+    def decode(value: str | None) -> str | None:
+        return None if value is None else base64.b64decode(value).decode("utf-8", "replace")
+
+    def set(self, value: str | None) -> None:
+        if value is None:
+            try:
+                os.unlink(self.path)
+            except FileNotFoundError:
+                pass
+            return
+        data = base64.b64decode(value)
+        d = os.path.dirname(self.path)
+        try:
+            os.makedirs(d, exist_ok=True)
+            mode = self.mode
+            uid, gid = self.uid, self.gid
+            if os.path.exists(self.path):  # keep the file's own mode and owner
+                st = os.stat(self.path)
+                mode, uid, gid = st.st_mode & 0o7777, st.st_uid, st.st_gid
+            fd, tmp = tempfile.mkstemp(dir=d, prefix=".hpadvise-")
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(data)
+                    f.flush()
+                    os.fsync(f.fileno())
+                os.chmod(tmp, mode)
+                if uid is not None and os.geteuid() == 0:
+                    os.chown(tmp, uid, gid if gid is not None else -1)
+                os.rename(tmp, self.path)
+            except BaseException:
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
+                raise
+            dfd = os.open(d, os.O_RDONLY)
+            try:
+                os.fsync(dfd)
+            finally:
+                os.close(dfd)
+        except OSError as exc:
+            raise ActionError(f"cannot write {self.path}: {exc.strerror}") from None
+
+    def describe(self, old, new) -> str:
+        a = (self.decode(old) or "").splitlines(keepends=True)
+        b = (self.decode(new) or "").splitlines(keepends=True)
+        diff = "".join(difflib.unified_diff(a, b, f"{self.path} (now)" if old is not None
+                                            else "/dev/null", f"{self.path} (new)"))
+        return diff.rstrip("\n")
+
+
+class Symlink(Action):
+    """A symbolic link (systemd's `enable`): old value is the link target or None."""
+    kind = "symlink"
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def spec(self) -> dict:
+        return {"kind": self.kind, "path": self.path}
+
+    @property
+    def label(self) -> str:
+        return self.path
+
+    def get(self) -> str | None:
+        try:
+            return os.readlink(self.path)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise ActionError(f"cannot read link {self.path}: {exc.strerror}") from None
+
+    def set(self, value: str | None) -> None:
+        try:
+            if os.path.lexists(self.path):
+                os.unlink(self.path)
+            if value is not None:
+                os.makedirs(os.path.dirname(self.path), exist_ok=True)
+                os.symlink(value, self.path)
+        except OSError as exc:
+            raise ActionError(f"cannot link {self.path}: {exc.strerror}") from None
+
+    def describe(self, old, new) -> str:
+        return f"{self.path} -> {new}" if new else f"remove {self.path}"
+
+
+KINDS: dict[str, type[Action]] = {c.kind: c for c in (SysfsChoice, Compact, Pool, File, Symlink)}
+
+
+def from_spec(spec: dict) -> Action:
+    """Rebuild an action from the journal. Engine actions carry {"engine": name}."""
+    if "engine" in spec:
+        from .engines import registry
+        return registry.get(spec["engine"]).action_from_spec(spec)
+    cls = KINDS.get(spec.get("kind", ""))
+    if cls is None:
+        raise InputError(f"journal names an unknown action kind {spec.get('kind')!r}")
+    args = {k: v for k, v in spec.items() if k != "kind"}
+    return cls(**args)

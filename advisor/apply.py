@@ -1,0 +1,400 @@
+"""`hpadvise apply`: turn a plan into journaled actions, run them, verify what took.
+
+Order: pools (compacting before growth), THP, persistent files, engine settings, restart.
+Every step reads the knob first and is skipped when it already has the value, so applying the
+same plan twice changes nothing the second time.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from . import journal as jr
+from .actions import Action, ActionError, Compact, File, Pool, SysfsChoice, Symlink
+from .engines import Engine, Instance
+from .errors import InputError
+from .plan import Report
+from .sizing import fmt_bytes, fmt_page
+
+THP_DIR = "/sys/kernel/mm/transparent_hugepage"
+SYSCTL_FILE = "/etc/sysctl.d/60-hpadvise.conf"
+UNIT_NAME = "hpadvise-hugepages.service"
+
+
+@dataclass
+class Step:
+    action: Action
+    new: Any
+    why: str
+    phase: str  # runtime | persist | engine | restart
+    old: Any = None
+    error: str | None = None
+
+    @property
+    def needed(self) -> bool:
+        return self.error is None and not self.action.same(self.old, self.new)
+
+
+@dataclass
+class ApplyPlan:
+    report: Report
+    instances: list[Instance]
+    steps: list[Step]
+    notices: list[str] = field(default_factory=list)
+    restart_pending: list[str] = field(default_factory=list)
+
+    @property
+    def changes(self) -> list[Step]:
+        return [s for s in self.steps if s.needed]
+
+
+@dataclass
+class Result:
+    journal: str | None
+    done: list[str]
+    problems: list[str]
+    status: str  # ok | nothing | shortfall | restart-failed | failed
+
+
+def select_instances(report: Report, engines: list[str], wanted: str | None,
+                     ask: Callable[[list[Instance]], Instance] | None) -> list[Instance]:
+    """The instances apply acts on: by ID, data directory or port; ask when several match."""
+    cands = [i for i in report.instances if i.engine in engines]
+    if wanted:
+        def match(i: Instance) -> bool:
+            s = i.settings
+            return wanted in (i.id, str(s.get("port", "")), s.get("data_directory"),
+                              i.id.split(":", 1)[-1]) or (
+                os.path.realpath(wanted) == os.path.realpath(s.get("data_directory") or "\0"))
+        found = [i for i in cands if match(i)]
+        if not found:
+            known = ", ".join(i.id for i in cands) or "none found"
+            raise InputError(f"no {'/'.join(engines)} instance {wanted!r} (instances: {known})")
+        return found[:1]
+    if len(cands) > 1:
+        if ask is None:
+            raise InputError(f"{len(cands)} instances found ({', '.join(i.id for i in cands)}); "
+                             "name one with --instance")
+        return [ask(cands)]
+    return cands
+
+
+def prepare(report: Report, engines: dict[str, Engine], *, restart: bool, persist: bool,
+            sys_root: str = "", persist_root: str = "") -> ApplyPlan:
+    ap = ApplyPlan(report, report.instances, [])
+    if report.blocked:
+        raise InputError("refusing to apply: " + "; ".join(report.blocked))
+    if report.errors:
+        raise InputError("refusing to apply while check reports errors: " + report.errors[0])
+    host = report.host
+
+    # 1. pools
+    for pp in report.pools:
+        pool = host.pool(pp.size_kb)
+        claimed = 0
+        if pool and pool.nr_pages is not None and pool.free_pages is not None:
+            claimed = pool.nr_pages - pool.free_pages + (pool.resv_pages or 0)
+        if pp.target_pages < claimed:
+            raise InputError(
+                f"refusing to shrink the {fmt_page(pp.size_kb)} pool to {pp.target_pages}: "
+                f"{claimed} pages are in use or reserved by running processes")
+        if pp.target_pages > (pp.current_pages or 0):
+            ap.steps.append(Step(Compact(f"{sys_root}/proc/sys/vm/compact_memory"), True,
+                                 "free contiguous memory first", "runtime", old=None))
+        ap.steps.append(Step(Pool(pp.size_kb, root=sys_root), pp.target_pages,
+                             next((c.reason for c in report.changes
+                                   if c.target == f"hugepages-{pp.size_kb}kB/nr_hugepages"), ""),
+                             "runtime"))
+    # 2. THP
+    for c in report.changes:
+        if c.kind == "thp":
+            ap.steps.append(Step(SysfsChoice(f"{sys_root}{THP_DIR}/{c.target.split('/')[1]}"),
+                                 c.recommended, c.reason, "runtime"))
+    # 3. persistence
+    if persist:
+        _persist(ap, persist_root)
+    else:
+        ap.notices.append("--no-persist: the runtime changes last until the next reboot.")
+    # 4. engine settings, 5. restarts
+    for inst in report.instances:
+        eng = engines[inst.engine]
+        acts = eng.actions(inst, report.changes)
+        for a in acts:
+            ap.steps.append(Step(a, a.desired(), "profile", "engine"))
+        if inst.running and (acts or inst.backing != "hugetlb"):
+            ra = eng.restart_action(inst)
+            if ra is None:
+                continue
+            if restart:
+                ap.steps.append(Step(ra, True, "huge pages are reserved when the server starts",
+                                     "restart"))
+            else:
+                ap.restart_pending.append(inst.id)
+    for s in ap.steps:
+        try:
+            s.old = s.action.get() if s.phase != "restart" else None
+        except ActionError as exc:
+            raise InputError(f"{exc}; nothing was changed") from None
+    # a restart is only needed when something it depends on changes
+    if not any(s.needed for s in ap.steps if s.phase != "restart"):
+        for s in ap.steps:
+            if s.phase == "restart" and _on_huge_pages(report, s):
+                s.old = s.new
+    return ap
+
+
+def _on_huge_pages(report: Report, step: Step) -> bool:
+    spec = step.action.spec()
+    for i in report.instances:
+        if i.settings.get("data_directory") == spec.get("datadir"):
+            return i.backing == "hugetlb"
+    return False
+
+
+def _persist(ap: ApplyPlan, root: str) -> None:
+    """Files that make the runtime changes survive a reboot (DESIGN.md "Changing the system")."""
+    report, host = ap.report, ap.report.host
+    boot: list[tuple[str, str]] = []  # (sysfs path, value) that are not sysctls
+    sysctl_lines = []
+    for pp in report.pools:
+        if pp.size_kb == host.default_hugepage_kb:
+            # vm.nr_hugepages is the default size's pool (Documentation/admin-guide/sysctl/vm.rst)
+            sysctl_lines.append(f"vm.nr_hugepages = {pp.target_pages}")
+        else:
+            boot.append((f"/sys/kernel/mm/hugepages/hugepages-{pp.size_kb}kB/nr_hugepages",
+                         str(pp.target_pages)))
+    p = report.profile
+    for c in report.changes:  # THP knobs this apply changes; they are not sysctls
+        if c.kind == "thp":
+            boot.append((f"{THP_DIR}/{c.target.split('/')[1]}", str(c.recommended)))
+    if sysctl_lines:
+        text = ("# Written by hpadvise apply (profile " + p.name + "); `hpadvise rollback` "
+                "removes it.\n" + "\n".join(sysctl_lines) + "\n")
+        ap.steps.append(Step(File(f"{root}{SYSCTL_FILE}"), File.encode(text),
+                             "huge page pool at boot", "persist"))
+    for key, value in host.cmdline_params:
+        if key in ("hugepages", "hugepagesz", "default_hugepagesz", "transparent_hugepage",
+                   "transparent_hugepage_shmem"):
+            ap.notices.append(f"the kernel command line already has {key}={value}: it applies "
+                              "at boot, before the settings persisted here")
+    if not boot:
+        return
+    if os.path.isdir(f"{root}/run/systemd/system"):
+        lines = "\n".join(f"ExecStart=/bin/sh -c 'echo {v} > {path}'" for path, v in boot)
+        unit = (f"# Written by hpadvise apply (profile {p.name}); `hpadvise rollback` removes "
+                "it.\n[Unit]\nDescription=hpadvise: huge page pools and THP\n"
+                "DefaultDependencies=no\nBefore=sysinit.target\n\n[Service]\nType=oneshot\n"
+                f"RemainAfterExit=yes\n{lines}\n\n[Install]\nWantedBy=sysinit.target\n")
+        path = f"{root}/etc/systemd/system/{UNIT_NAME}"
+        ap.steps.append(Step(File(path), File.encode(unit), "THP and pools at boot", "persist"))
+        ap.steps.append(Step(Symlink(f"{root}/etc/systemd/system/sysinit.target.wants/"
+                                     f"{UNIT_NAME}"), f"/etc/systemd/system/{UNIT_NAME}",
+                             "enable the unit", "persist"))
+        return
+    grub = f"{root}/etc/default/grub"
+    if os.path.isfile(grub):
+        cur = File(grub).get()
+        new, left = grub_cmdline(File.decode(cur) or "", boot)
+        ap.steps.append(Step(File(grub), File.encode(new), "THP and pools at boot", "persist"))
+        ap.notices.append("then run `" + _grub_update(root) + "` and reboot for the kernel "
+                          "command line to take effect")
+        boot = left
+    for path, v in boot:
+        ap.notices.append(f"not persisted (no systemd, no kernel command line parameter): add "
+                          f"`echo {v} > {path}` to a boot script such as /etc/rc.local")
+
+
+# Kernel parameters for boot-time values (Documentation/admin-guide/kernel-parameters.txt).
+_CMDLINE_FOR = {f"{THP_DIR}/enabled": "transparent_hugepage",
+                f"{THP_DIR}/shmem_enabled": "transparent_hugepage_shmem"}
+
+
+def grub_cmdline(text: str, boot: list[tuple[str, str]]) -> tuple[str, list[tuple[str, str]]]:
+    """GRUB_CMDLINE_LINUX with our parameters set (replacing earlier values of the same ones);
+    returns the new file text and what the command line cannot express."""
+    params, left = [], []
+    gig = []
+    for path, v in boot:
+        if path in _CMDLINE_FOR:
+            params.append(f"{_CMDLINE_FOR[path]}={v}")
+        elif (mt := re.search(r"hugepages-(\d+)kB/nr_hugepages$", path)):
+            size = int(mt.group(1))
+            gig.append((size, v))
+        else:
+            left.append((path, v))
+    mt = re.search(r'^GRUB_CMDLINE_LINUX="([^"]*)"', text, re.M)
+    words = mt.group(1).split() if mt else []
+    keys = {p.split("=")[0] for p in params}
+    out, skip = [], False
+    sizes = {("1G" if s == 1048576 else f"{s // 1024}M") for s, _ in gig}
+    for w in words:
+        k, _, v = w.partition("=")
+        if skip:
+            skip = False
+            if k == "hugepages":
+                continue
+        if k in keys:
+            continue
+        if k == "hugepagesz" and v in sizes:
+            skip = True
+            continue
+        out.append(w)
+    for s, v in gig:
+        out += [f"hugepagesz={'1G' if s == 1048576 else f'{s // 1024}M'}", f"hugepages={v}"]
+    out += params
+    line = f'GRUB_CMDLINE_LINUX="{" ".join(out)}"'
+    if mt:
+        text = text[:mt.start()] + line + text[mt.end():]
+    else:
+        text = text.rstrip("\n") + ("\n" if text else "") + line + "\n"
+    return text, left
+
+
+def _grub_update(root: str) -> str:
+    try:
+        osr = open(f"{root}/etc/os-release").read()
+    except OSError:
+        osr = ""
+    ids = re.findall(r"^(?:ID|ID_LIKE)=\"?([^\"\n]+)", osr, re.M)
+    if any(x in " ".join(ids) for x in ("debian", "ubuntu")):
+        return "update-grub"
+    return "grub2-mkconfig -o /boot/grub2/grub.cfg"
+
+
+def describe(ap: ApplyPlan) -> list[str]:
+    out = []
+    for s in ap.changes:
+        out.append(s.action.describe(s.old, s.new) + (f"   # {s.why}" if s.why and
+                                                       s.action.kind not in ("file",) else ""))
+    return out
+
+
+def execute(ap: ApplyPlan, directory: str, header: dict,
+            say: Callable[[str], None] = lambda s: None) -> Result:
+    """Run the steps under the lock, journaling each before it is made."""
+    jr.open_dir(directory)
+    with jr.Lock(directory):
+        steps = [s for s in ap.steps if s.needed]
+        if not steps:
+            return Result(None, [], [], "nothing")
+        j = jr.Journal.create(directory, header)
+        done: list[str] = []
+        for s in steps:
+            if s.phase == "restart":
+                msg = _restart(ap, j, s, say)
+                if msg:
+                    j.finish("restart-failed", msg)
+                    return Result(j.id, done, [msg], "restart-failed")
+                done.append(s.action.describe(None, None))
+                continue
+            old = s.action.get()  # fresh: the host may have moved since the plan was made
+            if s.action.same(old, s.new):
+                continue
+            e = j.intent(s.action, old, s.new)
+            say(f"{s.action.label} ...")
+            try:
+                s.action.set(s.new)
+                ok, actual = s.action.verify(s.new)
+            except ActionError as exc:
+                j.done(e, None)
+                msg = f"{exc}; rolled back what this apply had changed"
+                _undo(j)
+                j.finish("failed", msg)
+                return Result(j.id, done, [msg], "failed")
+            j.done(e, actual)
+            if isinstance(s.action, Pool) and not ok:
+                msg = _shortfall(s, actual)
+                _undo(j)
+                j.finish("shortfall", msg)
+                return Result(j.id, done, [msg], "shortfall")
+            if not ok:
+                msg = f"{s.action.label}: set {s.new!r} but reads back {actual!r}"
+                _undo(j)
+                j.finish("failed", msg)
+                return Result(j.id, done, [msg], "failed")
+            if s.action.kind != "compact":
+                done.append(s.action.describe(old, s.new) if s.action.kind != "file"
+                            else f"wrote {s.action.label}")
+        j.finish("ok")
+        return Result(j.id, done, [], "ok")
+
+
+def _undo(j: jr.Journal) -> None:
+    jr.rollback(j)
+    j.mark_rolled_back([])
+
+
+def _shortfall(s: Step, granted: int) -> str:
+    a: Pool = s.action  # type: ignore[assignment]
+    missing = s.new - granted
+    size = "1G" if a.size_kb == 1048576 else f"{a.size_kb // 1024}M"
+    return (f"the kernel granted {granted} of {s.new} {fmt_page(a.size_kb)} pages "
+            f"({missing} missing, {fmt_bytes(missing * a.size_kb * 1024)}): free memory is too "
+            f"fragmented or too small. Nothing was changed. Reserve them at boot instead: add "
+            f"`hugepagesz={size} hugepages={s.new}` to the kernel command line")
+
+
+def _restart(ap: ApplyPlan, j: jr.Journal, s: Step, say) -> str | None:
+    """Restart and verify; on failure put the instance's previous settings back and start it
+    again. Returns an error message or None."""
+    e = j.intent(s.action, None, True)
+    say(f"{s.action.label} ...")
+    try:
+        s.action.set(True)
+    except ActionError as exc:
+        j.done(e, "failed")
+        datadir = s.action.spec().get("datadir")
+        restored = []
+        for other in j.entries:
+            if other.spec.get("datadir") == datadir and other.spec.get("kind") != s.action.kind:
+                from .actions import from_spec
+                a = from_spec(other.spec)
+                a.restore(other.old)
+                restored.append(a.label)
+        try:
+            s.action.set(True)
+            again = "it runs again with its previous settings"
+        except ActionError as exc2:
+            again = f"starting it again failed too: {exc2}"
+        return (f"{exc}. Put back {', '.join(restored) or 'nothing'}; {again}. The pool and "
+                "THP changes stay; `hpadvise rollback` undoes them")
+    ok, actual = s.action.verify(True)
+    j.done(e, actual)
+    if not ok:
+        return f"{s.action.label}: restarted, but {actual}"
+    return None
+
+
+def script(ap: ApplyPlan) -> str:
+    """A shell script with the same changes, for someone who is root."""
+    out = ["#!/bin/sh", "# Generated by hpadvise apply --print-script. Run as root.", "set -e"]
+    for s in ap.changes:
+        a = s.action
+        if isinstance(a, Compact):
+            out.append(f"echo 1 > {a.path}")
+        elif isinstance(a, (Pool, SysfsChoice)):
+            out.append(f"echo {shlex.quote(str(s.new))} > {a.path}")
+        elif isinstance(a, File):
+            body = File.decode(s.new) or ""
+            out += [f"mkdir -p {shlex.quote(os.path.dirname(a.path))}",
+                    f"cat > {shlex.quote(a.path)} <<'HPADVISE_EOF'", body.rstrip("\n"),
+                    "HPADVISE_EOF"]
+        elif isinstance(a, Symlink):
+            out.append(f"ln -sfn {shlex.quote(s.new)} {shlex.quote(a.path)}")
+        elif a.kind == "pg_setting":
+            spec = a.spec()
+            sql = f"ALTER SYSTEM SET {spec['name']} = '{spec['value']}'"
+            sock = spec["socket_dir"] or "/var/run/postgresql"
+            out.append(f"runuser -u {spec['owner']} -- psql -h {shlex.quote(sock)} "
+                       f'-p {spec["port"]} -d postgres -c "{sql}"')
+        elif a.kind == "pg_restart":
+            cmd, _ = a.command("/tmp/hpadvise-restart.log")
+            prefix = f"runuser -u {a.spec()['owner']} -- " if cmd[0].endswith("pg_ctl") else ""
+            out.append(prefix + " ".join(shlex.quote(c) for c in cmd))
+    for n in ap.notices:
+        out.append(f"# {n}")
+    return "\n".join(out) + "\n"

@@ -1,0 +1,230 @@
+"""The apply journal: write-ahead records of every change, a lock, and rollback.
+
+Each apply is one JSON-lines file `<id>.jsonl` (mode 0600) in the journal directory (mode
+0700; default /var/lib/hpadvise/journal, or $HPADVISE_JOURNAL_DIR). Before a change is made
+its intent is appended and fsynced with the old value; after it is made a "done" record
+follows. A process killed anywhere therefore leaves enough to restore the old state: rollback
+restores every intent, done or not, in reverse order (restoring an unchanged knob is a no-op).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from .actions import Action, from_spec
+from .errors import InputError
+
+DEFAULT_DIR = "/var/lib/hpadvise/journal"
+
+
+def journal_dir(override: str | None = None) -> str:
+    return override or os.environ.get("HPADVISE_JOURNAL_DIR") or DEFAULT_DIR
+
+
+class Lock:
+    """An exclusive flock on <dir>/lock: the kernel drops it when the holder dies, so a
+    killed apply never leaves a stale lock."""
+
+    def __init__(self, directory: str):
+        self.path = os.path.join(directory, "lock")
+        self.fd: int | None = None
+
+    def __enter__(self) -> Lock:
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(self.fd, 32, 0).decode().strip() or "?"
+            os.close(self.fd)
+            self.fd = None
+            raise InputError(f"another hpadvise apply or rollback is running (pid {holder}); "
+                             "wait for it to finish") from None
+        os.ftruncate(self.fd, 0)
+        os.pwrite(self.fd, f"{os.getpid()}\n".encode(), 0)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.fd is not None:
+            os.ftruncate(self.fd, 0)
+            os.close(self.fd)
+            self.fd = None
+
+
+def open_dir(directory: str) -> str:
+    """Create the journal directory (0700) or fail with one clear line."""
+    try:
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        os.chmod(directory, 0o700)
+    except OSError as exc:
+        raise InputError(f"journal directory {directory} is not usable: {exc.strerror}; "
+                         "set --journal-dir or HPADVISE_JOURNAL_DIR") from None
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise InputError(f"journal directory {directory} is not writable; set --journal-dir "
+                         "or HPADVISE_JOURNAL_DIR")
+    return directory
+
+
+@dataclass
+class Entry:
+    n: int
+    spec: dict
+    old: Any
+    new: Any
+    done: bool = False
+    actual: Any = None
+
+
+@dataclass
+class Journal:
+    path: str
+    header: dict
+    entries: list[Entry] = field(default_factory=list)
+    status: str = "running"  # running | ok | shortfall | failed | killed?
+    rolled_back: float | None = None
+
+    @property
+    def id(self) -> str:
+        return self.header["id"]
+
+    # ---- writing
+    @classmethod
+    def create(cls, directory: str, header: dict) -> Journal:
+        jid = time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}"
+        path = os.path.join(directory, f"{jid}.jsonl")
+        j = cls(path, {"type": "apply", "id": jid, "time": time.time(), **header})
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        os.close(fd)
+        j._append(j.header)
+        return j
+
+    def _append(self, record: dict) -> None:
+        with open(self.path, "a") as f:
+            f.write(json.dumps(record, default=str) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+    def intent(self, action: Action, old: Any, new: Any) -> Entry:
+        e = Entry(len(self.entries) + 1, action.spec(), old, new)
+        self._append({"type": "intent", "n": e.n, "action": e.spec, "old": old, "new": new})
+        self.entries.append(e)
+        return e
+
+    def done(self, e: Entry, actual: Any) -> None:
+        e.done, e.actual = True, actual
+        self._append({"type": "done", "n": e.n, "actual": actual})
+        _test_hook_after_step(e.n)
+
+    def finish(self, status: str, message: str = "") -> None:
+        self.status = status
+        self._append({"type": "end", "status": status, "message": message})
+
+    def mark_rolled_back(self, errors: list[str]) -> None:
+        self.rolled_back = time.time()
+        self._append({"type": "rolledback", "time": self.rolled_back, "errors": errors})
+
+    # ---- reading
+    @classmethod
+    def load(cls, path: str) -> Journal:
+        j: Journal | None = None
+        try:
+            with open(path) as f:
+                lines = f.read().splitlines()
+        except OSError as exc:
+            raise InputError(f"cannot read journal {path}: {exc.strerror}") from None
+        by_n: dict[int, Entry] = {}
+        for lineno, line in enumerate(lines, 1):
+            try:
+                rec = json.loads(line)
+                t = rec["type"]
+                if t == "apply":
+                    j = cls(path, rec)
+                elif j is None:
+                    raise ValueError("no header")
+                elif t == "intent":
+                    e = Entry(rec["n"], rec["action"], rec["old"], rec["new"])
+                    by_n[e.n] = e
+                    j.entries.append(e)
+                elif t == "done":
+                    by_n[rec["n"]].done, by_n[rec["n"]].actual = True, rec.get("actual")
+                elif t == "end":
+                    j.status = rec["status"]
+                elif t == "rolledback":
+                    j.rolled_back = rec["time"]
+            except (ValueError, KeyError, TypeError) as exc:
+                if lineno == len(lines) and j is not None:
+                    break  # a torn last line: the process died while writing it
+                raise InputError(f"journal {path} is corrupt at line {lineno} ({exc}); "
+                                 "nothing was changed — inspect or move the file aside") from None
+        if j is None:
+            raise InputError(f"journal {path} is empty or corrupt; nothing was changed")
+        if j.status == "running":
+            j.status = "interrupted"
+        return j
+
+
+def list_journals(directory: str) -> list[Journal]:
+    if not os.path.isdir(directory):
+        return []
+    out = []
+    for name in sorted(os.listdir(directory)):
+        if name.endswith(".jsonl"):
+            out.append(Journal.load(os.path.join(directory, name)))
+    return out
+
+
+def find(directory: str, jid: str | None) -> Journal:
+    journals = list_journals(directory)
+    if jid:
+        for j in journals:
+            if j.id == jid:
+                return j
+        raise InputError(f"no apply with id {jid!r} in {directory}; `hpadvise history` lists them")
+    pending = [j for j in journals if j.rolled_back is None]
+    if not pending:
+        raise InputError(f"nothing to roll back: no apply in {directory} that is not rolled back")
+    return pending[-1]
+
+
+def rollback(j: Journal) -> tuple[list[str], list[str]]:
+    """Restore every recorded change in reverse order; restarts run last. Returns (what was
+    restored, errors)."""
+    done, errors, restarts = [], [], []
+    for e in reversed(j.entries):
+        try:
+            action = from_spec(e.spec)
+        except InputError as exc:
+            errors.append(str(exc))
+            continue
+        if action.restart:
+            if e.done:
+                restarts.append((action, e))
+            continue
+        try:
+            current = action.get()
+            if current != e.old:
+                action.restore(e.old)
+                done.append(action.describe(current, e.old) if action.kind != "file"
+                            else f"{action.label}: restored")
+        except Exception as exc:  # keep going: restore as much as possible
+            errors.append(f"{action.label}: {exc}")
+    for action, e in reversed(restarts):
+        try:
+            action.restore(e.old)
+            done.append(action.describe(None, None))
+        except Exception as exc:
+            errors.append(f"{action.label}: {exc}")
+    return done, errors
+
+
+def _test_hook_after_step(n: int) -> None:
+    """Fault injection for the tests: HPADVISE_TEST_KILL_AFTER=N kills this process with
+    SIGKILL right after step N is done."""
+    k = os.environ.get("HPADVISE_TEST_KILL_AFTER")
+    if k and k.isdigit() and int(k) == n:
+        import signal
+        os.kill(os.getpid(), signal.SIGKILL)

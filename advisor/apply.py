@@ -121,7 +121,9 @@ def prepare(report: Report, engines: dict[str, Engine], *, restart: bool, persis
         ap.notices.append("--no-persist: the runtime changes last until the next reboot.")
     # 4. engine settings, 5. restarts
     for inst in report.instances:
-        eng = engines[inst.engine]
+        eng = engines.get(inst.engine)
+        if eng is None:
+            continue
         acts = eng.actions(inst, report.changes)
         for a in acts:
             ap.steps.append(Step(a, a.desired(), "profile", "engine"))
@@ -168,9 +170,11 @@ def _persist(ap: ApplyPlan, root: str) -> None:
             boot.append((f"/sys/kernel/mm/hugepages/hugepages-{pp.size_kb}kB/nr_hugepages",
                          str(pp.target_pages)))
     p = report.profile
-    for c in report.changes:  # THP knobs this apply changes; they are not sysctls
-        if c.kind == "thp":
-            boot.append((f"{THP_DIR}/{c.target.split('/')[1]}", str(c.recommended)))
+    changing = {c.target.split("/")[1] for c in report.changes if c.kind == "thp"}
+    for knob, want in (("enabled", p.thp_enabled), ("defrag", p.thp_defrag),
+                       ("shmem_enabled", p.thp_shmem_enabled)):
+        if want != "keep":  # THP knobs are not sysctls: a unit or the kernel command line
+            boot.append((f"{THP_DIR}/{knob}", want))
     if sysctl_lines:
         text = ("# Written by hpadvise apply (profile " + p.name + "); `hpadvise rollback` "
                 "removes it.\n" + "\n".join(sysctl_lines) + "\n")
@@ -204,8 +208,9 @@ def _persist(ap: ApplyPlan, root: str) -> None:
                           "command line to take effect")
         boot = left
     for path, v in boot:
-        ap.notices.append(f"not persisted (no systemd, no kernel command line parameter): add "
-                          f"`echo {v} > {path}` to a boot script such as /etc/rc.local")
+        if path.rsplit("/", 1)[1] in changing or "hugepages-" in path:
+            ap.notices.append(f"not persisted (no systemd, no kernel command line parameter): "
+                              f"add `echo {v} > {path}` to a boot script such as /etc/rc.local")
 
 
 # Kernel parameters for boot-time values (Documentation/admin-guide/kernel-parameters.txt).

@@ -65,6 +65,10 @@ class ConfError(InputError):
     pass
 
 
+class ConfUnreadable(ConfError):
+    """Permission denied: a limit of who runs hpadvise, not bad input."""
+
+
 _TOKEN = re.compile(r"""\s*(?P<name>[A-Za-z_][\w.]*)\s*=?\s*(?P<value>'(?:[^'\\]|''|\\.)*'|[^\s#']+)?\s*(?:#.*)?$""")
 
 
@@ -84,7 +88,9 @@ def read_conf(sr: SysRoot, path: str, out: dict[str, tuple[str, str]] | None = N
         raise ConfError(f"{path}: includes nested more than 10 deep (an include loop?)")
     text = sr.read(path)
     if text is None:
-        raise ConfError(f"cannot read {path}: {sr.notes[-1].reason if sr.notes else 'unreadable'}")
+        reason = sr.notes[-1].reason if sr.notes else "unreadable"
+        cls = ConfUnreadable if "permission denied" in reason else ConfError
+        raise cls(f"cannot read {path}: {reason}")
     here = os.path.dirname(path)
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip() or line.lstrip().startswith("#"):
@@ -493,6 +499,18 @@ class PostgresEngine(Engine):
             c.origins[name] = "server"
             if pend:
                 pending.append(name)
+        try:
+            # pending_restart flips only at a reload; pg_file_settings re-reads the files now,
+            # so an ALTER SYSTEM not yet reloaded shows too ("applied" false = needs restart).
+            # Earlier lines overridden by later ones are "not applied" too: last one per name.
+            rows = conn.execute(
+                "SELECT DISTINCT ON (name) name, applied, error FROM pg_file_settings "
+                "WHERE name = ANY(%s) ORDER BY name, seqno DESC", [list(QUERY_GUCS)]).fetchall()
+            # A postmaster-context change reads "setting could not be applied" (guc-file.l).
+            pending += [n for n, applied, err in rows if not applied and n not in pending
+                        and err in (None, "setting could not be applied")]
+        except Exception:
+            pass  # needs superuser or pg_read_all_settings
         c.pending_restart = tuple(pending)
         c.connected_as = conn.info.user
         if c.settings.get("data_directory"):
@@ -557,10 +575,12 @@ class PostgresEngine(Engine):
                     self._read_files(sr, Cluster(c.datadir, config_file=c.config_file))
                 except ConfError:
                     pass
-        conf_error = None
+        conf_error = unreadable = None
         if note is not None:
             try:
                 self._read_files(sr, c)
+            except ConfUnreadable as exc:
+                unreadable = str(exc)
             except ConfError as exc:
                 conf_error = str(exc)
         inst = self._instance(c, host, running=True)
@@ -573,6 +593,12 @@ class PostgresEngine(Engine):
                 "loaded. Pass --dsn to connect as another user.", note, instance=inst.id))
         if conf_error:
             inst.errors.append(conf_error)
+        if unreadable:
+            inst.findings.append(Finding(
+                "info", "pg.unreadable", "Cannot size this instance as this user",
+                "Neither a connection nor the configuration files were available; run as root "
+                f"or as {c.owner}, or pass --dsn.", unreadable, instance=inst.id))
+            c.settings.clear()
         self._observe(inst, procs, host)
         self._size_running(inst, c, host, inst.private.get("shm_mapping"))
         return inst
@@ -723,7 +749,8 @@ class PostgresEngine(Engine):
             size_b = mapping.size_kb * 1024  # hugetlb mapping: rounded up to its page size
             src2 = "size of the huge page mapping in the postmaster's smaps"
         if size_b is None:
-            self._size_from_files(inst, c, host)
+            if c.settings:  # from the files; never from defaults alone
+                self._size_from_files(inst, c, host)
             return
         held = 0
         if inst.backing == "hugetlb" and mapping is not None:

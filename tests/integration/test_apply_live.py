@@ -220,3 +220,49 @@ def test_bad_input(pg_factory, knobs, dirs, tmp_path):
     r = rollback(j)
     assert r.returncode == 2 and "corrupt at line 2" in r.stderr
     assert host_state(c, p) == before
+
+
+def test_several_instances_need_a_choice_under_yes(pg_factory, dirs):
+    j, p = dirs
+    a = pg_factory({"shared_buffers": "64MB"})
+    b = pg_factory({"shared_buffers": "64MB"})
+    a.start()
+    b.start()
+    r = run_cli("apply", "--db", "postgres", "--yes", "--journal-dir", str(j))
+    assert r.returncode == 2 and "name one with --instance" in r.stderr
+    # the data directory works as well as the port
+    r = run_cli("apply", "--db", "postgres", "--instance", b.datadir, "--dry-run")
+    assert r.returncode == 0 and f"postgres:{b.port}" in r.stdout
+
+
+def test_without_a_connection_the_setting_is_written_to_auto_conf(pg_factory, knobs, dirs):
+    j, p = dirs
+    c = pg_factory({"shared_buffers": "128MB"})
+    with open(f"{c.datadir}/pg_hba.conf", "w") as f:
+        f.write("local all all reject\n")
+    c.start()
+    before = host_state(c, p)
+    r = apply(c, j, p, "--restart")
+    assert r.returncode == 0, r.stderr + r.stdout
+    auto = Path(f"{c.datadir}/postgresql.auto.conf")
+    assert "huge_pages = 'on'" in auto.read_text()
+    assert oct(auto.stat().st_mode & 0o777) == "0o600" and auto.owner() == "postgres"
+    report, _ = check_json()
+    assert instance(report, c.datadir)["backing"] == "hugetlb"
+    assert rollback(j).returncode == 0
+    assert host_state(c, p) == before
+
+
+def test_without_restart_it_says_a_restart_is_needed(pg_factory, knobs, dirs):
+    j, p = dirs
+    c = pg_factory({"shared_buffers": "128MB"})
+    c.start()
+    r = apply(c, j, p)
+    assert r.returncode == 0, r.stderr
+    assert f"restart needed: postgres:{c.port}" in r.stdout
+    report, _ = check_json()
+    i = instance(report, c.datadir)
+    assert i["backing"] == "4k"
+    codes = [f["code"] for f in report["findings"] if f["instance"] == i["id"]]
+    assert "pg.pending_restart" in codes, (codes, i["settings"])
+    assert rollback(j).returncode == 0

@@ -10,115 +10,16 @@ import glob
 import json
 import os
 import pwd
-import shutil
-import socket
 import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
 
 THP = "/sys/kernel/mm/transparent_hugepage"
 REPO = Path(__file__).resolve().parent.parent
 
 
-def pg_bindir() -> str | None:
-    for d in sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True):
-        if os.access(f"{d}/postgres", os.X_OK):
-            return d
-    p = shutil.which("pg_config")
-    if p:
-        return subprocess.run([p, "--bindir"], capture_output=True, text=True).stdout.strip()
-    return None
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class PgCluster:
-    """initdb into a temp dir, owned by the `postgres` OS user (PostgreSQL refuses root)."""
-
-    def __init__(self, settings: dict[str, str] | None = None, user: str = "postgres"):
-        self.bindir = pg_bindir()
-        self.user = user
-        self.pw = pwd.getpwnam(user)
-        self.tmp = tempfile.mkdtemp(prefix="hpadvise-pg-")
-        os.chmod(self.tmp, 0o755)
-        os.chown(self.tmp, self.pw.pw_uid, self.pw.pw_gid)
-        self.datadir = f"{self.tmp}/data"
-        self.port = free_port()
-        self.log = f"{self.tmp}/log"
-        self._run([f"{self.bindir}/initdb", "-D", self.datadir, "-A", "trust", "-U", "postgres",
-                   "--no-sync"], check=True)
-        base = {"port": str(self.port), "unix_socket_directories": f"'{self.tmp}'",
-                "listen_addresses": "''", "fsync": "off"}
-        self.configure({**base, **(settings or {})})
-
-    def _run(self, cmd, check=False, **kw):
-        kw.setdefault("cwd", "/")
-        if os.geteuid() == 0:
-            kw.update(user=self.pw.pw_uid, group=self.pw.pw_gid, extra_groups=[])
-        r = subprocess.run(cmd, capture_output=True, text=True, **kw)
-        if check and r.returncode != 0:
-            raise RuntimeError(f"{cmd[0]} failed: {r.stderr.strip()}")
-        return r
-
-    def configure(self, settings: dict[str, str]) -> None:
-        """Append settings to postgresql.conf (later lines win)."""
-        with open(f"{self.datadir}/postgresql.conf", "a") as f:
-            for k, v in settings.items():
-                f.write(f"{k} = {v}\n")
-
-    def postgres_C(self, param: str, *extra: str) -> str:
-        r = self._run([f"{self.bindir}/postgres", "-D", self.datadir, "-C", param, *extra])
-        if r.returncode != 0:
-            raise RuntimeError(r.stderr.strip())
-        return r.stdout.strip()
-
-    def start(self, check=True) -> subprocess.CompletedProcess:
-        r = self._run([f"{self.bindir}/pg_ctl", "-D", self.datadir, "-l", self.log, "-w",
-                       "-t", "60", "start"])
-        if check and r.returncode != 0:
-            raise RuntimeError(f"start failed: {r.stderr.strip()} {self.logtail()}")
-        return r
-
-    def logtail(self) -> str:
-        try:
-            return Path(self.log).read_text()[-800:]
-        except OSError:
-            return ""
-
-    @property
-    def pid(self) -> int | None:
-        try:
-            return int(Path(f"{self.datadir}/postmaster.pid").read_text().split()[0])
-        except (OSError, ValueError, IndexError):
-            return None
-
-    def running(self) -> bool:
-        pid = self.pid
-        return bool(pid) and os.path.exists(f"/proc/{pid}")
-
-    def psql(self, sql: str) -> str:
-        r = self._run([f"{self.bindir}/psql", "-h", self.tmp, "-p", str(self.port), "-U",
-                       "postgres", "-d", "postgres", "-Atc", sql], check=True)
-        return r.stdout.strip()
-
-    def stop(self) -> None:
-        if self.running():
-            self._run([f"{self.bindir}/pg_ctl", "-D", self.datadir, "-m", "immediate", "-w",
-                       "stop"])
-            for _ in range(100):
-                if not self.running():
-                    break
-                time.sleep(0.05)
-
-    def destroy(self) -> None:
-        self.stop()
-        shutil.rmtree(self.tmp, ignore_errors=True)
+from hpadvise.benchmarks.scratch import ScratchCluster as PgCluster  # noqa: E402,F401
+from hpadvise.benchmarks.scratch import free_port, pg_bindir  # noqa: E402,F401
 
 
 class KernelKnobs:

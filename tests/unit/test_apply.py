@@ -153,7 +153,7 @@ def test_torn_last_line_is_tolerated_but_corruption_is_not(tmp_path):
     journal.open_dir(str(d))
     j = journal.Journal.create(str(d), {"argv": []})
     a = File(str(tmp_path / "x"))
-    e = j.intent(a, None, File.encode("x"))
+    j.intent(a, None, File.encode("x"))
     with open(j.path, "a") as f:
         f.write('{"type": "done", "n": 1, "act')  # killed mid-write
     loaded = journal.Journal.load(j.path)

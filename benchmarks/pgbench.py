@@ -1,0 +1,125 @@
+"""pgbench driver and output parsers (pgbench 15; tolerant of older formats).
+
+pgbench prints its summary on stdout and -P progress on stderr. Without -P, -L or -R the
+latency average is derived from TPS, not measured, so runs always pass -P. pgbench has no
+percentile option: percentiles come from the -l per-transaction logs, whose third column is
+the transaction's latency in microseconds (PostgreSQL docs, pgbench, "Per-Transaction Logging").
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import subprocess
+from dataclasses import dataclass, field
+
+from .stats import percentile
+
+
+@dataclass
+class Summary:
+    tps: float
+    transactions: int | None
+    failed: int | None
+    latency_avg_ms: float | None
+    latency_stddev_ms: float | None
+
+
+def parse_summary(stdout: str) -> Summary:
+    tps = None
+    # PG >= 14: "tps = X (without initial connection time)"; older versions print two lines,
+    # "(including connections establishing)" and "(excluding connections establishing)".
+    for mt in re.finditer(r"^tps = ([\d.]+) \(([^)]*)\)", stdout, re.M):
+        if tps is None or "without" in mt.group(2) or "excluding" in mt.group(2):
+            tps = float(mt.group(1))
+    if tps is None:
+        raise ValueError("no 'tps =' line in pgbench output")
+
+    def num(pattern: str, conv=float):
+        mt = re.search(pattern, stdout, re.M)
+        return conv(mt.group(1)) if mt else None
+
+    return Summary(tps, num(r"^number of transactions actually processed: (\d+)", int),
+                   num(r"^number of failed transactions: (\d+)", int),
+                   num(r"^latency average = ([\d.]+) ms"), num(r"^latency stddev = ([\d.]+) ms"))
+
+
+_PROGRESS = re.compile(r"^progress: ([\d.]+) s, ([\d.]+) tps, lat ([\d.]+) ms", re.M)
+
+
+def parse_progress(stderr: str) -> list[tuple[float, float, float]]:
+    """(seconds, tps, latency ms) per -P interval."""
+    return [(float(a), float(b), float(c)) for a, b, c in _PROGRESS.findall(stderr)]
+
+
+def parse_log_latencies_us(paths: list[str]) -> list[int]:
+    out = []
+    for p in paths:
+        with open(p) as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) >= 3 and parts[2].isdigit():
+                    out.append(int(parts[2]))
+    return out
+
+
+@dataclass
+class Run:
+    tps: float
+    latency_avg_ms: float | None
+    p50_ms: float
+    p95_ms: float
+    p99_ms: float
+    progress: list[tuple[float, float, float]] = field(default_factory=list)
+    transactions: int | None = None
+
+
+class Pgbench:
+    def __init__(self, binary: str, host: str, port: int, user: str, dbname: str,
+                 run_as: dict | None = None):
+        self.binary, self.host, self.port, self.user, self.dbname = binary, host, port, user, dbname
+        self.run_as = run_as or {}
+
+    def _base(self) -> list[str]:
+        return [self.binary, "-h", self.host, "-p", str(self.port), "-U", self.user]
+
+    def init(self, scale: int) -> None:
+        r = subprocess.run(self._base() + ["-i", "-q", "-s", str(scale), self.dbname],
+                           capture_output=True, text=True, cwd="/", **self.run_as)
+        if r.returncode != 0:
+            raise RuntimeError(f"pgbench -i failed: {r.stderr.strip()[-300:]}")
+
+    def command(self, workload: str, clients: int, seconds: int, logprefix: str | None) -> list[str]:
+        cmd = self._base() + ["-M", "prepared", "-c", str(clients),
+                              "-j", str(min(clients, os.cpu_count() or 1)), "-T", str(seconds),
+                              "-P", "1"]
+        if workload == "select":
+            cmd.append("-S")
+        if logprefix:
+            cmd += ["-l", "--log-prefix", logprefix]
+        return cmd + [self.dbname]
+
+    def start(self, workload: str, clients: int, seconds: int, logprefix: str | None):
+        return subprocess.Popen(self.command(workload, clients, seconds, logprefix),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                cwd="/", start_new_session=True, **self.run_as)
+
+
+def finish(proc: subprocess.Popen, logprefix: str | None, stderr_lines: list[str]) -> Run:
+    out, err = proc.communicate()
+    err = "".join(stderr_lines) + (err or "")
+    if proc.returncode != 0:
+        msg = [ln for ln in err.splitlines() if ln.strip() and not ln.startswith("progress:")]
+        raise RuntimeError(f"pgbench failed (exit {proc.returncode}): "
+                           f"{(msg[-1] if msg else '').strip()[:300]}")
+    s = parse_summary(out)
+    lat: list[int] = []
+    if logprefix:
+        logs = glob.glob(logprefix + ".*")
+        lat = sorted(parse_log_latencies_us(logs))
+        for p in logs:
+            os.unlink(p)
+    ms = [x / 1000 for x in lat]
+    return Run(s.tps, s.latency_avg_ms, percentile(ms, 50), percentile(ms, 95),
+               percentile(ms, 99), parse_progress(err), s.transactions)

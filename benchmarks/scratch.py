@@ -1,0 +1,130 @@
+"""A throwaway PostgreSQL cluster: initdb into a temp directory, own socket and port, owned by
+an unprivileged OS user (PostgreSQL refuses to run as root). Used by `validate` and the tests;
+never the system's own service."""
+
+from __future__ import annotations
+
+import glob
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from hpadvise.errors import InputError
+
+
+def pg_bindir() -> str | None:
+    for d in sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True):  # Debian layout
+        if os.access(f"{d}/postgres", os.X_OK):
+            return d
+    p = shutil.which("pg_config")
+    if p:
+        return subprocess.run([p, "--bindir"], capture_output=True, text=True).stdout.strip()
+    return None
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ScratchCluster:
+    def __init__(self, settings: dict[str, str] | None = None, user: str = "postgres",
+                 base: str | None = None):
+        self.bindir = pg_bindir()
+        if self.bindir is None:
+            raise InputError("PostgreSQL server binaries not found; install the server package "
+                             "(Debian: apt-get install postgresql)")
+        try:
+            self.pw = pwd.getpwnam(user)
+        except KeyError:
+            raise InputError(f"no OS user {user!r} to run PostgreSQL as") from None
+        self.user = user
+        self.tmp = tempfile.mkdtemp(prefix="hpadvise-pg-", dir=base)
+        os.chmod(self.tmp, 0o755)
+        os.chown(self.tmp, self.pw.pw_uid, self.pw.pw_gid)
+        self.datadir = f"{self.tmp}/data"
+        self.port = free_port()
+        self.log = f"{self.tmp}/log"
+        try:
+            self._run([f"{self.bindir}/initdb", "-D", self.datadir, "-A", "trust", "-U",
+                       "postgres", "--no-sync"], check=True)
+        except BaseException:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            raise
+        base_settings = {"port": str(self.port), "unix_socket_directories": f"'{self.tmp}'",
+                         "listen_addresses": "''"}
+        self.configure({**base_settings, **(settings or {})})
+
+    @property
+    def run_as(self) -> dict:
+        if os.geteuid() == 0:
+            return {"user": self.pw.pw_uid, "group": self.pw.pw_gid, "extra_groups": []}
+        return {}
+
+    def _run(self, cmd, check=False, **kw):
+        kw.setdefault("cwd", "/")
+        r = subprocess.run(cmd, capture_output=True, text=True, **self.run_as, **kw)
+        if check and r.returncode != 0:
+            raise RuntimeError(f"{os.path.basename(cmd[0])} failed: {r.stderr.strip()[-400:]}")
+        return r
+
+    def configure(self, settings: dict[str, str]) -> None:
+        """Append settings to postgresql.conf (later lines win)."""
+        with open(f"{self.datadir}/postgresql.conf", "a") as f:
+            for k, v in settings.items():
+                f.write(f"{k} = {v}\n")
+
+    def postgres_C(self, param: str, *extra: str) -> str:
+        r = self._run([f"{self.bindir}/postgres", "-D", self.datadir, "-C", param, *extra])
+        if r.returncode != 0:
+            raise RuntimeError(r.stderr.strip())
+        return r.stdout.strip()
+
+    def start(self, check=True) -> subprocess.CompletedProcess:
+        r = self._run([f"{self.bindir}/pg_ctl", "-D", self.datadir, "-l", self.log, "-w",
+                       "-t", "120", "start"])
+        if check and r.returncode != 0:
+            raise RuntimeError(f"start failed: {r.stderr.strip()} {self.logtail()}")
+        return r
+
+    def logtail(self) -> str:
+        try:
+            return Path(self.log).read_text()[-800:]
+        except OSError:
+            return ""
+
+    @property
+    def pid(self) -> int | None:
+        try:
+            return int(Path(f"{self.datadir}/postmaster.pid").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return None
+
+    def running(self) -> bool:
+        pid = self.pid
+        return bool(pid) and os.path.exists(f"/proc/{pid}")
+
+    def psql(self, sql: str, db: str = "postgres") -> str:
+        r = self._run([f"{self.bindir}/psql", "-h", self.tmp, "-p", str(self.port), "-U",
+                       "postgres", "-d", db, "-Atc", sql], check=True)
+        return r.stdout.strip()
+
+    def stop(self) -> None:
+        if self.running():
+            pid = self.pid
+            self._run([f"{self.bindir}/pg_ctl", "-D", self.datadir, "-m", "immediate", "-w",
+                       "stop"])
+            for _ in range(200):  # until the postmaster is really gone
+                if not pid or not os.path.exists(f"/proc/{pid}"):
+                    break
+                time.sleep(0.05)
+
+    def destroy(self) -> None:
+        self.stop()
+        shutil.rmtree(self.tmp, ignore_errors=True)

@@ -1,0 +1,89 @@
+"""Statistics for A/B runs: paired effect on ln(TPS) with a Student t 95% confidence interval,
+the stopping rule and the verdict words (DESIGN.md "Validating").
+
+One block holds one run of every variant; the effect of B over A is the mean over blocks of
+ln(TPS_B / TPS_A), so slow drift of the machine cancels within a block. exp() turns it into a
+percentage. Never stop on "p < 0.05": stop on the CI's half-width, or on the time budget.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+# Two-sided 95% quantiles of Student's t (t_{0.975, df}), from standard tables (NIST/SEMATECH
+# e-Handbook of Statistical Methods, 1.3.6.7.2).
+_T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306,
+         9: 2.262, 10: 2.228, 11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131,
+         16: 2.120, 17: 2.110, 18: 2.101, 19: 2.093, 20: 2.086, 21: 2.080, 22: 2.074,
+         23: 2.069, 24: 2.064, 25: 2.060, 26: 2.056, 27: 2.052, 28: 2.048, 29: 2.045,
+         30: 2.042, 40: 2.021, 60: 2.000, 120: 1.980}
+
+
+def t975(df: int) -> float:
+    if df < 1:
+        raise ValueError("need at least 2 paired samples")
+    if df in _T975:
+        return _T975[df]
+    if df > 120:
+        return 1.960 + (1.980 - 1.960) * 120 / df  # -> z as df grows; interpolate in 1/df
+    lo = max(k for k in _T975 if k < df)
+    hi = min(k for k in _T975 if k > df)
+    w = (1 / df - 1 / hi) / (1 / lo - 1 / hi)
+    return _T975[hi] + w * (_T975[lo] - _T975[hi])
+
+
+@dataclass(frozen=True)
+class Effect:
+    n: int  # paired blocks
+    pct: float  # point estimate, % change of B over A
+    lo_pct: float
+    hi_pct: float
+    verdict: str
+
+    @property
+    def half_width_pct(self) -> float:
+        return (self.hi_pct - self.lo_pct) / 2
+
+
+def verdict(pct: float, lo: float, hi: float, band: float) -> str:
+    """improved / regressed: the CI excludes 0 and the estimate lies beyond the noise band;
+    no meaningful change: the whole CI lies inside the band; inconclusive otherwise."""
+    if lo > 0 and pct > band:
+        return "improved"
+    if hi < 0 and pct < -band:
+        return "regressed"
+    if lo >= -band and hi <= band:
+        return "no meaningful change"
+    return "inconclusive"
+
+
+def paired_effect(a: list[float], b: list[float], band_pct: float = 1.0) -> Effect:
+    if len(a) != len(b):
+        raise ValueError("paired samples need equal lengths")
+    d = [math.log(y / x) for x, y in zip(a, b) if x > 0 and y > 0]
+    n = len(d)
+    if n == 0:
+        return Effect(0, math.nan, math.nan, math.nan, "inconclusive")
+    mean = sum(d) / n
+    if n < 2:
+        pct = (math.exp(mean) - 1) * 100
+        return Effect(n, pct, -math.inf, math.inf, "inconclusive")
+    sd = math.sqrt(sum((x - mean) ** 2 for x in d) / (n - 1))
+    h = t975(n - 1) * sd / math.sqrt(n)
+    pct, lo, hi = ((math.exp(v) - 1) * 100 for v in (mean, mean - h, mean + h))
+    return Effect(n, pct, lo, hi, verdict(pct, lo, hi, band_pct))
+
+
+def should_stop(effects: list[Effect], target_pct: float, min_blocks: int = 3) -> bool:
+    """Every comparison has reached the target half-width (and enough blocks to trust it)."""
+    return bool(effects) and all(e.n >= min_blocks and e.half_width_pct <= target_pct
+                                 for e in effects)
+
+
+def percentile(sorted_values: list[float], p: float) -> float:
+    """Nearest-rank percentile of an ascending list."""
+    if not sorted_values:
+        return math.nan
+    k = max(0, math.ceil(p / 100 * len(sorted_values)) - 1)
+    return sorted_values[k]

@@ -265,6 +265,123 @@ def history(
               f"{' '.join(j.header.get('instances', []))}")
 
 
+@app.command()
+def validate(
+    db: Annotated[str, typer.Option(help="Engine to benchmark.")] = "postgres",
+    duration: Annotated[str, typer.Option(help="Total time budget, e.g. 90s, 10m, 1h.")]
+    = "10m",
+    bench: Annotated[str, typer.Option(help="Benchmark driver.")] = "pgbench",
+    workload: Annotated[str, typer.Option(help="tpcb or select (select-only).")] = "select",
+    variants: Annotated[Optional[str], typer.Option(
+        help="Comma-separated: current, recommended, thp-always, thp-never, hugepages-off "
+             "[default: current,recommended,thp-never,thp-always].")] = None,
+    clients: Annotated[int, typer.Option(help="pgbench clients.")] = 16,
+    scale: Annotated[Optional[int], typer.Option(
+        help="pgbench scale [default: what fits in shared_buffers].")] = None,
+    run_seconds: Annotated[Optional[int], typer.Option(
+        help="Length of one measured run [default: from the budget].")] = None,
+    shared_buffers: Annotated[str, typer.Option(help="Scratch cluster's shared_buffers.")]
+    = "1GB",
+    target_ci: Annotated[str, typer.Option(
+        help="Stop when every comparison's 95% CI half-width is this small.")] = "1%",
+    band: Annotated[str, typer.Option(help="Noise band for the verdict words.")] = "1%",
+    profile: Annotated[str, typer.Option(help="Profile for the recommended variant.")] = "oltp",
+    report: Annotated[Optional[str], typer.Option(help="Write an HTML report here.")] = None,
+    json_out: Annotated[Optional[str], typer.Option(
+        "--json", help="Write the JSON result (every sample) to this file, - for stdout.")]
+    = None,
+):
+    """Prove the plan: pgbench A/B runs on a scratch cluster, with and without huge pages and
+    THP, blocked and interleaved, with a paired 95% CI and a verdict. Restores every knob.
+
+    Examples:
+
+      hpadvise validate --duration 10m --shared-buffers 8GB --report hp.html
+
+      hpadvise validate --duration 2m --variants current,recommended --workload tpcb
+    """
+    import json
+
+    from rich.console import Console
+
+    from .benchmarks import report as rep
+    from .benchmarks.runner import DEFAULT_VARIANTS, Options, Validation, parse_duration
+
+    if db != "postgres" or bench != "pgbench":
+        raise InputError(f"validate supports --db postgres --bench pgbench for now "
+                         f"(got --db {db} --bench {bench})")
+    opts = Options(
+        variants=[v.strip() for v in variants.split(",")] if variants else list(DEFAULT_VARIANTS),
+        duration_s=parse_duration(duration), workload=workload, clients=clients, scale=scale,
+        run_s=run_seconds, target_ci_pct=_pct(target_ci, "--target-ci"),
+        band_pct=_pct(band, "--band"), shared_buffers=shared_buffers, profile=profile)
+    console = Console(stderr=json_out == "-")
+    val = Validation(opts, on_update=_live_updater(console))
+    try:
+        val.run()
+    finally:
+        _live_updater.stop()
+    result = val.result()
+    rep.render_terminal(result, console)
+    if report:
+        with open(report, "w") as f:
+            f.write(rep.render_html(result))
+        console.print(f"report: {report}")
+    if json_out:
+        text = json.dumps(result, indent=2, default=str)
+        if json_out == "-":
+            print(text)
+        else:
+            with open(json_out, "w") as f:
+                f.write(text)
+    for e in result["meta"].get("restore_errors", []):
+        print(f"hpadvise: error: could not restore {e}", file=sys.stderr)
+    if result["meta"].get("restore_errors"):
+        raise typer.Exit(1)
+    if val.interrupted:
+        raise typer.Exit(130)
+
+
+def _pct(text: str, what: str) -> float:
+    try:
+        v = float(text.rstrip("%"))
+    except ValueError:
+        raise InputError(f"{what} {text!r} is not a percentage; write it like 1% or 0.5%") \
+            from None
+    if v <= 0:
+        raise InputError(f"{what} must be positive")
+    return v
+
+
+class _LiveUpdater:
+    """A rich Live line: variant, block, elapsed and remaining budget, live TPS."""
+
+    def __init__(self):
+        self.live = None
+
+    def __call__(self, console):
+        from rich.live import Live
+
+        def update(state):
+            if self.live is None:
+                self.live = Live(console=console, refresh_per_second=4, transient=True)
+                self.live.start()
+            left = max(0, state.budget_s - state.elapsed)
+            tps = f"{state.live_tps:,.0f} TPS" if state.live_tps else ""
+            self.live.update(f"[bold]{state.variant or '-'}[/] block {state.block}  "
+                             f"{state.phase}  {tps}  elapsed {state.elapsed:,.0f}s, "
+                             f"budget left {left:,.0f}s")
+        return update
+
+    def stop(self):
+        if self.live is not None:
+            self.live.stop()
+            self.live = None
+
+
+_live_updater = _LiveUpdater()
+
+
 def _ask_instance(cands):
     for n, i in enumerate(cands, 1):
         print(f"  {n}) {i.id}  {i.label}")

@@ -1,0 +1,144 @@
+"""validate's reports: a terminal table, and a self-contained HTML page with SVG plots
+(TPS per variant with its 95% CI, TPS over time per run, latency percentiles)."""
+
+from __future__ import annotations
+
+import html
+import math
+
+COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd"]
+
+
+def render_terminal(result: dict, console) -> None:
+    from rich import box
+    from rich.table import Table
+    t = Table(title="Variants", title_justify="left", title_style="bold", box=box.SIMPLE_HEAD)
+    for c in ("variant", "runs", "TPS ± 95% CI", "p50 ms", "p95 ms", "p99 ms",
+              "page tables", "THP shmem/anon", "on"):
+        t.add_column(c, no_wrap=c in ("variant", "TPS ± 95% CI"))
+    for v, s in result["variants"].items():
+        if not s.get("runs"):
+            t.add_row(v, "0", *["-"] * 7)
+            continue
+        ci = "" if math.isnan(s["tps_ci95"]) else f" ± {s['tps_ci95']:,.0f}"
+        t.add_row(v, str(s["runs"]), f"{s['tps_mean']:,.0f}{ci}", _f(s["p50_ms"]),
+                  _f(s["p95_ms"]), _f(s["p99_ms"]), _mb(s["page_tables_kb"]),
+                  f"{_mb(s['shmem_huge_kb'])} / {_mb(s['anon_huge_kb'])}", s["backing"] or "?")
+    console.print(t)
+    t = Table(title="Effects (B over A, paired per block)", title_justify="left",
+              title_style="bold", box=box.SIMPLE_HEAD)
+    for c in ("A", "B", "blocks", "effect", "95% CI", "verdict"):
+        t.add_column(c)
+    style = {"improved": "green", "regressed": "red", "no meaningful change": "cyan",
+             "inconclusive": "yellow"}
+    for e in result["effects"]:
+        ci = "-" if not math.isfinite(e["lo_pct"]) else f"{e['lo_pct']:+.1f}% .. {e['hi_pct']:+.1f}%"
+        pct = "-" if math.isnan(e["pct"]) else f"{e['pct']:+.1f}%"
+        t.add_row(e["a"], e["b"], str(e["n"]), pct, ci, f"[{style[e['verdict']]}]{e['verdict']}[/]")
+    console.print(t)
+    m = result["meta"]
+    console.print(f"[dim]{m.get('workload')} workload, scale {m.get('scale')}, "
+                  f"{m.get('clients')} clients, {m.get('run_s')} s runs, shared_buffers "
+                  f"{m.get('shared_buffers')}; stopped: "
+                  f"{'interrupted' if m.get('interrupted') else m.get('stopped', '?')}[/dim]")
+
+
+def _f(v) -> str:
+    return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.2f}"
+
+
+def _mb(kb) -> str:
+    return "-" if kb is None else f"{kb / 1024:,.1f} MiB"
+
+
+def _svg_bars(title: str, groups: list[tuple[str, float, float | None]], unit: str) -> str:
+    w, h, pad = 560, 260, 50
+    top = max((v + (e or 0)) for _, v, e in groups) if groups else 1
+    top = top * 1.1 or 1
+    bw = (w - 2 * pad) / max(1, len(groups))
+    out = [f'<svg width="{w}" height="{h}" xmlns="http://www.w3.org/2000/svg">',
+           f'<text x="{w / 2}" y="16" text-anchor="middle" font-weight="bold">{html.escape(title)}</text>']
+    for i, (label, v, err) in enumerate(groups):
+        x = pad + i * bw + bw * 0.15
+        bh = (h - 2 * pad) * v / top
+        y = h - pad - bh
+        out.append(f'<rect x="{x:.1f}" y="{y:.1f}" width="{bw * 0.7:.1f}" height="{bh:.1f}" '
+                   f'fill="{COLORS[i % len(COLORS)]}" opacity="0.8"/>')
+        if err and math.isfinite(err):
+            cx = x + bw * 0.35
+            y1 = h - pad - (h - 2 * pad) * (v + err) / top
+            y2 = h - pad - (h - 2 * pad) * max(0, v - err) / top
+            out.append(f'<line x1="{cx:.1f}" x2="{cx:.1f}" y1="{y1:.1f}" y2="{y2:.1f}" '
+                       'stroke="black" stroke-width="2"/>')
+            for yy in (y1, y2):
+                out.append(f'<line x1="{cx - 6:.1f}" x2="{cx + 6:.1f}" y1="{yy:.1f}" '
+                           f'y2="{yy:.1f}" stroke="black" stroke-width="2"/>')
+        out.append(f'<text x="{x + bw * 0.35:.1f}" y="{h - pad + 16}" text-anchor="middle" '
+                   f'font-size="12">{html.escape(label)}</text>')
+        out.append(f'<text x="{x + bw * 0.35:.1f}" y="{y - 4:.1f}" text-anchor="middle" '
+                   f'font-size="11">{v:,.1f}{unit}</text>')
+    out.append(f'<line x1="{pad}" x2="{w - pad}" y1="{h - pad}" y2="{h - pad}" stroke="#444"/>')
+    out.append("</svg>")
+    return "".join(out)
+
+
+def _svg_lines(title: str, series: list[tuple[str, int, list[tuple[float, float]]]]) -> str:
+    w, h, pad = 760, 300, 50
+    xs = [x for _, _, pts in series for x, _ in pts] or [1]
+    ys = [y for _, _, pts in series for _, y in pts] or [1]
+    xmax, ymax = max(xs) or 1, (max(ys) or 1) * 1.1
+    out = [f'<svg width="{w}" height="{h}" xmlns="http://www.w3.org/2000/svg">',
+           f'<text x="{w / 2}" y="16" text-anchor="middle" font-weight="bold">{html.escape(title)}</text>',
+           f'<text x="{pad}" y="{h - 10}" font-size="11">seconds</text>',
+           f'<text x="6" y="{pad - 8}" font-size="11">TPS (max {ymax / 1.1:,.0f})</text>']
+    for label, ci, pts in series:
+        if not pts:
+            continue
+        path = " ".join(f"{pad + (w - 2 * pad) * x / xmax:.1f},{h - pad - (h - 2 * pad) * y / ymax:.1f}"
+                        for x, y in pts)
+        out.append(f'<polyline fill="none" stroke="{COLORS[ci % len(COLORS)]}" stroke-width="1.5" '
+                   f'opacity="0.7" points="{path}"><title>{html.escape(label)}</title></polyline>')
+    out.append(f'<line x1="{pad}" x2="{w - pad}" y1="{h - pad}" y2="{h - pad}" stroke="#444"/>')
+    out.append("</svg>")
+    return "".join(out)
+
+
+def render_html(result: dict) -> str:
+    variants = list(result["variants"])
+    color = {v: i for i, v in enumerate(variants)}
+    tps = [(v, s.get("tps_mean", 0.0), s.get("tps_ci95")) for v, s in result["variants"].items()
+           if s.get("runs")]
+    series = [(f"{s['variant']} block {s['block'] + 1}", color[s["variant"]],
+               [(p[0], p[1]) for p in s["progress"]]) for s in result["samples"]]
+    lat = "".join(_svg_bars(f"latency p{p} (ms)", [(v, s.get(f"p{p}_ms") or 0.0, None)
+                                                     for v, s in result["variants"].items()
+                                                     if s.get("runs")], "")
+                  for p in (50, 95, 99))
+    pt = _svg_bars("page tables during the run (MiB)",
+                   [(v, (s.get("page_tables_kb") or 0) / 1024, None)
+                    for v, s in result["variants"].items() if s.get("runs")], "")
+    rows = "".join(
+        f"<tr><td>{html.escape(e['a'])}</td><td>{html.escape(e['b'])}</td><td>{e['n']}</td>"
+        f"<td>{e['pct']:+.2f}%</td><td>{e['lo_pct']:+.2f}% .. {e['hi_pct']:+.2f}%</td>"
+        f"<td><b>{html.escape(e['verdict'])}</b></td></tr>" for e in result["effects"])
+    legend = " ".join(f'<span style="color:{COLORS[color[v] % len(COLORS)]}">&#9632; '
+                      f'{html.escape(v)}</span>' for v in variants)
+    m = result["meta"]
+    return f"""<!doctype html><html><head><meta charset="utf-8"><title>hpadvise validate</title>
+<style>body{{font-family:sans-serif;max-width:1000px;margin:2em auto}}table{{border-collapse:collapse}}
+td,th{{border:1px solid #ccc;padding:4px 8px}}</style></head><body>
+<h1>hpadvise validate</h1>
+<p>{html.escape(str(m.get('workload')))} workload, pgbench scale {m.get('scale')},
+{m.get('clients')} clients, {m.get('run_s')} s per run, shared_buffers
+{html.escape(str(m.get('shared_buffers')))}, PostgreSQL {html.escape(str(m.get('pg_version')))}.
+Stopped: {'interrupted' if m.get('interrupted') else html.escape(str(m.get('stopped', '?')))}.</p>
+<h2>Verdict</h2><table><tr><th>A</th><th>B</th><th>blocks</th><th>effect of B</th>
+<th>95% CI</th><th>verdict</th></tr>{rows}</table>
+<p>Effect: mean over blocks of ln(TPS_B / TPS_A), as a percentage, with a Student t 95%
+confidence interval; noise band ±{m.get('band_pct')}%.</p>
+<h2>Throughput</h2>{_svg_bars("mean TPS with 95% CI", tps, "")}
+<h2>TPS over time, every run</h2><p>{legend}</p>{_svg_lines("pgbench -P 1", series)}
+<h2>Latency</h2>{lat}
+<h2>Memory</h2>{pt}
+</body></html>
+"""

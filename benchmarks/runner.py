@@ -1,0 +1,430 @@
+"""A/B orchestration for `hpadvise validate`.
+
+Every run: switch the host and the cluster into the variant through journaled actions (the
+apply machinery), restart the cluster (huge pages are reserved at start; THP affects new
+faults), prewarm with pg_prewarm, CHECKPOINT, a discarded warm-up, then the measured pgbench
+run with -P and per-transaction logs. Variants run in blocks whose order alternates (ABBA...),
+so drift cancels. Every knob is put back after each run and at the end, also on Ctrl-C,
+SIGTERM and failures; the scratch cluster is removed.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import shutil
+import signal
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Callable
+
+from hpadvise import journal as jr
+from hpadvise.actions import Action, Pool, SysfsChoice
+from hpadvise.errors import InputError
+from hpadvise.sysroot import SysRoot
+
+from . import stats
+from .pgbench import Pgbench, finish
+from .scratch import ScratchCluster
+
+THP = "/sys/kernel/mm/transparent_hugepage"
+VARIANTS = ("current", "recommended", "thp-always", "thp-never", "hugepages-off")
+DEFAULT_VARIANTS = ("current", "recommended", "thp-never", "thp-always")
+# Comparisons (A, B): the effect reported is B over A.
+PAIRS = (("current", "recommended"), ("thp-never", "thp-always"), ("current", "hugepages-off"))
+# pgbench scale 1 is ~15 MiB of tables and indexes (scale 400 measured ~6 GB, REFERENCE.md).
+MB_PER_SCALE = 15
+
+
+def parse_duration(text: str) -> int:
+    mt = re.fullmatch(r"\s*(\d+)\s*(s|m|h)?\s*", text or "")
+    if not mt:
+        raise InputError(f"duration {text!r} is not a duration; write it like 90s, 10m or 1h")
+    return int(mt.group(1)) * {"s": 1, "m": 60, "h": 3600, None: 1}[mt.group(2)]
+
+
+def pairs_for(variants: list[str]) -> list[tuple[str, str]]:
+    out = [p for p in PAIRS if p[0] in variants and p[1] in variants]
+    if not out and len(variants) >= 2:
+        out = [(variants[0], variants[1])]
+    return out
+
+
+@dataclass
+class Options:
+    variants: list[str]
+    duration_s: int
+    workload: str = "select"  # select | tpcb
+    clients: int = 16
+    scale: int | None = None
+    run_s: int | None = None
+    target_ci_pct: float = 1.0
+    band_pct: float = 1.0
+    shared_buffers: str = "1GB"
+    max_connections: int = 100
+    profile: str = "oltp"
+    min_blocks: int = 3
+
+
+@dataclass
+class Sample:
+    block: int
+    variant: str
+    tps: float
+    latency_avg_ms: float | None
+    p50_ms: float
+    p95_ms: float
+    p99_ms: float
+    page_tables_kb: int | None
+    anon_huge_kb: int | None
+    shmem_huge_kb: int | None
+    hugetlb_kb: int | None
+    backing: str | None
+    thp_deltas: dict[str, int]
+    progress: list = field(default_factory=list)
+
+
+@dataclass
+class State:
+    """What the live display shows."""
+    phase: str = "starting"
+    variant: str = ""
+    block: int = 0
+    started: float = field(default_factory=time.time)
+    budget_s: int = 0
+    live_tps: float | None = None
+
+    @property
+    def elapsed(self) -> float:
+        return time.time() - self.started
+
+
+class Interrupted(Exception):
+    pass
+
+
+def _meminfo(sr: SysRoot) -> dict[str, int | None]:
+    from hpadvise.host import read_meminfo
+    m = read_meminfo(sr)
+    return {"page_tables_kb": m.page_tables_kb, "anon_huge_kb": m.anon_huge_kb,
+            "shmem_huge_kb": m.shmem_huge_kb, "hugetlb_kb": m.hugetlb_kb}
+
+
+def _thp_counters(sr: SysRoot) -> dict[str, int]:
+    from hpadvise.host import read_vmstat
+    return {k: v for k, v in read_vmstat(sr).items() if k.startswith("thp_")}
+
+
+class Validation:
+    def __init__(self, opts: Options, on_update: Callable[[State], None] = lambda s: None):
+        self.o = opts
+        self.on_update = on_update
+        self.state = State(budget_s=opts.duration_s)
+        self.samples: list[Sample] = []
+        self.interrupted = False
+        self.cluster: ScratchCluster | None = None
+        self.jdir: str | None = None  # the variants' journal, made when the run starts
+        self.active: jr.Journal | None = None
+        self.baseline: list[tuple[Action, object]] = []
+        self.sr = SysRoot("/")
+        self.meta: dict = {}
+
+    # ---- checks before anything changes
+    def preflight(self) -> None:
+        o = self.o
+        bad = [v for v in o.variants if v not in VARIANTS]
+        if bad:
+            raise InputError(f"unknown variant {bad[0]!r}; choose from {', '.join(VARIANTS)}")
+        if len(o.variants) < 2:
+            raise InputError("give at least two variants to compare")
+        if o.workload not in ("select", "tpcb"):
+            raise InputError(f"unknown workload {o.workload!r}; use tpcb or select")
+        if os.geteuid() != 0:
+            raise InputError("validate switches huge pages and THP and needs root; run it with "
+                             "sudo")
+        from .scratch import pg_bindir
+        bindir = pg_bindir()
+        if bindir is None or not os.access(f"{bindir}/pgbench", os.X_OK):
+            raise InputError("pgbench not found; install it (Debian: apt-get install "
+                             "postgresql-contrib, or the postgresql package)")
+        self.bindir = bindir
+        from hpadvise.sizing import parse_bytes
+        sb = parse_bytes(o.shared_buffers, "--shared-buffers")
+        if o.scale is None:
+            o.scale = max(1, int(sb * 0.75 / (MB_PER_SCALE << 20)))  # fits in shared_buffers
+        need = o.scale * MB_PER_SCALE * 2 << 20  # tables, indexes and WAL
+        free = shutil.disk_usage(tempfile.gettempdir()).free
+        if need > free:
+            raise InputError(f"scale {o.scale} needs ~{need >> 30} GiB of disk in "
+                             f"{tempfile.gettempdir()}, only {free >> 30} GiB free; lower --scale")
+        if o.run_s is None:
+            # at least min_blocks blocks of every variant within the budget, each run with a
+            # warm-up of a fifth of its length and ~10 s of restart and prewarm
+            per = o.duration_s / (o.min_blocks * len(o.variants)) - 10
+            o.run_s = max(3, min(60, int(per / 1.2)))
+
+    # ---- the run
+    def run(self) -> None:
+        self.preflight()
+        old_term = signal.signal(signal.SIGTERM, self._on_term)
+        try:
+            self._setup()
+            self._loop()
+        except (KeyboardInterrupt, Interrupted):
+            self.interrupted = True
+        finally:
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)  # restoring must not be cut short
+            try:
+                self.restore()
+            finally:
+                signal.signal(signal.SIGTERM, old_term)
+
+    def _on_term(self, signum, frame):
+        raise Interrupted()
+
+    def _setup(self) -> None:
+        o = self.o
+        self.jdir = tempfile.mkdtemp(prefix="hpadvise-validate-journal-")
+        self._update(phase="saving the host's knobs")
+        for d in sorted(os.listdir("/sys/kernel/mm/hugepages")):
+            a = Pool(int(d.split("-")[1][:-2]))
+            self.baseline.append((a, a.get()))
+        for k in ("enabled", "defrag", "shmem_enabled"):
+            a = SysfsChoice(f"{THP}/{k}")
+            self.baseline.append((a, a.get()))
+        self._update(phase="creating the scratch cluster")
+        self.cluster = ScratchCluster({
+            "shared_buffers": o.shared_buffers, "max_connections": str(max(o.max_connections,
+                                                                            o.clients + 10)),
+            "huge_pages": "try"})
+        self.cluster.start()
+        self._update(phase=f"loading pgbench data (scale {o.scale})")
+        self.cluster.psql("CREATE EXTENSION IF NOT EXISTS pg_prewarm")
+        self.pgbench = Pgbench(f"{self.bindir}/pgbench", self.cluster.tmp, self.cluster.port,
+                               "postgres", "postgres", self.cluster.run_as)
+        self.pgbench.init(o.scale)
+        self.meta = {"shared_buffers": o.shared_buffers, "scale": o.scale,
+                     "workload": o.workload, "clients": o.clients, "run_s": o.run_s,
+                     "variants": o.variants, "pairs": pairs_for(o.variants),
+                     "pg_version": self.cluster.psql("SHOW server_version"),
+                     "target_ci_pct": o.target_ci_pct, "band_pct": o.band_pct}
+
+    def _loop(self) -> None:
+        o = self.o
+        block = 0
+        block_times: list[float] = []
+        while True:
+            t0 = time.time()
+            order = list(o.variants) if block % 2 == 0 else list(reversed(o.variants))
+            for v in order:
+                self._update(variant=v, block=block + 1)
+                self.samples.append(self._one(block, v))
+            block += 1
+            block_times.append(time.time() - t0)
+            effects = self.effects()
+            if stats.should_stop(list(effects.values()), o.target_ci_pct, o.min_blocks):
+                self.meta["stopped"] = "target CI reached"
+                return
+            remaining = o.duration_s - self.state.elapsed
+            if remaining < max(block_times):
+                self.meta["stopped"] = "time budget used"
+                return
+
+    def _variant_steps(self, v: str) -> list[tuple[Action, object]]:
+        if v == "current":
+            return []
+        if v in ("thp-always", "thp-never"):
+            val = v.split("-")[1]
+            return [(SysfsChoice(f"{THP}/enabled"), val),
+                    (SysfsChoice(f"{THP}/shmem_enabled"), val)]
+        from hpadvise.plugins.postgres import PgSetting
+        spec = {"engine": "postgres", "datadir": self.cluster.datadir, "port": self.cluster.port,
+                "socket_dir": self.cluster.tmp, "owner": self.cluster.user,
+                "config_file": None, "major": None}
+        if v == "hugepages-off":
+            return [(PgSetting("huge_pages", "off", **spec), {"value": "off"})]
+        # recommended: the plan for this cluster, as `apply` would make it
+        from hpadvise import apply as ap_mod
+        from hpadvise.engines import Targets
+        from hpadvise.plan import build, inspect
+        report = inspect(self.sr, self.o.profile, Targets(), ["postgres"])
+        sel = ap_mod.select_instances(report, ["postgres"], self.cluster.datadir, None)
+        report = build(report.host, sel, report.profile, report.engines)
+        plan = ap_mod.prepare(report, report.engines, restart=False, persist=False)
+        return [(s.action, s.new) for s in plan.steps if s.phase in ("runtime", "engine")]
+
+    def _apply(self, steps: list[tuple[Action, object]]) -> None:
+        j = jr.Journal.create(self.jdir, {"argv": ["validate"]})
+        self.active = j
+        for action, new in steps:
+            old = action.get()
+            if action.same(old, new):
+                continue
+            e = j.intent(action, old, new)
+            action.set(new)
+            ok, actual = action.verify(new)
+            j.done(e, actual)
+            if not ok and isinstance(action, Pool):
+                raise RuntimeError(f"the kernel granted {actual} of {new} pages for "
+                                   f"{action.label}; free memory or reserve at boot")
+
+    def _unapply(self) -> None:
+        if self.active is not None:
+            jr.rollback(self.active)
+            self.active.mark_rolled_back([])
+            self.active = None
+
+    def _restart(self) -> None:
+        from hpadvise.plugins.postgres import PgRestart
+        PgRestart(engine="postgres", datadir=self.cluster.datadir, port=self.cluster.port,
+                  socket_dir=self.cluster.tmp, owner=self.cluster.user, config_file=None,
+                  major=None).set(True)
+
+    def _one(self, block: int, v: str) -> Sample:
+        o, c = self.o, self.cluster
+        self._update(phase="switching")
+        self._apply(self._variant_steps(v))
+        try:
+            self._restart()
+            self._update(phase="prewarming")
+            c.psql("SELECT sum(pg_prewarm(c.oid)) FROM pg_class c JOIN pg_namespace n ON "
+                   "n.oid = c.relnamespace WHERE n.nspname = 'public' AND c.relkind IN ('r','i')")
+            c.psql("CHECKPOINT")
+            self._update(phase="warm-up")
+            self._bench(max(2, o.run_s // 5), None)
+            before = _thp_counters(self.sr)
+            self._update(phase="measuring")
+            logdir = tempfile.mkdtemp(prefix="hpadvise-pgbench-", dir=c.tmp)
+            shutil.chown(logdir, c.user)
+            run, mem = self._bench(o.run_s, f"{logdir}/pgbench_log")
+            after = _thp_counters(self.sr)
+            backing = self._backing()
+        finally:
+            self._unapply()
+        return Sample(block, v, run.tps, run.latency_avg_ms, run.p50_ms, run.p95_ms,
+                      run.p99_ms, mem.get("page_tables_kb"), mem.get("anon_huge_kb"),
+                      mem.get("shmem_huge_kb"), mem.get("hugetlb_kb"), backing,
+                      {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)},
+                      run.progress)
+
+    def _backing(self) -> str | None:
+        from hpadvise.procs import Proc
+        pid = self.cluster.pid
+        maps = Proc(self.sr, pid).shared_mappings if pid else None
+        shared = [m for m in maps or [] if m.size_kb >= 1024]
+        if not shared:
+            return None
+        m = max(shared, key=lambda m: m.size_kb)
+        return "hugetlb" if m.hugetlb else ("thp" if m.shmem_pmd_kb else "4k")
+
+    def _bench(self, seconds: int, logprefix: str | None):
+        """Run pgbench, following -P lines for the live display; sample /proc/meminfo while
+        the clients are connected (page tables exist only while backends map the memory)."""
+        proc = self.pgbench.start(self.o.workload, self.o.clients, seconds, logprefix)
+        lines: list[str] = []
+
+        def follow():
+            for line in proc.stderr:
+                lines.append(line)
+                if line.startswith("progress:"):
+                    try:
+                        self._update(live_tps=float(line.split(",")[1].split()[0]))
+                    except (IndexError, ValueError):
+                        pass
+        t = threading.Thread(target=follow, daemon=True)
+        t.start()
+        mem: dict = {}
+        try:
+            deadline = time.time() + seconds * 0.8
+            while proc.poll() is None and time.time() < deadline:
+                time.sleep(0.2)
+            mem = _meminfo(self.sr)
+            while proc.poll() is None:
+                time.sleep(0.1)
+        except BaseException:
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            proc.wait()
+            raise
+        t.join(timeout=5)
+        proc.stderr = None  # already consumed by follow()
+        return finish(proc, logprefix, lines), mem
+
+    def _update(self, **kw) -> None:
+        for k, v in kw.items():
+            setattr(self.state, k, v)
+        self.on_update(self.state)
+
+    # ---- results
+    def effects(self) -> dict[tuple[str, str], stats.Effect]:
+        out = {}
+        for a, b in pairs_for(self.o.variants):
+            blocks = sorted({s.block for s in self.samples})
+            ta, tb = [], []
+            for blk in blocks:
+                sa = [s.tps for s in self.samples if s.block == blk and s.variant == a]
+                sb = [s.tps for s in self.samples if s.block == blk and s.variant == b]
+                if sa and sb:
+                    ta.append(sa[0])
+                    tb.append(sb[0])
+            out[(a, b)] = stats.paired_effect(ta, tb, self.o.band_pct)
+        return out
+
+    def restore(self) -> None:
+        """Back to exactly how the host was: the variant's journal, then every saved knob,
+        then the scratch cluster is removed."""
+        errors = []
+        try:
+            self._unapply()
+        except Exception as exc:
+            errors.append(str(exc))
+        if self.cluster is not None:
+            self.cluster.stop()  # release its huge pages before the pools shrink
+        for action, old in reversed(self.baseline):
+            try:
+                if action.get() != old:
+                    action.set(old)
+            except Exception as exc:
+                errors.append(f"{action.label}: {exc}")
+        if self.cluster is not None:
+            self.cluster.destroy()
+        if self.jdir:
+            shutil.rmtree(self.jdir, ignore_errors=True)
+        self.meta["restore_errors"] = errors
+
+    def result(self) -> dict:
+        eff = self.effects()
+        return {
+            "schema_version": 1,
+            "meta": {**self.meta, "interrupted": self.interrupted,
+                     "elapsed_s": round(self.state.elapsed, 1)},
+            "samples": [asdict(s) for s in self.samples],
+            "effects": [{"a": a, "b": b, **asdict(e), "half_width_pct": e.half_width_pct}
+                        for (a, b), e in eff.items()],
+            "variants": {v: _summary([s for s in self.samples if s.variant == v])
+                         for v in self.o.variants},
+        }
+
+
+def _summary(samples: list[Sample]) -> dict:
+    if not samples:
+        return {"runs": 0}
+    tps = [s.tps for s in samples]
+    mean = sum(tps) / len(tps)
+    sd = math.sqrt(sum((x - mean) ** 2 for x in tps) / (len(tps) - 1)) if len(tps) > 1 else 0.0
+    h = stats.t975(len(tps) - 1) * sd / math.sqrt(len(tps)) if len(tps) > 1 else math.nan
+
+    def med(key):
+        vals = sorted(getattr(s, key) for s in samples if getattr(s, key) is not None)
+        return vals[len(vals) // 2] if vals else None
+
+    return {"runs": len(tps), "tps_mean": mean, "tps_ci95": h, "p50_ms": med("p50_ms"),
+            "p95_ms": med("p95_ms"), "p99_ms": med("p99_ms"),
+            "page_tables_kb": med("page_tables_kb"), "anon_huge_kb": med("anon_huge_kb"),
+            "shmem_huge_kb": med("shmem_huge_kb"),
+            "backing": samples[-1].backing}

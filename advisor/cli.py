@@ -268,7 +268,8 @@ def history(
 @app.command()
 def validate(
     db: Annotated[str, typer.Option(help="Engine to benchmark.")] = "postgres",
-    duration: Annotated[str, typer.Option(help="Total time budget, e.g. 90s, 10m, 1h.")]
+    duration: Annotated[str, typer.Option(
+        help="Time budget for the runs (loading the data comes on top), e.g. 90s, 10m, 1h.")]
     = "10m",
     bench: Annotated[str, typer.Option(help="Benchmark driver.")] = "pgbench",
     workload: Annotated[str, typer.Option(help="tpcb or select (select-only).")] = "select",

@@ -1,0 +1,90 @@
+"""A short real validate against a scratch cluster: the whole loop, every variant, reports,
+and the host restored afterwards, also when interrupted."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from support import host_state, run_cli
+
+pytestmark = [pytest.mark.integration, pytest.mark.live]
+
+
+def scratch_dirs() -> set[str]:
+    return {d for d in os.listdir("/tmp") if d.startswith(("hpadvise-pg-", "hpadvise-validate"))}
+
+
+def test_short_validate_every_variant(knobs, tmp_path):
+    before, dirs = host_state(), scratch_dirs()
+    r = run_cli("validate", "--duration", "150s", "--shared-buffers", "128MB", "--clients", "4",
+                "--run-seconds", "2", "--variants",
+                "current,recommended,thp-always,thp-never,hugepages-off",
+                "--report", str(tmp_path / "r.html"), "--json", str(tmp_path / "r.json"),
+                timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    res = json.loads((tmp_path / "r.json").read_text())
+    runs = {v: s["runs"] for v, s in res["variants"].items()}
+    assert set(runs) == {"current", "recommended", "thp-always", "thp-never", "hugepages-off"}
+    assert min(runs.values()) >= 1 and len(set(runs.values())) == 1  # whole blocks
+    by = {v: s for v, s in res["variants"].items()}
+    assert by["recommended"]["backing"] == "hugetlb"
+    assert by["current"]["backing"] == "4k" and by["hugepages-off"]["backing"] == "4k"
+    assert by["thp-always"]["shmem_huge_kb"] > 0
+    for s in res["samples"]:
+        assert s["tps"] > 0 and s["p50_ms"] <= s["p95_ms"] <= s["p99_ms"]
+        assert len(s["progress"]) >= 1
+    pairs = {(e["a"], e["b"]) for e in res["effects"]}
+    assert pairs == {("current", "recommended"), ("thp-never", "thp-always"),
+                     ("current", "hugepages-off")}
+    page = (tmp_path / "r.html").read_text()
+    assert page.count("<svg") >= 5 and "verdict" in page
+    assert "Effects" in r.stdout and "Variants" in r.stdout
+    assert host_state() == before
+    assert scratch_dirs() == dirs
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_interrupt_restores_everything(knobs, tmp_path, sig):
+    before, dirs = host_state(), scratch_dirs()
+    p = subprocess.Popen(
+        [sys.executable, "-m", "hpadvise.cli", "validate", "--duration", "300s",
+         "--shared-buffers", "128MB", "--clients", "4", "--run-seconds", "4",
+         "--variants", "current,recommended", "--json", str(tmp_path / "r.json")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # wait until a run of the recommended variant has the pool and huge_pages=on in place
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        nr = int(open("/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages").read())
+        if nr > 0:
+            break
+        time.sleep(0.2)
+    assert nr > 0, "the recommended variant never started"
+    time.sleep(1)
+    p.send_signal(sig)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 130, err[-1500:]
+    assert host_state() == before
+    assert scratch_dirs() == dirs
+    res = json.loads((tmp_path / "r.json").read_text())
+    assert res["meta"]["interrupted"] is True
+    assert "Effects" in out  # the verdict on what was measured
+
+
+@pytest.mark.parametrize("args,msg", [
+    (["--duration", "10x"], "is not a duration"),
+    (["--variants", "current,fastest"], "unknown variant 'fastest'"),
+    (["--variants", "current"], "at least two variants"),
+    (["--scale", "100000000"], "lower --scale"),
+    (["--target-ci", "tight"], "not a percentage"),
+])
+def test_bad_input_changes_nothing(knobs, args, msg):
+    before, dirs = host_state(), scratch_dirs()
+    r = run_cli("validate", *args)
+    assert r.returncode == 2 and msg in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    assert host_state() == before and scratch_dirs() == dirs

@@ -1,0 +1,118 @@
+"""validate's statistics and parsers: synthetic samples with known answers, captured pgbench 15
+output."""
+
+import math
+from pathlib import Path
+
+import pytest
+
+from hpadvise.benchmarks import pgbench, runner, stats
+from hpadvise.errors import InputError
+
+PGB = Path(__file__).resolve().parent.parent / "fixtures" / "pgbench"
+
+
+def test_t_quantiles():
+    assert stats.t975(1) == 12.706 and stats.t975(30) == 2.042
+    assert 2.021 < stats.t975(35) < 2.042
+    assert stats.t975(1000) == pytest.approx(1.9623, abs=0.001)  # tables: 1.9623
+    with pytest.raises(ValueError):
+        stats.t975(0)
+
+
+def test_paired_effect_known_answer():
+    # ln ratios 0.1, 0.2, 0.3: mean 0.2, sd 0.1, se 0.1/sqrt(3), t(2)=4.303
+    a = [100.0, 100.0, 100.0]
+    b = [100 * math.exp(x) for x in (0.1, 0.2, 0.3)]
+    e = stats.paired_effect(a, b)
+    h = 4.303 * 0.1 / math.sqrt(3)
+    assert e.n == 3
+    assert e.pct == pytest.approx((math.exp(0.2) - 1) * 100)
+    assert e.lo_pct == pytest.approx((math.exp(0.2 - h) - 1) * 100)
+    assert e.hi_pct == pytest.approx((math.exp(0.2 + h) - 1) * 100)
+    assert e.verdict == "inconclusive"  # the CI still includes 0
+
+
+def test_pairing_cancels_drift():
+    # The machine slows down 30% over the blocks; B is always exactly 5% faster.
+    a = [1000 * (1 - 0.1 * k) for k in range(4)]
+    b = [x * 1.05 for x in a]
+    e = stats.paired_effect(a, b)
+    assert e.pct == pytest.approx(5.0) and e.half_width_pct == pytest.approx(0, abs=1e-9)
+    assert e.verdict == "improved"
+
+
+@pytest.mark.parametrize("pct,lo,hi,word", [
+    (20, 15, 25, "improved"),
+    (-20, -25, -15, "regressed"),
+    (0.2, -0.5, 0.9, "no meaningful change"),
+    (0.5, 0.1, 0.9, "no meaningful change"),  # excludes 0 but inside the ±1% band
+    (3, -1, 7, "inconclusive"),
+    (0.8, 0.2, 1.4, "inconclusive"),  # excludes 0, estimate inside the band, CI leaves it
+])
+def test_verdict_words(pct, lo, hi, word):
+    assert stats.verdict(pct, lo, hi, band=1.0) == word
+
+
+def test_stopping_rule():
+    tight = stats.Effect(4, 10, 9.5, 10.5, "improved")
+    wide = stats.Effect(4, 10, 2, 18, "improved")
+    early = stats.Effect(2, 10, 9.9, 10.1, "improved")
+    assert stats.should_stop([tight], 1.0)
+    assert not stats.should_stop([tight, wide], 1.0)
+    assert not stats.should_stop([early], 1.0)  # too few blocks to trust the CI
+    assert not stats.should_stop([], 1.0)
+
+
+def test_one_block_is_inconclusive():
+    e = stats.paired_effect([100.0], [150.0])
+    assert e.n == 1 and e.verdict == "inconclusive" and math.isinf(e.half_width_pct)
+
+
+def test_percentile_nearest_rank():
+    v = list(range(1, 101))
+    assert stats.percentile(v, 50) == 50 and stats.percentile(v, 99) == 99
+    assert stats.percentile([7], 95) == 7 and math.isnan(stats.percentile([], 50))
+
+
+def test_parse_pgbench15_summary_and_progress():
+    s = pgbench.parse_summary((PGB / "select.stdout").read_text())
+    assert s.tps == pytest.approx(35997.329201)
+    assert s.transactions == 107771 and s.failed == 0
+    assert s.latency_avg_ms == 0.100 and s.latency_stddev_ms == 0.096
+    p = pgbench.parse_progress((PGB / "select.stderr").read_text())
+    assert p == [(1.0, 37872.4, 0.094), (2.0, 39501.0, 0.092), (3.0, 30304.1, 0.119)]
+    assert pgbench.parse_summary((PGB / "tpcb.stdout").read_text()).tps == \
+        pytest.approx(2786.297172)
+
+
+def test_parse_old_two_tps_lines():
+    out = ("tps = 100.5 (including connections establishing)\n"
+           "tps = 101.25 (excluding connections establishing)\n")
+    assert pgbench.parse_summary(out).tps == 101.25
+    with pytest.raises(ValueError):
+        pgbench.parse_summary("no summary here")
+
+
+def test_parse_transaction_logs():
+    logs = sorted(str(p) for p in PGB.glob("select.log.*"))
+    lat = pgbench.parse_log_latencies_us(logs)
+    assert len(lat) == 600 and lat[:2] == [1790, 1325]  # third column: latency in us
+    assert all(x > 0 for x in lat)
+
+
+@pytest.mark.parametrize("text,secs", [("10m", 600), ("90s", 90), ("1h", 3600), ("45", 45)])
+def test_durations(text, secs):
+    assert runner.parse_duration(text) == secs
+
+
+@pytest.mark.parametrize("text", ["10x", "", "m", "-5m", "1.5h"])
+def test_bad_durations(text):
+    with pytest.raises(InputError, match="not a duration"):
+        runner.parse_duration(text)
+
+
+def test_pairs():
+    assert runner.pairs_for(list(runner.DEFAULT_VARIANTS)) == [
+        ("current", "recommended"), ("thp-never", "thp-always")]
+    assert runner.pairs_for(["hugepages-off", "thp-always"]) == [("hugepages-off", "thp-always")]

@@ -73,15 +73,23 @@ def _read(path: str) -> str:
         raise ActionError(f"cannot read {path}: {exc.strerror}") from None
 
 
-class SysfsChoice(Action):
-    """A THP knob such as /sys/kernel/mm/transparent_hugepage/enabled ('always [madvise] never')."""
-    kind = "sysfs_choice"
+class PathAction(Action):
+    """An action on one path; its spec is the path."""
 
     def __init__(self, path: str):
         self.path = path
 
     def spec(self) -> dict:
         return {"kind": self.kind, "path": self.path}
+
+    @property
+    def label(self) -> str:
+        return self.path
+
+
+class SysfsChoice(PathAction):
+    """A THP knob such as /sys/kernel/mm/transparent_hugepage/enabled ('always [madvise] never')."""
+    kind = "sysfs_choice"
 
     @property
     def label(self) -> str:
@@ -98,17 +106,14 @@ class SysfsChoice(Action):
         _write(self.path, value)
 
 
-class Compact(Action):
+class Compact(PathAction):
     """Write 1 to /proc/sys/vm/compact_memory before growing a pool: it assembles the free
     contiguous blocks huge pages need (Documentation/admin-guide/sysctl/vm.rst). Not a
     setting, so there is nothing to restore."""
     kind = "compact"
 
     def __init__(self, path: str = "/proc/sys/vm/compact_memory"):
-        self.path = path
-
-    def spec(self) -> dict:
-        return {"kind": self.kind, "path": self.path}
+        super().__init__(path)
 
     @property
     def label(self) -> str:
@@ -157,7 +162,17 @@ class Pool(Action):
                                                     else "")
 
     def get(self) -> int:
-        return int(_read(self.path).split()[0])
+        """The persistent pool. sysfs nr_hugepages counts surplus pages too (mm/hugetlb.c,
+        nr_hugepages_show_common shows nr_huge_pages), while a write sets the persistent count
+        (max_huge_pages); pages still in use when a pool is lowered stay as surplus until
+        freed. Reading nr - surplus keeps get and set symmetric, so a restore never turns
+        surplus pages into a persistent pool."""
+        nr = int(_read(self.path).split()[0])
+        surplus = self.path.replace("/nr_hugepages", "/surplus_hugepages")
+        try:
+            return nr - int(_read(surplus).split()[0])
+        except (ActionError, ValueError, IndexError):
+            return nr
 
     def set(self, value: int) -> None:
         _write(self.path, str(int(value)))
@@ -244,19 +259,9 @@ class File(Action):
         return diff.rstrip("\n")
 
 
-class Symlink(Action):
+class Symlink(PathAction):
     """A symbolic link (systemd's `enable`): old value is the link target or None."""
     kind = "symlink"
-
-    def __init__(self, path: str):
-        self.path = path
-
-    def spec(self) -> dict:
-        return {"kind": self.kind, "path": self.path}
-
-    @property
-    def label(self) -> str:
-        return self.path
 
     def get(self) -> str | None:
         try:

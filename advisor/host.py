@@ -79,6 +79,13 @@ class HugePool:
         return self.size_kb * 1024
 
     @property
+    def persistent_pages(self) -> int | None:
+        """What was asked for with nr_hugepages: sysfs nr_hugepages includes surplus pages."""
+        if self.nr_pages is None:
+            return None
+        return self.nr_pages - (self.surplus_pages or 0)
+
+    @property
     def in_use_pages(self) -> int | None:
         if self.nr_pages is None or self.free_pages is None:
             return None

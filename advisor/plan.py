@@ -99,7 +99,7 @@ def _pools(r: Report, chosen: dict[str, int]) -> None:
         claimed = 0
         if pool and pool.nr_pages is not None and pool.free_pages is not None:
             claimed = pool.nr_pages - pool.free_pages + (pool.resv_pages or 0)
-        pp = PoolPlan(size_kb, pool.nr_pages if pool else None, demand,
+        pp = PoolPlan(size_kb, pool.persistent_pages if pool else None, demand,
                       headroom(demand, profile.headroom_pct, profile.headroom_min_pages),
                       max(0, claimed - held), tuple(i.id for i in insts))
         r.pools.append(pp)
@@ -129,7 +129,8 @@ def _pools(r: Report, chosen: dict[str, int]) -> None:
     total_kb = host.mem.total_kb
     if total_kb:
         planned = {p.size_kb: p.target_pages for p in r.pools}
-        pool_kb = sum(planned.get(p.size_kb, p.nr_pages or 0) * p.size_kb for p in host.pools)
+        pool_kb = sum(planned.get(p.size_kb, p.persistent_pages or 0) * p.size_kb
+                      for p in host.pools)
         floor = profile.os_floor(total_kb * 1024)
         left = total_kb * 1024 - pool_kb * 1024
         if r.pools and left < floor:

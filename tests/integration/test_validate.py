@@ -88,3 +88,19 @@ def test_bad_input_changes_nothing(knobs, args, msg):
     assert r.returncode == 2 and msg in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
     assert host_state() == before and scratch_dirs() == dirs
+
+
+def test_every_run_is_on_its_variants_pages(knobs, tmp_path):
+    """Over several blocks in both orders, current stays on 4 KiB pages and recommended on huge
+    pages: a variant's pool must not leak into the next run (surplus pages, ABBA order)."""
+    before = host_state()
+    r = run_cli("validate", "--duration", "50s", "--shared-buffers", "128MB", "--clients", "2",
+                "--run-seconds", "2", "--variants", "current,recommended", "--json",
+                str(tmp_path / "r.json"), timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    res = json.loads((tmp_path / "r.json").read_text())
+    assert len({s["block"] for s in res["samples"]}) >= 2
+    for s in res["samples"]:
+        want = "hugetlb" if s["variant"] == "recommended" else "4k"
+        assert s["backing"] == want, (s["block"], s["variant"], s["backing"])
+    assert host_state() == before

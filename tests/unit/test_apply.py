@@ -163,3 +163,14 @@ def test_torn_last_line_is_tolerated_but_corruption_is_not(tmp_path):
         f.write('\n{"type": "end", "status": "ok"}\n')
     with pytest.raises(InputError, match="corrupt at line 3"):
         journal.Journal.load(j.path)
+
+
+def test_pool_get_is_the_persistent_count(root):
+    """sysfs nr_hugepages counts surplus pages; the value to restore is nr - surplus."""
+    from hpadvise.actions import Pool
+    d = root / "sys/kernel/mm/hugepages/hugepages-2048kB"
+    (d / "nr_hugepages").write_text("72\n")
+    (d / "surplus_hugepages").write_text("72\n")  # a lowered pool still in use
+    assert Pool(2048, root=str(root)).get() == 0
+    h = host.collect(SysRoot(root))
+    assert h.pool(2048).nr_pages == 72 and h.pool(2048).persistent_pages == 0

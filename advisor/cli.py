@@ -287,6 +287,13 @@ def validate(
         help="Stop when every comparison's 95% CI half-width is this small.")] = "1%",
     band: Annotated[str, typer.Option(help="Noise band for the verdict words.")] = "1%",
     profile: Annotated[str, typer.Option(help="Profile for the recommended variant.")] = "oltp",
+    instance: Annotated[Optional[str], typer.Option(
+        help="Benchmark this running instance (in a scratch database validate creates and "
+             "drops) instead of a scratch cluster.")] = None,
+    allow_restart: Annotated[bool, typer.Option(
+        "--allow-restart", help="Let validate restart --instance between variants.")] = False,
+    scratch: Annotated[bool, typer.Option(
+        "--scratch", help="Use a scratch cluster (the default).")] = False,
     report: Annotated[Optional[str], typer.Option(help="Write an HTML report here.")] = None,
     json_out: Annotated[Optional[str], typer.Option(
         "--json", help="Write the JSON result (every sample) to this file, - for stdout.")]
@@ -315,7 +322,10 @@ def validate(
         variants=[v.strip() for v in variants.split(",")] if variants else list(DEFAULT_VARIANTS),
         duration_s=parse_duration(duration), workload=workload, clients=clients, scale=scale,
         run_s=run_seconds, target_ci_pct=_pct(target_ci, "--target-ci"),
-        band_pct=_pct(band, "--band"), shared_buffers=shared_buffers, profile=profile)
+        band_pct=_pct(band, "--band"), shared_buffers=shared_buffers, profile=profile,
+        instance=instance, allow_restart=allow_restart)
+    if scratch and instance:
+        raise InputError("--scratch and --instance exclude each other")
     console = Console(stderr=json_out == "-")
     val = Validation(opts, on_update=_live_updater(console))
     try:

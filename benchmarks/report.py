@@ -75,15 +75,17 @@ def _svg_bars(title: str, groups: list[tuple[str, float, float | None]], unit: s
                            f'y2="{yy:.1f}" stroke="black" stroke-width="2"/>')
         out.append(f'<text x="{x + bw * 0.35:.1f}" y="{h - pad + 16}" text-anchor="middle" '
                    f'font-size="12">{html.escape(label)}</text>')
-        out.append(f'<text x="{x + bw * 0.35:.1f}" y="{y - 4:.1f}" text-anchor="middle" '
-                   f'font-size="11">{v:,.1f}{unit}</text>')
+        ytext = h - pad - (h - 2 * pad) * (v + (err if err and math.isfinite(err) else 0)) / top
+        label = f"{v:,.0f}" if v >= 100 else f"{v:.2f}"
+        out.append(f'<text x="{x + bw * 0.35:.1f}" y="{ytext - 6:.1f}" text-anchor="middle" '
+                   f'font-size="11">{label}{unit}</text>')
     out.append(f'<line x1="{pad}" x2="{w - pad}" y1="{h - pad}" y2="{h - pad}" stroke="#444"/>')
     out.append("</svg>")
     return "".join(out)
 
 
 def _svg_lines(title: str, series: list[tuple[str, int, list[tuple[float, float]]]]) -> str:
-    w, h, pad = 760, 300, 50
+    w, h, pad = 760, 300, 60
     xs = [x for _, _, pts in series for x, _ in pts] or [1]
     ys = [y for _, _, pts in series for _, y in pts] or [1]
     xmax, ymax = max(xs) or 1, (max(ys) or 1) * 1.1
@@ -91,6 +93,14 @@ def _svg_lines(title: str, series: list[tuple[str, int, list[tuple[float, float]
            f'<text x="{w / 2}" y="16" text-anchor="middle" font-weight="bold">{html.escape(title)}</text>',
            f'<text x="{pad}" y="{h - 10}" font-size="11">seconds</text>',
            f'<text x="6" y="{pad - 8}" font-size="11">TPS (max {ymax / 1.1:,.0f})</text>']
+    for frac in (0.25, 0.5, 0.75, 1.0):  # y grid with TPS values, x ticks in seconds
+        yy = h - pad - (h - 2 * pad) * frac / 1.1
+        out.append(f'<line x1="{pad}" x2="{w - pad}" y1="{yy:.1f}" y2="{yy:.1f}" '
+                   f'stroke="#ddd"/><text x="{pad - 4}" y="{yy + 4:.1f}" font-size="10" '
+                   f'text-anchor="end">{ymax / 1.1 * frac:,.0f}</text>')
+        xx = pad + (w - 2 * pad) * frac
+        out.append(f'<text x="{xx:.1f}" y="{h - pad + 14}" font-size="10" '
+                   f'text-anchor="middle">{xmax * frac:.0f}</text>')
     for label, ci, pts in series:
         if not pts:
             continue

@@ -67,6 +67,8 @@ class Options:
     max_connections: int = 100
     profile: str = "oltp"
     min_blocks: int = 3
+    instance: str | None = None  # benchmark this running instance instead of a scratch one
+    allow_restart: bool = False
 
 
 @dataclass
@@ -106,6 +108,53 @@ class Interrupted(Exception):
     pass
 
 
+class InstanceTarget:
+    """A running cluster named with --instance. validate works in a scratch database that it
+    creates and drops (it never drops one it did not create), and restarts the server between
+    variants, which is why --allow-restart is required."""
+
+    def __init__(self, cluster, bindir: str):
+        import pwd
+        self.datadir, self.port, self.user = cluster.datadir, cluster.port, cluster.owner
+        self.tmp = cluster.socket_dir or "/var/run/postgresql"
+        self.config_file, self.major = cluster.config_file, cluster.major
+        self.bindir = bindir
+        pw = pwd.getpwnam(self.user)
+        self.run_as = ({"user": pw.pw_uid, "group": pw.pw_gid, "extra_groups": []}
+                       if os.geteuid() == 0 else {})
+        self.dbname = f"hpadvise_validate_{os.getpid()}"
+        self.created = False
+
+    def psql(self, sql: str, db: str = "postgres") -> str:
+        import subprocess
+        r = subprocess.run([f"{self.bindir}/psql", "-h", self.tmp, "-p", str(self.port), "-U",
+                            self.user, "-d", db, "-Atc", sql], capture_output=True, text=True,
+                           cwd="/", **self.run_as)
+        if r.returncode != 0:
+            raise RuntimeError(f"psql: {r.stderr.strip()[-300:]}")
+        return r.stdout.strip()
+
+    @property
+    def pid(self) -> int | None:
+        from hpadvise.plugins.postgres import _read_pid
+        return _read_pid(self.datadir)
+
+    def create_db(self) -> None:
+        if self.psql(f"SELECT 1 FROM pg_database WHERE datname = '{self.dbname}'"):
+            raise InputError(f"database {self.dbname} exists already and is not validate's; "
+                             "refusing to use or drop it")
+        self.psql(f"CREATE DATABASE {self.dbname}")
+        self.created = True
+
+    def stop(self) -> None:
+        pass  # a real instance keeps running
+
+    def destroy(self) -> None:
+        if self.created:
+            self.psql(f"DROP DATABASE IF EXISTS {self.dbname} WITH (FORCE)")
+            self.created = False
+
+
 def _meminfo(sr: SysRoot) -> dict[str, int | None]:
     from hpadvise.host import read_meminfo
     m = read_meminfo(sr)
@@ -125,7 +174,8 @@ class Validation:
         self.state = State(budget_s=opts.duration_s)
         self.samples: list[Sample] = []
         self.interrupted = False
-        self.cluster: ScratchCluster | None = None
+        self.cluster: ScratchCluster | InstanceTarget | None = None
+        self.restarted = False
         self.jdir: str | None = None  # the variants' journal, made when the run starts
         self.active: jr.Journal | None = None
         self.baseline: list[tuple[Action, object]] = []
@@ -153,6 +203,9 @@ class Validation:
         self.bindir = bindir
         from hpadvise.sizing import parse_bytes
         sb = parse_bytes(o.shared_buffers, "--shared-buffers")
+        if o.instance:
+            self._target_cluster = self._find_instance()
+            sb = parse_bytes(self._target_cluster.settings.get("shared_buffers", "128MB"))
         if o.scale is None:
             o.scale = max(1, int(sb * 0.75 / (MB_PER_SCALE << 20)))  # fits in shared_buffers
         need = o.scale * MB_PER_SCALE * 2 << 20  # tables, indexes and WAL
@@ -165,6 +218,32 @@ class Validation:
             # warm-up of a fifth of its length and ~10 s of restart and prewarm
             per = o.duration_s / (o.min_blocks * len(o.variants)) - 10
             o.run_s = max(3, min(60, int(per / 1.2)))
+
+    def _find_instance(self):
+        from hpadvise import apply as ap_mod
+        from hpadvise.engines import Targets
+        from hpadvise.plan import inspect
+        report = inspect(self.sr, self.o.profile, Targets(), ["postgres"])
+        try:
+            inst = ap_mod.select_instances(report, ["postgres"], self.o.instance, None)[0]
+        except InputError:
+            if os.path.exists(os.path.join(self.o.instance, "PG_VERSION")):
+                raise InputError(f"the cluster in {self.o.instance} is not running; start it, "
+                                 "or leave out --instance to use a scratch cluster") from None
+            raise
+        c = inst.private.get("cluster")
+        if not inst.running or c is None or not c.owner:
+            raise InputError(f"instance {self.o.instance} is not running; start it, or let "
+                             "validate create a scratch cluster (leave out --instance)")
+        if c.connected_as is None:
+            raise InputError(f"cannot connect to {inst.id} as {c.owner}; validate needs a "
+                             "superuser connection over its socket")
+        if not self.o.allow_restart:
+            raise InputError("every variant needs a restart of the server (huge pages are "
+                             "reserved at start; THP reaches shared memory at new faults): "
+                             "add --allow-restart, or leave out --instance to use a scratch "
+                             "cluster")
+        return c
 
     # ---- the run
     def run(self) -> None:
@@ -195,21 +274,30 @@ class Validation:
         for k in ("enabled", "defrag", "shmem_enabled"):
             a = SysfsChoice(f"{THP}/{k}")
             self.baseline.append((a, a.get()))
-        self._update(phase="creating the scratch cluster")
-        self.cluster = ScratchCluster({
-            "shared_buffers": o.shared_buffers, "max_connections": str(max(o.max_connections,
-                                                                            o.clients + 10)),
-            "huge_pages": "try"})
-        self.cluster.start()
+        if o.instance:
+            self._update(phase="creating a scratch database")
+            self.cluster = InstanceTarget(self._target_cluster, self.bindir)
+            self.cluster.create_db()
+            shared_buffers = self._target_cluster.settings.get("shared_buffers")
+        else:
+            self._update(phase="creating the scratch cluster")
+            self.cluster = ScratchCluster({
+                "shared_buffers": o.shared_buffers,
+                "max_connections": str(max(o.max_connections, o.clients + 10)),
+                "huge_pages": "try"})
+            self.cluster.start()
+            shared_buffers = o.shared_buffers
+        c = self.cluster
         self._update(phase=f"loading pgbench data (scale {o.scale})")
-        self.cluster.psql("CREATE EXTENSION IF NOT EXISTS pg_prewarm")
-        self.pgbench = Pgbench(f"{self.bindir}/pgbench", self.cluster.tmp, self.cluster.port,
-                               "postgres", "postgres", self.cluster.run_as)
+        c.psql("CREATE EXTENSION IF NOT EXISTS pg_prewarm", self.dbname)
+        self.pgbench = Pgbench(f"{self.bindir}/pgbench", c.tmp, c.port, c.user, self.dbname,
+                               c.run_as)
         self.pgbench.init(o.scale)
-        self.meta = {"shared_buffers": o.shared_buffers, "scale": o.scale,
+        self.meta = {"shared_buffers": shared_buffers, "scale": o.scale,
+                     "target": f"instance {o.instance}" if o.instance else "scratch cluster",
                      "workload": o.workload, "clients": o.clients, "run_s": o.run_s,
                      "variants": o.variants, "pairs": pairs_for(o.variants),
-                     "pg_version": self.cluster.psql("SHOW server_version"),
+                     "pg_version": c.psql("SHOW server_version"),
                      "target_ci_pct": o.target_ci_pct, "band_pct": o.band_pct,
                      "setup_s": round(time.time() - self.state.started, 1)}
         self.state.started = time.time()  # the budget covers the runs, not the data load
@@ -243,9 +331,7 @@ class Validation:
             return [(SysfsChoice(f"{THP}/enabled"), val),
                     (SysfsChoice(f"{THP}/shmem_enabled"), val)]
         from hpadvise.plugins.postgres import PgSetting
-        spec = {"engine": "postgres", "datadir": self.cluster.datadir, "port": self.cluster.port,
-                "socket_dir": self.cluster.tmp, "owner": self.cluster.user,
-                "config_file": None, "major": None}
+        spec = self._spec()
         if v == "hugepages-off":
             return [(PgSetting("huge_pages", "off", **spec), {"value": "off"})]
         # recommended: the plan for this cluster, as `apply` would make it
@@ -279,11 +365,20 @@ class Validation:
             self.active.mark_rolled_back([])
             self.active = None
 
+    def _spec(self) -> dict:
+        c = self.cluster
+        return {"engine": "postgres", "datadir": c.datadir, "port": c.port, "socket_dir": c.tmp,
+                "owner": c.user, "config_file": getattr(c, "config_file", None),
+                "major": getattr(c, "major", None)}
+
+    @property
+    def dbname(self) -> str:
+        return getattr(self.cluster, "dbname", "postgres")
+
     def _restart(self) -> None:
         from hpadvise.plugins.postgres import PgRestart
-        PgRestart(engine="postgres", datadir=self.cluster.datadir, port=self.cluster.port,
-                  socket_dir=self.cluster.tmp, owner=self.cluster.user, config_file=None,
-                  major=None).set(True)
+        self.restarted = True
+        PgRestart(**self._spec()).set(True)
 
     def _one(self, block: int, v: str) -> Sample:
         o, c = self.o, self.cluster
@@ -293,7 +388,8 @@ class Validation:
             self._restart()
             self._update(phase="prewarming")
             c.psql("SELECT sum(pg_prewarm(c.oid)) FROM pg_class c JOIN pg_namespace n ON "
-                   "n.oid = c.relnamespace WHERE n.nspname = 'public' AND c.relkind IN ('r','i')")
+                   "n.oid = c.relnamespace WHERE n.nspname = 'public' AND c.relkind IN ('r','i')",
+                   self.dbname)
             c.psql("CHECKPOINT")
             self._update(phase="warm-up")
             self._bench(max(2, o.run_s // 5), None)
@@ -385,6 +481,11 @@ class Validation:
             self._unapply()
         except Exception as exc:
             errors.append(str(exc))
+        if isinstance(self.cluster, InstanceTarget) and self.restarted:
+            try:  # back to the settings it ran with, on the pages it had
+                self._restart()
+            except Exception as exc:
+                errors.append(f"restarting {self.o.instance}: {exc}")
         if self.cluster is not None:
             self.cluster.stop()  # release its huge pages before the pools shrink
         for action, old in reversed(self.baseline):
@@ -394,7 +495,10 @@ class Validation:
             except Exception as exc:
                 errors.append(f"{action.label}: {exc}")
         if self.cluster is not None:
-            self.cluster.destroy()
+            try:
+                self.cluster.destroy()
+            except Exception as exc:
+                errors.append(f"removing the scratch data: {exc}")
         if self.jdir:
             shutil.rmtree(self.jdir, ignore_errors=True)
         self.meta["restore_errors"] = errors

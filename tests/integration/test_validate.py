@@ -104,3 +104,31 @@ def test_every_run_is_on_its_variants_pages(knobs, tmp_path):
         want = "hugetlb" if s["variant"] == "recommended" else "4k"
         assert s["backing"] == want, (s["block"], s["variant"], s["backing"])
     assert host_state() == before
+
+
+def test_existing_instance_in_a_scratch_database(pg_factory, knobs, tmp_path):
+    c = pg_factory({"shared_buffers": "128MB", "huge_pages": "try"})
+    c.start()
+    dbs = c.psql("SELECT string_agg(datname, ',' ORDER BY datname) FROM pg_database")
+    before = host_state(c)
+    r = run_cli("validate", "--instance", str(c.port), "--duration", "20s")
+    assert r.returncode == 2 and "--allow-restart" in r.stderr
+    assert host_state(c) == before
+    r = run_cli("validate", "--instance", str(c.port), "--allow-restart", "--duration", "25s",
+                "--clients", "2", "--run-seconds", "2", "--variants", "current,recommended",
+                "--json", str(tmp_path / "r.json"), timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    res = json.loads((tmp_path / "r.json").read_text())
+    assert {s["variant"]: s["backing"] for s in res["samples"]} == {
+        "current": "4k", "recommended": "hugetlb"}
+    assert res["meta"]["target"] == f"instance {c.port}"
+    # the instance runs again as before; the scratch database is gone
+    assert c.running() and c.psql("SHOW huge_pages") == "try"
+    assert c.psql("SELECT string_agg(datname, ',' ORDER BY datname) FROM pg_database") == dbs
+    assert host_state(c) == before
+
+
+def test_instance_that_is_down(pg_factory, knobs):
+    c = pg_factory({"shared_buffers": "64MB"})
+    r = run_cli("validate", "--instance", c.datadir, "--allow-restart", "--duration", "20s")
+    assert r.returncode == 2 and "is not running" in r.stderr

@@ -327,11 +327,12 @@ def validate(
     if scratch and instance:
         raise InputError("--scratch and --instance exclude each other")
     console = Console(stderr=json_out == "-")
-    val = Validation(opts, on_update=_live_updater(console))
+    live = rep.LiveStatus(console)
+    val = Validation(opts, on_update=live.update)
     try:
         val.run()
     finally:
-        _live_updater.stop()
+        live.stop()
     result = val.result()
     rep.render_terminal(result, console)
     if report:
@@ -364,33 +365,6 @@ def _pct(text: str, what: str) -> float:
     return v
 
 
-class _LiveUpdater:
-    """A rich Live line: variant, block, elapsed and remaining budget, live TPS."""
-
-    def __init__(self):
-        self.live = None
-
-    def __call__(self, console):
-        from rich.live import Live
-
-        def update(state):
-            if self.live is None:
-                self.live = Live(console=console, refresh_per_second=4, transient=True)
-                self.live.start()
-            left = max(0, state.budget_s - state.elapsed)
-            tps = f"{state.live_tps:,.0f} TPS" if state.live_tps else ""
-            self.live.update(f"[bold]{state.variant or '-'}[/] block {state.block}  "
-                             f"{state.phase}  {tps}  elapsed {state.elapsed:,.0f}s, "
-                             f"budget left {left:,.0f}s")
-        return update
-
-    def stop(self):
-        if self.live is not None:
-            self.live.stop()
-            self.live = None
-
-
-_live_updater = _LiveUpdater()
 
 
 def _ask_instance(cands):

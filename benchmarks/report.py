@@ -43,6 +43,30 @@ def render_terminal(result: dict, console) -> None:
                   f"{'interrupted' if m.get('interrupted') else m.get('stopped', '?')}[/dim]")
 
 
+class LiveStatus:
+    """One live line while validate runs: variant, block, phase, live TPS, elapsed and the
+    budget left."""
+
+    def __init__(self, console):
+        self.console = console
+        self.live = None
+
+    def update(self, state) -> None:
+        from rich.live import Live
+        if self.live is None:
+            self.live = Live(console=self.console, refresh_per_second=4, transient=True)
+            self.live.start()
+        left = max(0, state.budget_s - state.elapsed)
+        tps = f"{state.live_tps:,.0f} TPS" if state.live_tps else ""
+        self.live.update(f"[bold]{state.variant or '-'}[/] block {state.block}  {state.phase}"
+                         f"  {tps}  elapsed {state.elapsed:,.0f}s, budget left {left:,.0f}s")
+
+    def stop(self) -> None:
+        if self.live is not None:
+            self.live.stop()
+            self.live = None
+
+
 def _f(v) -> str:
     return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.2f}"
 

@@ -95,9 +95,7 @@ def prepare(report: Report, engines: dict[str, Engine], *, restart: bool, persis
     # 1. pools
     for pp in report.pools:
         pool = host.pool(pp.size_kb)
-        claimed = 0
-        if pool and pool.nr_pages is not None and pool.free_pages is not None:
-            claimed = pool.nr_pages - pool.free_pages + (pool.resv_pages or 0)
+        claimed = pool.claimed_pages if pool else 0
         if pp.target_pages < claimed:
             raise InputError(
                 f"refusing to shrink the {fmt_page(pp.size_kb)} pool to {pp.target_pages}: "

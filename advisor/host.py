@@ -79,6 +79,13 @@ class HugePool:
         return self.size_kb * 1024
 
     @property
+    def claimed_pages(self) -> int:
+        """Pages running processes hold or have reserved: in use (nr - free) plus resv."""
+        if self.nr_pages is None or self.free_pages is None:
+            return 0
+        return self.nr_pages - self.free_pages + (self.resv_pages or 0)
+
+    @property
     def persistent_pages(self) -> int | None:
         """What was asked for with nr_hugepages: sysfs nr_hugepages includes surplus pages."""
         if self.nr_pages is None:

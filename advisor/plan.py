@@ -96,9 +96,7 @@ def _pools(r: Report, chosen: dict[str, int]) -> None:
         demand = sum(i.demand.pages[size_kb] for i in insts)
         held = sum(i.demand.held_pages for i in insts
                    if i.backing == "hugetlb" and i.backing_page_kb == size_kb)
-        claimed = 0
-        if pool and pool.nr_pages is not None and pool.free_pages is not None:
-            claimed = pool.nr_pages - pool.free_pages + (pool.resv_pages or 0)
+        claimed = pool.claimed_pages if pool else 0
         pp = PoolPlan(size_kb, pool.persistent_pages if pool else None, demand,
                       headroom(demand, profile.headroom_pct, profile.headroom_min_pages),
                       max(0, claimed - held), tuple(i.id for i in insts))

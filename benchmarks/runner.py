@@ -409,14 +409,11 @@ class Validation:
                       run.progress)
 
     def _backing(self) -> str | None:
+        from hpadvise.plugins.postgres import backing_of, main_segment
         from hpadvise.procs import Proc
         pid = self.cluster.pid
-        maps = Proc(self.sr, pid).shared_mappings if pid else None
-        shared = [m for m in maps or [] if m.size_kb >= 1024]
-        if not shared:
-            return None
-        m = max(shared, key=lambda m: m.size_kb)
-        return "hugetlb" if m.hugetlb else ("thp" if m.shmem_pmd_kb else "4k")
+        m = main_segment(Proc(self.sr, pid).shared_mappings if pid else None)
+        return backing_of(m) if m is not None else None
 
     def _bench(self, seconds: int, logprefix: str | None):
         """Run pgbench, following -P lines for the live display; sample /proc/meminfo while

@@ -26,7 +26,7 @@ from hpadvise.actions import Action, ActionError, File
 from hpadvise.engines import Change, Demand, Engine, Finding, Instance, Targets
 from hpadvise.errors import InputError
 from hpadvise.host import HostFacts
-from hpadvise.procs import Proc, ProcTable
+from hpadvise.procs import Mapping, Proc, ProcTable
 from hpadvise.profiles import Profile
 from hpadvise.sizing import fmt_bytes, fmt_page
 from hpadvise.sysroot import SysRoot
@@ -226,6 +226,29 @@ def _secret_free(text: str, dsn: str | None) -> str:
     return text.replace(str(pw), "***") if pw else text
 
 
+# --------------------------------------------------------------------------- shared memory and connections
+
+def main_segment(maps: list[Mapping] | None) -> Mapping | None:
+    """The main shared memory segment among a postmaster's shared mappings: the largest one
+    (sysv_shmem.c maps one anonymous segment; the SysV key segment is a few bytes)."""
+    shared = [m for m in maps or [] if m.shared and m.size_kb >= 1024]
+    return max(shared, key=lambda m: m.size_kb) if shared else None
+
+
+def backing_of(m: Mapping) -> str:
+    """hugetlb, thp (shmem THP maps part of it by PMD) or 4k."""
+    return "hugetlb" if m.hugetlb else ("thp" if m.shmem_pmd_kb else "4k")
+
+
+def connect_socket(socket_dir: str | None, port: int | None, user: str | None,
+                   timeout: int):
+    """A psycopg connection over a cluster's unix socket (imported only when needed)."""
+    import psycopg
+    return psycopg.connect(host=socket_dir or "/var/run/postgresql", port=port or 5432,
+                           user=user, dbname="postgres", autocommit=True,
+                           connect_timeout=timeout, application_name="hpadvise")
+
+
 # --------------------------------------------------------------------------- apply
 
 def _spec_of(c: Cluster) -> dict:
@@ -269,11 +292,8 @@ class PgSetting(Action):
 
     def set(self, value: dict) -> None:
         try:
-            import psycopg
-            with psycopg.connect(host=self.c.get("socket_dir") or "/var/run/postgresql",
-                                 port=self.c.get("port") or 5432, user=self.c.get("owner"),
-                                 dbname="postgres", autocommit=True, connect_timeout=5,
-                                 application_name="hpadvise") as conn:
+            with connect_socket(self.c.get("socket_dir"), self.c.get("port"),
+                                self.c.get("owner"), 5) as conn:
                 from psycopg import sql
                 conn.execute(sql.SQL("ALTER SYSTEM SET {} = {}").format(
                     sql.Identifier(self.name), sql.Literal(value["value"])))
@@ -374,11 +394,9 @@ class PgRestart(Action):
         if not pid:
             return False, "not running"
         from hpadvise.procs import Proc
-        maps = Proc(SysRoot("/"), pid).shared_mappings or []
-        shared = [m for m in maps if m.size_kb >= 1024]
-        if not shared:
+        m = main_segment(Proc(SysRoot("/"), pid).shared_mappings)
+        if m is None:
             return False, "no shared memory segment found in smaps"
-        m = max(shared, key=lambda m: m.size_kb)
         if m.hugetlb:
             return True, f"on {fmt_page(m.kernel_page_kb)} huge pages ({m.path})"
         return False, f"shared memory on 4 KiB pages ({m.path})"
@@ -477,17 +495,11 @@ class PostgresEngine(Engine):
         return c
 
     def _connect(self, c: Cluster, dsn: str | None):
-        import psycopg  # imported only when there is a server to talk to
-
         if dsn:
-            conn = psycopg.connect(dsn, connect_timeout=self.connect_timeout,
+            import psycopg  # imported only when there is a server to talk to
+            return psycopg.connect(dsn, connect_timeout=self.connect_timeout,
                                    application_name="hpadvise", autocommit=True)
-        else:
-            conn = psycopg.connect(host=c.socket_dir or "/var/run/postgresql", port=c.port or 5432,
-                                   user=c.owner, dbname="postgres", autocommit=True,
-                                   connect_timeout=self.connect_timeout,
-                                   application_name="hpadvise")
-        return conn
+        return connect_socket(c.socket_dir, c.port, c.owner, self.connect_timeout)
 
     def _query(self, conn, c: Cluster) -> None:
         rows = conn.execute(
@@ -691,16 +703,13 @@ class PostgresEngine(Engine):
             inst.private["observe_note"] = ("smaps unreadable: run as root or as "
                                             f"{inst.owner} to verify the backing")
         else:
-            shared = [m for m in maps if m.shared and m.size_kb >= 1024]
-            if shared:
-                m = max(shared, key=lambda m: m.size_kb)
+            m = main_segment(maps)
+            if m is not None:
                 inst.private["shm_mapping"] = m
-                if m.hugetlb:
-                    inst.backing, inst.backing_page_kb = "hugetlb", m.kernel_page_kb
-                elif m.shmem_pmd_kb:
-                    inst.backing, inst.backing_page_kb = "thp", host.thp.pmd_size_kb
-                else:
-                    inst.backing, inst.backing_page_kb = "4k", host.base_page_bytes // 1024
+                inst.backing = backing_of(m)
+                inst.backing_page_kb = {"hugetlb": m.kernel_page_kb,
+                                        "thp": host.thp.pmd_size_kb}.get(
+                                            inst.backing, host.base_page_bytes // 1024)
         members = [pm] + procs.children(inst.pid)
         ptes = [p.vm_pte_kb for p in members if p.vm_pte_kb is not None]
         if ptes:

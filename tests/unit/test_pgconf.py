@@ -84,6 +84,6 @@ def test_pages_formula_matches_ipci():
 def test_redact_dsn():
     assert "s3cret" not in pg.redact_dsn("postgresql://bob:s3cret@db:5432/x")
     assert "s3cret" not in pg.redact_dsn("host=db password=s3cret user=bob")
-    assert "s3cret" not in pg.redact_dsn("host=db password='s3 cret' user=bob".replace("s3 cret", "s3cret"))
+    assert "cr3t" not in pg.redact_dsn("host=db password='s3 cr3t' user=bob")
     assert "s3cret" not in pg.redact_dsn("postgresql://db/x?user=bob&password=s3cret")
     assert pg.redact_dsn("postgresql://bob@db/x") == "postgresql://bob@db/x"

@@ -13,6 +13,7 @@ not pay for database drivers.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -96,6 +97,14 @@ class Targets:
     """What the user pointed hpadvise at, beyond what it discovers by itself."""
     dsns: tuple[str, ...] = ()
     datadirs: tuple[str, ...] = ()
+
+
+def redact_dsn(dsn: str) -> str:
+    """A DSN as it may be shown: passwords replaced, in URI and key=value forms (every engine's
+    DSNs; secrets never reach output, JSON or the journal)."""
+    dsn = re.sub(r"(://[^:/@]*):[^@/]*@", r"\1:***@", dsn)
+    dsn = re.sub(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", r"\1***", dsn, flags=re.I)
+    return re.sub(r"([?&]password=)[^&]*", r"\1***", dsn, flags=re.I)
 
 
 class Engine:

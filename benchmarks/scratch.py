@@ -128,3 +128,149 @@ class ScratchCluster:
     def destroy(self) -> None:
         self.stop()
         shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def maria_bindir() -> str | None:
+    """Where mariadbd / mariadb-install-db live (Debian: /usr/sbin and /usr/bin)."""
+    for server in ("mariadbd", "mysqld"):
+        p = shutil.which(server) or (f"/usr/sbin/{server}" if os.access(f"/usr/sbin/{server}",
+                                                                        os.X_OK) else None)
+        if p:
+            return p
+    return None
+
+
+class ScratchMaria:
+    """A throwaway MariaDB server: mariadb-install-db into a temp directory, its own option
+    file (--defaults-file), socket and port, run as the `mysql` user. Never the system's own
+    service. root@localhost has no password and is reachable only over its socket."""
+
+    def __init__(self, settings: dict[str, str] | None = None, user: str = "mysql",
+                 base: str | None = None):
+        self.server = maria_bindir()
+        install = shutil.which("mariadb-install-db") or shutil.which("mysql_install_db")
+        if self.server is None or install is None:
+            raise InputError("MariaDB server binaries not found; install the server package "
+                             "(Debian: apt-get install mariadb-server)")
+        try:
+            self.pw = pwd.getpwnam(user)
+        except KeyError:
+            raise InputError(f"no OS user {user!r} to run MariaDB as") from None
+        self.user = user
+        self.tmp = tempfile.mkdtemp(prefix="hpadvise-my-", dir=base)
+        os.chmod(self.tmp, 0o755)
+        os.chown(self.tmp, self.pw.pw_uid, self.pw.pw_gid)
+        self.datadir = f"{self.tmp}/data"
+        self.socket = f"{self.tmp}/mysqld.sock"
+        self.port = free_port()
+        self.log = f"{self.tmp}/error.log"
+        self.cnf = f"{self.tmp}/my.cnf"
+        self.proc: subprocess.Popen | None = None
+        self.settings = {"datadir": self.datadir, "socket": self.socket, "port": str(self.port),
+                         "bind-address": "127.0.0.1", "pid-file": f"{self.tmp}/mysqld.pid",
+                         "log-error": self.log, "innodb-buffer-pool-size": "128M",
+                         "innodb-log-file-size": "64M", "max-connections": "200",
+                         **(settings or {})}
+        self.write_cnf()
+        try:
+            r = subprocess.run([install, f"--defaults-file={self.cnf}", f"--user={user}",
+                                "--auth-root-authentication-method=normal", "--skip-test-db"],
+                               capture_output=True, text=True, cwd="/")
+            if r.returncode != 0:
+                raise RuntimeError(f"mariadb-install-db failed: {r.stderr.strip()[-400:]}")
+        except BaseException:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            raise
+
+    def write_cnf(self) -> None:
+        with open(self.cnf, "w") as f:
+            f.write("[mysqld]\n" + "".join(f"{k} = {v}\n" for k, v in self.settings.items()))
+        os.chmod(self.cnf, 0o644)
+
+    def configure(self, settings: dict[str, str]) -> None:
+        self.settings.update(settings)
+        self.write_cnf()
+
+    @property
+    def argv(self) -> list[str]:
+        return [self.server, f"--defaults-file={self.cnf}", f"--user={self.user}"]
+
+    def start(self, check: bool = True, timeout: float = 120) -> bool:
+        self.proc = subprocess.Popen(self.argv, cwd="/", start_new_session=True,
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.ready():
+                return True
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        if check:
+            raise RuntimeError(f"mariadbd did not start: {self.logtail()}")
+        return False
+
+    def ready(self) -> bool:
+        import socket as so
+        if not os.path.exists(self.socket):
+            return False
+        try:
+            with so.socket(so.AF_UNIX) as c:
+                c.settimeout(1)
+                c.connect(self.socket)
+                return bool(c.recv(1))
+        except OSError:
+            return False
+
+    def logtail(self) -> str:
+        try:
+            return Path(self.log).read_text(errors="replace")[-800:]
+        except OSError:
+            return ""
+
+    @property
+    def pid(self) -> int | None:
+        try:
+            pid = int(Path(f"{self.tmp}/mysqld.pid").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return None
+        return pid if os.path.exists(f"/proc/{pid}") else None
+
+    def running(self) -> bool:
+        return self.pid is not None
+
+    def sql(self, query: str, db: str | None = None) -> list[tuple]:
+        import mysql.connector
+        conn = mysql.connector.connect(unix_socket=self.socket, user="root", database=db,
+                                       autocommit=True, connection_timeout=10)
+        try:
+            cur = conn.cursor()
+            cur.execute(query)
+            return cur.fetchall() if cur.with_rows else []
+        finally:
+            conn.close()
+
+    def stop(self) -> None:
+        pid = self.pid
+        if pid:
+            try:
+                os.kill(pid, 15)  # a clean shutdown; the tests do not wait for slow flushing
+            except ProcessLookupError:
+                pass
+            for _ in range(2400):
+                if self.proc is not None and self.proc.pid == pid:
+                    if self.proc.poll() is not None:  # our child: reap it
+                        break
+                elif not os.path.exists(f"/proc/{pid}"):
+                    break
+                time.sleep(0.05)
+        if self.proc is not None:
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+            self.proc = None
+
+    def destroy(self) -> None:
+        self.stop()
+        shutil.rmtree(self.tmp, ignore_errors=True)

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hpadvise.actions import Action, ActionError, File
-from hpadvise.engines import Change, Demand, Engine, Finding, Instance, Targets
+from hpadvise.engines import Change, Demand, Engine, Finding, Instance, Targets, redact_dsn
 from hpadvise.errors import InputError
 from hpadvise.host import HostFacts
 from hpadvise.procs import Mapping, Proc, ProcTable
@@ -204,13 +204,6 @@ def _postmasters(procs: ProcTable) -> list[Proc]:
     pg = procs.by_name("postgres", "postmaster")
     pids = {p.pid for p in pg}
     return [p for p in pg if p.ppid not in pids]
-
-
-def redact_dsn(dsn: str) -> str:
-    """A DSN as it may be shown: passwords replaced, in URI and key=value forms."""
-    dsn = re.sub(r"(://[^:/@]*):[^@/]*@", r"\1:***@", dsn)
-    dsn = re.sub(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", r"\1***", dsn, flags=re.I)
-    return re.sub(r"([?&]password=)[^&]*", r"\1***", dsn, flags=re.I)
 
 
 def _secret_free(text: str, dsn: str | None) -> str:

@@ -38,6 +38,28 @@ def knobs():
 
 
 @pytest.fixture
+def my_factory():
+    """Throwaway MariaDB servers (never the system's service), destroyed in teardown."""
+    from hpadvise.benchmarks.scratch import ScratchMaria, maria_bindir
+    if maria_bindir() is None:
+        pytest.fail("MariaDB server binaries not found: run scripts/test.sh, which installs them")
+    if os.geteuid() != 0:
+        pytest.skip("integration: needs root (servers run as the mysql user)")
+    made: list = []
+
+    def make(settings=None):
+        m = ScratchMaria(settings)
+        made.append(m)
+        return m
+
+    try:
+        yield make
+    finally:
+        for m in made:
+            m.destroy()
+
+
+@pytest.fixture
 def pg_factory():
     """Throwaway PostgreSQL clusters (never the system's service), destroyed in teardown."""
     if pg_bindir() is None:

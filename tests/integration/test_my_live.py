@@ -1,0 +1,154 @@
+"""MariaDB on real throwaway servers: the page count is exact (a pool of exactly that many pages
+is used to the last page with no fallback), the fallback with one page less is caught by
+`check`, the offline estimate is never short, and apply/rollback go through the journal."""
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from hpadvise.plugins import mysql as my
+from support import check_json, run_cli
+
+pytestmark = pytest.mark.integration
+
+MATRIX = [
+    # buffer pool, log buffer, key buffer, key cache segments, Aria page cache
+    ("256M", "16M", "128M", "0", "128M"),
+    ("1001M", "33M", "0", "0", "1M"),
+    ("300M", "8M", "64M", "4", "32M"),
+]
+
+
+def _instance(report, datadir):
+    for i in report["instances"]:
+        if i["engine"] == "mysql" and os.path.realpath(
+                i["settings"].get("data_directory", "").rstrip("/")) == os.path.realpath(datadir):
+            return i
+    raise AssertionError(f"no mysql instance for {datadir} in {[i['id'] for i in report['instances']]}")
+
+
+def _meminfo():
+    m = {}
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        k, v = line.split(":", 1)
+        m[k] = int(v.split()[0])
+    return m
+
+
+@pytest.mark.parametrize("bp,lb,kb,segs,aria", MATRIX)
+def test_exact_pool_no_fallback_and_short_pool_caught(my_factory, knobs, bp, lb, kb, segs, aria):
+    knobs.pool(2048, 0)
+    m = my_factory({"innodb-buffer-pool-size": bp, "innodb-log-buffer-size": lb,
+                    "key-buffer-size": kb, "key-cache-segments": segs,
+                    "aria-pagecache-buffer-size": aria, "large-pages": "OFF"})
+    m.start()
+    report, r = check_json("--db", "mysql")
+    assert r.returncode == 0, r.stderr
+    i = _instance(report, m.datadir)
+    d = i["demand"]
+    assert d["exact"] and d["page_kb"] == 2048, d
+    n = d["pages"]["2048"]
+    assert any(f["code"] == "my.large_pages.off" for f in report["findings"]
+               if f["instance"] == i["id"])
+    # the estimate from the option files alone (no connection) is never short, and close
+    settings = {k.replace("-", "_"): v for k, v in m.settings.items()}
+    est = my.pages_needed(my.allocations(settings, "mariadb", my.version_tuple(i["version"])), 2048)
+    assert n <= est <= n + 2, (n, est)
+
+    # exactly n pages: the server takes every one of them and logs no fallback
+    m.stop()
+    assert knobs.pool(2048, n) == n
+    m.configure({"large-pages": "ON"})
+    m.start()
+    mi = _meminfo()
+    used = mi["HugePages_Total"] - mi["HugePages_Free"] + mi["HugePages_Rsvd"]
+    assert used == n, f"computed {n}, the server took {used}"
+    assert not [ln for ln in m.logtail().splitlines() if my.FALLBACK_RE.search(ln)]
+    report, r = check_json("--db", "mysql")
+    i = _instance(report, m.datadir)
+    assert i["backing"] == "hugetlb" and i["demand"]["pages"]["2048"] == n
+    codes = {f["code"] for f in report["findings"] if f["instance"] == i["id"]}
+    assert "my.large_pages.active" in codes and "my.large_pages.fallback" not in codes
+
+    # one page short: it starts anyway, and check says so
+    m.stop()
+    assert knobs.pool(2048, n - 1) == n - 1
+    m.start()
+    report, r = check_json("--db", "mysql")
+    i = _instance(report, m.datadir)
+    fb = [f for f in report["findings"] if f["instance"] == i["id"]
+          and f["code"] == "my.large_pages.fallback"]
+    assert fb and fb[0]["severity"] == "crit", report["findings"]
+    # InnoDB's own buffers fall back without a word in the log: smaps tells
+    assert "smaps" in fb[0]["evidence"] or "smaller size" in fb[0]["evidence"]
+
+    # no pages at all: the caches of mysys (key cache, Aria) log "continuing to smaller
+    # size", and check quotes it; InnoDB's buffers fall back silently (smaps evidence)
+    m.stop()
+    knobs.pool(2048, 0)
+    m.start()
+    report, r = check_json("--db", "mysql")
+    i = _instance(report, m.datadir)
+    fb = [f for f in report["findings"] if f["instance"] == i["id"]
+          and f["code"] == "my.large_pages.fallback"]
+    assert fb, report["findings"]
+    if aria != "1M":
+        assert "continuing to smaller size" in fb[0]["evidence"], fb
+    m.stop()
+
+
+def test_apply_restart_verify_rollback(my_factory, knobs, tmp_path):
+    knobs.pool(2048, 0)
+    m = my_factory({"innodb-buffer-pool-size": "256M"})
+    m.start()
+    cnf_before = Path(m.cnf).read_bytes()
+    env = {"HPADVISE_JOURNAL_DIR": str(tmp_path / "journal")}
+    r = run_cli("apply", "--db", "mysql", "--instance", m.datadir, "--restart", "--yes",
+                "--persist-root", str(tmp_path / "root"), env=env, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "large_pages" in r.stdout
+    assert "large_pages = ON" in Path(m.cnf).read_text()
+    report, _ = check_json("--db", "mysql")
+    i = _instance(report, m.datadir)
+    assert i["backing"] == "hugetlb" and i["pid"] != m.proc.pid
+    assert any(f["code"] == "my.large_pages.active" for f in report["findings"]
+               if f["instance"] == i["id"])
+    # a second apply finds nothing to do
+    r2 = run_cli("apply", "--db", "mysql", "--instance", m.datadir, "--yes", "--persist-root",
+                 str(tmp_path / "root"), env=env)
+    assert r2.returncode == 0 and "Nothing to change" in r2.stdout, r2.stdout + r2.stderr
+    r = run_cli("rollback", env=env, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert Path(m.cnf).read_bytes() == cnf_before
+    assert m.ready()
+    report, _ = check_json("--db", "mysql")
+    i = _instance(report, m.datadir)
+    assert i["backing"] == "4k"
+    assert int(Path("/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages").read_text()) == 0
+    hist = run_cli("history", env=env)
+    assert "rolled back" in hist.stdout
+
+
+def test_bad_option_files_and_credentials(my_factory):
+    m = my_factory()
+    m.start()
+    good = Path(m.cnf).read_text()
+    try:
+        Path(m.cnf).write_text(good.replace("[mysqld]", "[mysqld"))
+        r = run_cli("check", "--db", "mysql")
+        assert r.returncode == 2
+        err = [ln for ln in r.stderr.splitlines() if ln.startswith("hpadvise: error")]
+        assert len(err) == 1 and f"{m.cnf}:1" in err[0] and "group" in err[0], r.stderr
+        Path(m.cnf).write_text(good + f"!include {m.cnf}\n")
+        r = run_cli("check", "--db", "mysql")
+        assert r.returncode == 2 and "include loop" in r.stderr, r.stderr
+    finally:
+        Path(m.cnf).write_text(good)
+    r = run_cli("check", "--db", "mysql", "--dsn", f"mysql://root:hunter2@127.0.0.1:{m.port}/")
+    assert r.returncode == 2
+    assert "cannot connect" in r.stderr and "hunter2" not in r.stdout + r.stderr
+    r = run_cli("check", "--db", "mysql", "--json", "--dsn",
+                f"mysql://root:hunter2@127.0.0.1:{m.port}/")
+    assert "hunter2" not in r.stdout and json.loads(r.stdout)["instances"]

@@ -1,0 +1,137 @@
+"""MySQL/MariaDB option files, sizes and the page arithmetic of the plugin (no server)."""
+
+import pytest
+
+from hpadvise.plugins import mysql as my
+from hpadvise.sysroot import SysRoot
+
+GROUPS = my.server_groups("mariadb", (10, 11, 19))
+
+
+def _tree(tmp_path, files: dict[str, str]) -> SysRoot:
+    for path, text in files.items():
+        p = tmp_path / path.lstrip("/")
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    return SysRoot(tmp_path)
+
+
+def test_groups_includes_and_later_wins(tmp_path):
+    sr = _tree(tmp_path, {
+        "/etc/mysql/my.cnf": "[client]\nkey_buffer_size=1M\n[mysqld]\n"
+                             "innodb-buffer-pool-size = 2G  # comment\n"
+                             "!includedir /etc/mysql/conf.d/\n"
+                             "[mysqld-10.11]\nloose-aria-pagecache-buffer-size='64M'\n"
+                             "!include /etc/mysql/extra.cnf\n",
+        "/etc/mysql/conf.d/50-server.cnf": "[mariadbd]\ninnodb_buffer_pool_size=4G\nskip-large-pages\n",
+        "/etc/mysql/conf.d/README": "[mysqld]\nkey_buffer_size=9M\n",
+        "/etc/mysql/extra.cnf": "[server]\ninnodb_log_buffer_size = 32M\n[mysqld-8.0]\nkey_buffer_size=7M\n",
+    })
+    of = my.OptionFiles()
+    my.read_option_file(sr, "/etc/mysql/my.cnf", GROUPS, of)
+    s = {k: v for k, (v, _) in of.settings.items()}
+    assert s["innodb_buffer_pool_size"] == "4G"       # the drop-in comes later
+    assert s["large_pages"] == "OFF"                  # skip- prefix
+    assert s["aria_pagecache_buffer_size"] == "64M"   # loose- prefix, quotes, version group
+    assert s["innodb_log_buffer_size"] == "32M"
+    assert "key_buffer_size" not in s                 # [client], [mysqld-8.0], not *.cnf
+    assert of.includedirs == ["/etc/mysql/conf.d/"]
+    assert of.settings["innodb_buffer_pool_size"][1] == "/etc/mysql/conf.d/50-server.cnf:2"
+
+
+@pytest.mark.parametrize("text,needle", [
+    ("[mysqld\nx=1\n", "wrong group definition"),
+    ("key_buffer_size=1M\n", "before any [group]"),
+    ("[mysqld]\n= 5\n", "cannot read"),
+    ("[mysqld]\n!include\n", "include directive"),
+])
+def test_malformed_files_name_file_and_line(tmp_path, text, needle):
+    sr = _tree(tmp_path, {"/etc/my.cnf": text})
+    with pytest.raises(my.OptionFileError) as e:
+        my.read_option_file(sr, "/etc/my.cnf", GROUPS, my.OptionFiles())
+    assert needle in str(e.value) and "/etc/my.cnf:" in str(e.value)
+    assert "\n" not in str(e.value)
+
+
+def test_include_loop_and_missing_include(tmp_path):
+    sr = _tree(tmp_path, {"/etc/a.cnf": "[mysqld]\n!include /etc/b.cnf\n",
+                          "/etc/b.cnf": "!include /etc/a.cnf\n"})
+    with pytest.raises(my.OptionFileError, match="include loop"):
+        my.read_option_file(sr, "/etc/a.cnf", GROUPS, my.OptionFiles())
+    sr = _tree(tmp_path, {"/etc/c.cnf": "!include /etc/nope.cnf\n"})
+    with pytest.raises(my.OptionFileError, match="cannot be read"):
+        my.read_option_file(sr, "/etc/c.cnf", GROUPS, my.OptionFiles())
+
+
+def test_command_line_and_default_files():
+    argv = ("/usr/sbin/mariadbd", "--defaults-file=/x/my.cnf", "--user=mysql",
+            "--innodb-buffer-pool-size=3G", "--skip-large-pages", "--large-pages")
+    files, extra = my.default_files(argv, None)
+    assert files == ["/x/my.cnf"] and extra == []
+    cl = my.cmdline_settings(argv)
+    assert cl["innodb_buffer_pool_size"][0] == "3G" and cl["large_pages"][0] == "ON"
+    assert my.default_files(("mysqld", "--no-defaults"), None) == ([], [])
+
+
+def test_sizes():
+    assert my.parse_size("x", "2G") == 2 << 30 and my.parse_size("x", "512k") == 512 << 10
+    assert my.parse_size("x", "1048576") == 1 << 20
+    with pytest.raises(my.OptionFileError, match="not a size"):
+        my.parse_size("innodb_buffer_pool_size", "2 gigs")
+
+
+def test_allocations_single_pool_and_small_buffers_stay_small():
+    s = {"innodb_buffer_pool_size": "1001M", "innodb_log_buffer_size": "33M",
+         "key_buffer_size": "0", "aria_pagecache_buffer_size": "1M"}
+    allocs = my.allocations(s, "mariadb", (10, 11, 19))
+    by = {a.what: a.bytes for a in allocs}
+    assert by["InnoDB buffer pool"] == 1008 << 20            # rounded up to 8 MiB
+    assert by["InnoDB log buffer 1"] == by["InnoDB log buffer 2"] == 33 << 20
+    assert "key cache" not in by
+    # each allocation rounded up on its own; the <2 MiB Aria cache stays on 4 KiB pages
+    assert my.pages_needed(allocs, 2048) == 504 + 17 + 17
+    assert my.pages_needed(allocs, 1048576) == 0  # every buffer is below 1 GiB
+
+
+def test_allocations_key_cache_segments_and_counted_blocks():
+    s = {"innodb_buffer_pool_size": "128M", "key_buffer_size": "64M", "key_cache_segments": "4"}
+    est = my.allocations(s, "mariadb", (10, 11, 19))
+    segs = [a for a in est if a.what.startswith("key cache")]
+    assert len(segs) == 4 and all(a.bytes < 16 << 20 for a in segs) and not segs[0].exact
+    exact = my.allocations(s, "mariadb", (10, 11, 19), {"key_cache": [13389] * 4, "aria": [15647]})
+    segs = [a for a in exact if a.what.startswith("key cache")]
+    assert [a.bytes for a in segs] == [13389 * 1024] * 4 and all(a.exact for a in exact)
+
+
+def test_older_versions_use_chunks_and_say_estimate():
+    s = {"innodb_buffer_pool_size": "1G", "innodb_buffer_pool_chunk_size": "128M",
+         "innodb_buffer_pool_instances": "2", "key_buffer_size": "0"}
+    allocs = my.allocations(s, "mysql", (8, 0, 36))
+    chunks = [a for a in allocs if a.what.startswith("InnoDB buffer pool chunk")]
+    assert len(chunks) == 8 and all(a.bytes > 128 << 20 and not a.exact for a in chunks)
+    assert not any("log buffer" in a.what for a in allocs)   # MySQL: not on large pages
+    assert my.single_allocation_pool("mariadb", (10, 11, 12))
+    assert not my.single_allocation_pool("mariadb", (10, 11, 11))
+    assert not my.single_allocation_pool("mysql", (8, 4, 0))
+
+
+def test_dsn_parsing_keeps_password_out_of_messages():
+    kw = my.parse_dsn("mysql://app:s%40cret@db1:3307/")
+    assert kw == {"user": "app", "password": "s@cret", "host": "db1", "port": 3307}
+    kw = my.parse_dsn("mysql://root@localhost/?unix_socket=/run/x.sock")
+    assert kw["unix_socket"] == "/run/x.sock" and "host" not in kw
+    with pytest.raises(Exception) as e:
+        my.parse_dsn("postgresql://app:topsecret@db/")
+    assert "topsecret" not in str(e.value)
+    assert "topsecret" not in my._secret_free("Access denied (using password topsecret)",
+                                              "mysql://a:topsecret@h/")
+
+
+def test_option_edit_in_place_and_dropin():
+    a = my.MyOption("/x.cnf", "large_pages", "ON", False, engine="mysql")
+    assert a.render("[client]\nx=1\n[mysqld]\nport=1\n") == \
+        "[client]\nx=1\n[mysqld]\nlarge_pages = ON\nport=1\n"
+    assert a.render("[mysqld]\nlarge-pages = OFF\n") == "[mysqld]\nlarge_pages = ON\n"
+    assert a.render("") == "[mysqld]\nlarge_pages = ON\n"
+    d = my.MyOption("/d/99-hpadvise.cnf", "large_pages", "ON", True, engine="mysql")
+    assert "[mysqld]\nlarge_pages = ON\n" in d.render(None)

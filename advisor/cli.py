@@ -267,21 +267,25 @@ def history(
 
 @app.command()
 def validate(
-    db: Annotated[str, typer.Option(help="Engine to benchmark.")] = "postgres",
+    db: Annotated[str, typer.Option(help="Engine to benchmark: postgres or mysql (a scratch "
+                                    "MariaDB server).")] = "postgres",
     duration: Annotated[str, typer.Option(
         help="Time budget for the runs (loading the data comes on top), e.g. 90s, 10m, 1h.")]
     = "10m",
-    bench: Annotated[str, typer.Option(help="Benchmark driver.")] = "pgbench",
+    bench: Annotated[str, typer.Option(
+        help="pgbench (postgres) or tpcc (hpadvise's TPC-C for sysbench; postgres and mysql).")]
+    = "pgbench",
     workload: Annotated[str, typer.Option(help="tpcb or select (select-only).")] = "select",
     variants: Annotated[Optional[str], typer.Option(
         help="Comma-separated: current, recommended, thp-always, thp-never, hugepages-off "
              "[default: current,recommended,thp-never,thp-always].")] = None,
-    clients: Annotated[int, typer.Option(help="pgbench clients.")] = 16,
+    clients: Annotated[int, typer.Option(help="Clients (pgbench -c, sysbench --threads).")] = 16,
     scale: Annotated[Optional[int], typer.Option(
-        help="pgbench scale [default: what fits in shared_buffers].")] = None,
+        help="pgbench scale or TPC-C warehouses [default: what fits in the buffers].")] = None,
     run_seconds: Annotated[Optional[int], typer.Option(
         help="Length of one measured run [default: from the budget].")] = None,
-    shared_buffers: Annotated[str, typer.Option(help="Scratch cluster's shared_buffers.")]
+    shared_buffers: Annotated[str, typer.Option(
+        help="The scratch server's shared_buffers (postgres) or innodb_buffer_pool_size (mysql).")]
     = "1GB",
     target_ci: Annotated[str, typer.Option(
         help="Stop when every comparison's 95% CI half-width is this small.")] = "1%",
@@ -299,14 +303,19 @@ def validate(
         "--json", help="Write the JSON result (every sample) to this file, - for stdout.")]
     = None,
 ):
-    """Prove the plan: pgbench A/B runs on a scratch cluster, with and without huge pages and
-    THP, blocked and interleaved, with a paired 95% CI and a verdict. Restores every knob.
+    """Prove the plan: pgbench or TPC-C A/B runs on a scratch server, with and without huge
+    pages and THP, blocked and interleaved, with a paired 95% CI and a verdict. Restores every
+    knob.
 
     Examples:
 
       hpadvise validate --duration 10m --shared-buffers 8GB --report hp.html
 
       hpadvise validate --duration 2m --variants current,recommended --workload tpcb
+
+      hpadvise validate --db mysql --bench tpcc --duration 10m --shared-buffers 4GB
+
+      hpadvise validate --db postgres --bench tpcc --duration 5m
     """
     import json
 
@@ -315,10 +324,9 @@ def validate(
     from .benchmarks import report as rep
     from .benchmarks.runner import DEFAULT_VARIANTS, Options, Validation, parse_duration
 
-    if db != "postgres" or bench != "pgbench":
-        raise InputError(f"validate supports --db postgres --bench pgbench for now "
-                         f"(got --db {db} --bench {bench})")
-    opts = Options(
+    if db == "mysql" and bench == "pgbench":
+        bench = "tpcc"  # the only benchmark for MySQL/MariaDB
+    opts = Options(db=db, bench=bench,
         variants=[v.strip() for v in variants.split(",")] if variants else list(DEFAULT_VARIANTS),
         duration_s=parse_duration(duration), workload=workload, clients=clients, scale=scale,
         run_s=run_seconds, target_ci_pct=_pct(target_ci, "--target-ci"),

@@ -105,6 +105,20 @@ class Pgbench:
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 cwd="/", start_new_session=True, **self.run_as)
 
+    # the driver interface validate's runner uses (shared with sysbench.Sysbench)
+    @staticmethod
+    def stream(proc):
+        return proc.stderr  # -P progress goes to stderr
+
+    @staticmethod
+    def live_tps(line: str) -> float | None:
+        mt = _PROGRESS.match(line)
+        return float(mt.group(2)) if mt else None
+
+    @staticmethod
+    def finish(proc, logprefix: str | None, lines: list[str]) -> Run:
+        return finish(proc, logprefix, lines)
+
 
 def finish(proc: subprocess.Popen, logprefix: str | None, stderr_lines: list[str]) -> Run:
     out, err = proc.communicate()

@@ -37,8 +37,8 @@ def render_terminal(result: dict, console) -> None:
         t.add_row(e["a"], e["b"], str(e["n"]), pct, ci, f"[{style[e['verdict']]}]{e['verdict']}[/]")
     console.print(t)
     m = result["meta"]
-    console.print(f"[dim]{m.get('workload')} workload, scale {m.get('scale')}, "
-                  f"{m.get('clients')} clients, {m.get('run_s')} s runs, shared_buffers "
+    console.print(f"[dim]{m.get('workload')} workload, {_scale(m)}, "
+                  f"{m.get('clients')} clients, {m.get('run_s')} s runs, {_buffers(m)} "
                   f"{m.get('shared_buffers')}; stopped: "
                   f"{'interrupted' if m.get('interrupted') else m.get('stopped', '?')}[/dim]")
 
@@ -162,9 +162,9 @@ def render_html(result: dict) -> str:
 <style>body{{font-family:sans-serif;max-width:1000px;margin:2em auto}}table{{border-collapse:collapse}}
 td,th{{border:1px solid #ccc;padding:4px 8px}}</style></head><body>
 <h1>hpadvise validate</h1>
-<p>{html.escape(str(m.get('workload')))} workload, pgbench scale {m.get('scale')},
-{m.get('clients')} clients, {m.get('run_s')} s per run, shared_buffers
-{html.escape(str(m.get('shared_buffers')))}, PostgreSQL {html.escape(str(m.get('pg_version')))}.
+<p>{html.escape(str(m.get('workload')))} workload, {_scale(m)},
+{m.get('clients')} clients, {m.get('run_s')} s per run, {_buffers(m)}
+{html.escape(str(m.get('shared_buffers')))}, {_server(m)}.
 Stopped: {'interrupted' if m.get('interrupted') else html.escape(str(m.get('stopped', '?')))}.</p>
 <h2>Verdict</h2><table><tr><th>A</th><th>B</th><th>blocks</th><th>effect of B</th>
 <th>95% CI</th><th>verdict</th></tr>{rows}</table>
@@ -176,3 +176,19 @@ confidence interval; noise band ±{m.get('band_pct')}%.</p>
 <h2>Memory</h2>{pt}
 </body></html>
 """
+
+
+def _scale(m: dict) -> str:
+    if m.get("bench") == "tpcc":
+        return f"{m.get('scale')} TPC-C warehouse{'s' if (m.get('scale') or 1) > 1 else ''}"
+    return f"pgbench scale {m.get('scale')}"
+
+
+def _buffers(m: dict) -> str:
+    return "innodb_buffer_pool_size" if m.get("db") == "mysql" else "shared_buffers"
+
+
+def _server(m: dict) -> str:
+    if m.get("db") == "mysql":
+        return html.escape(f"MariaDB {m.get('server_version')}")
+    return html.escape(f"PostgreSQL {m.get('pg_version')}")

@@ -27,8 +27,8 @@ from hpadvise.errors import InputError
 from hpadvise.sysroot import SysRoot
 
 from . import stats
-from .pgbench import Pgbench, finish
-from .scratch import ScratchCluster
+from .pgbench import Pgbench
+from .scratch import ScratchCluster, ScratchMaria
 
 THP = "/sys/kernel/mm/transparent_hugepage"
 VARIANTS = ("current", "recommended", "thp-always", "thp-never", "hugepages-off")
@@ -37,6 +37,10 @@ DEFAULT_VARIANTS = ("current", "recommended", "thp-never", "thp-always")
 PAIRS = (("current", "recommended"), ("thp-never", "thp-always"), ("current", "hugepages-off"))
 # pgbench scale 1 is ~15 MiB of tables and indexes (scale 400 measured ~6 GB, REFERENCE.md).
 MB_PER_SCALE = 15
+# One TPC-C warehouse with its share of ITEM is ~100 MiB loaded (TPC-C 5.11 clause 4.2.2 puts
+# it near 70 MiB of rows; measured here with indexes: ~95 MiB on MariaDB and PostgreSQL).
+MB_PER_WAREHOUSE = 100
+BENCHES = {"postgres": ("pgbench", "tpcc"), "mysql": ("tpcc",)}
 
 
 def parse_duration(text: str) -> int:
@@ -57,6 +61,8 @@ def pairs_for(variants: list[str]) -> list[tuple[str, str]]:
 class Options:
     variants: list[str]
     duration_s: int
+    db: str = "postgres"  # postgres | mysql
+    bench: str = "pgbench"  # pgbench | tpcc
     workload: str = "select"  # select | tpcb
     clients: int = 16
     scale: int | None = None
@@ -190,25 +196,44 @@ class Validation:
             raise InputError(f"unknown variant {bad[0]!r}; choose from {', '.join(VARIANTS)}")
         if len(o.variants) < 2:
             raise InputError("give at least two variants to compare")
-        if o.workload not in ("select", "tpcb"):
+        if o.db not in BENCHES:
+            raise InputError(f"validate knows --db {', '.join(BENCHES)}, not {o.db!r}")
+        if o.bench not in BENCHES[o.db]:
+            raise InputError(f"--bench {o.bench} does not run on --db {o.db}; use "
+                             f"{' or '.join(BENCHES[o.db])}")
+        if o.bench == "pgbench" and o.workload not in ("select", "tpcb"):
             raise InputError(f"unknown workload {o.workload!r}; use tpcb or select")
+        if o.db == "mysql" and o.instance:
+            raise InputError("validate --db mysql runs on a scratch MariaDB server it creates; "
+                             "--instance works with --db postgres only for now")
         if os.geteuid() != 0:
             raise InputError("validate switches huge pages and THP and needs root; run it with "
                              "sudo")
-        from .scratch import pg_bindir
-        bindir = pg_bindir()
-        if bindir is None or not os.access(f"{bindir}/pgbench", os.X_OK):
+        from .scratch import maria_bindir, pg_bindir
+        self.bindir = pg_bindir()
+        if o.bench == "pgbench" and (self.bindir is None or
+                                     not os.access(f"{self.bindir}/pgbench", os.X_OK)):
             raise InputError("pgbench not found; install it (Debian: apt-get install "
                              "postgresql-contrib, or the postgresql package)")
-        self.bindir = bindir
+        if o.bench == "tpcc" and shutil.which("sysbench") is None:
+            raise InputError("sysbench not found; install it (Debian: apt-get install sysbench)")
+        if o.db == "postgres" and self.bindir is None:
+            raise InputError("PostgreSQL server binaries not found; install the server package "
+                             "(Debian: apt-get install postgresql)")
+        if o.db == "mysql" and maria_bindir() is None:
+            raise InputError("MariaDB server binaries not found; install the server package "
+                             "(Debian: apt-get install mariadb-server)")
         from hpadvise.sizing import parse_bytes
         sb = parse_bytes(o.shared_buffers, "--shared-buffers")
         if o.instance:
             self._target_cluster = self._find_instance()
             sb = parse_bytes(self._target_cluster.settings.get("shared_buffers", "128MB"))
+        per_mb = MB_PER_WAREHOUSE if o.bench == "tpcc" else MB_PER_SCALE
         if o.scale is None:
-            o.scale = max(1, int(sb * 0.75 / (MB_PER_SCALE << 20)))  # fits in shared_buffers
-        need = o.scale * MB_PER_SCALE * 2 << 20  # tables, indexes and WAL
+            o.scale = max(1, int(sb * 0.75 / (per_mb << 20)))  # the data fits in the buffers
+        if o.scale < 1:
+            raise InputError(f"--scale {o.scale}: give at least 1")
+        need = o.scale * per_mb * 2 << 20  # tables, indexes and WAL
         free = shutil.disk_usage(tempfile.gettempdir()).free
         if need > free:
             raise InputError(f"scale {o.scale} needs ~{need >> 30} GiB of disk in "
@@ -279,6 +304,15 @@ class Validation:
             self.cluster = InstanceTarget(self._target_cluster, self.bindir)
             self.cluster.create_db()
             shared_buffers = self._target_cluster.settings.get("shared_buffers")
+        elif o.db == "mysql":
+            self._update(phase="creating the scratch MariaDB server")
+            self.cluster = ScratchMaria({"innodb-buffer-pool-size": o.shared_buffers,
+                                         "max-connections": str(o.clients + 20),
+                                         "innodb-buffer-pool-dump-at-shutdown": "OFF",
+                                         "innodb-buffer-pool-load-at-startup": "OFF"})
+            self.cluster.start()
+            self.cluster.sql(f"CREATE DATABASE {self.dbname}")
+            shared_buffers = o.shared_buffers
         else:
             self._update(phase="creating the scratch cluster")
             self.cluster = ScratchCluster({
@@ -288,16 +322,33 @@ class Validation:
             self.cluster.start()
             shared_buffers = o.shared_buffers
         c = self.cluster
-        self._update(phase=f"loading pgbench data (scale {o.scale})")
-        c.psql("CREATE EXTENSION IF NOT EXISTS pg_prewarm", self.dbname)
-        self.pgbench = Pgbench(f"{self.bindir}/pgbench", c.tmp, c.port, c.user, self.dbname,
-                               c.run_as)
-        self.pgbench.init(o.scale)
-        self.meta = {"shared_buffers": shared_buffers, "scale": o.scale,
-                     "target": f"instance {o.instance}" if o.instance else "scratch cluster",
-                     "workload": o.workload, "clients": o.clients, "run_s": o.run_s,
+        if o.db == "postgres":
+            c.psql("CREATE EXTENSION IF NOT EXISTS pg_prewarm", self.dbname)
+        if o.bench == "pgbench":
+            self._update(phase=f"loading pgbench data (scale {o.scale})")
+            self.bench = Pgbench(f"{self.bindir}/pgbench", c.tmp, c.port, c.user, self.dbname,
+                                 c.run_as)
+            self.bench.init(o.scale)
+        else:
+            from .sysbench import Sysbench
+            self._update(phase=f"loading TPC-C data ({o.scale} warehouse"
+                               f"{'s' if o.scale > 1 else ''})")
+            conn = ({"driver": "mysql", "socket": c.socket, "user": "root", "db": self.dbname}
+                    if o.db == "mysql" else
+                    {"driver": "pgsql", "host": c.tmp, "port": c.port, "user": c.user,
+                     "db": self.dbname})
+            self.bench = Sysbench(conn, scale=o.scale)
+            self.bench.prepare()
+        version = c.sql("SELECT VERSION()")[0][0] if o.db == "mysql" else \
+            c.psql("SHOW server_version")
+        self.meta = {"shared_buffers": shared_buffers, "scale": o.scale, "db": o.db,
+                     "bench": o.bench,
+                     "target": f"instance {o.instance}" if o.instance else
+                     ("scratch MariaDB server" if o.db == "mysql" else "scratch cluster"),
+                     "workload": "tpcc" if o.bench == "tpcc" else o.workload,
+                     "clients": o.clients, "run_s": o.run_s,
                      "variants": o.variants, "pairs": pairs_for(o.variants),
-                     "pg_version": c.psql("SHOW server_version"),
+                     "pg_version" if o.db == "postgres" else "server_version": version,
                      "target_ci_pct": o.target_ci_pct, "band_pct": o.band_pct,
                      "setup_s": round(time.time() - self.state.started, 1)}
         self.state.started = time.time()  # the budget covers the runs, not the data load
@@ -330,16 +381,20 @@ class Validation:
             val = v.split("-")[1]
             return [(SysfsChoice(f"{THP}/enabled"), val),
                     (SysfsChoice(f"{THP}/shmem_enabled"), val)]
-        from hpadvise.plugins.postgres import PgSetting
         spec = self._spec()
         if v == "hugepages-off":
+            if self.o.db == "mysql":
+                from hpadvise.plugins.mysql import MyOption
+                return [(MyOption(self.cluster.cnf, "large_pages", "OFF", False, **spec),
+                         {"value": "OFF"})]
+            from hpadvise.plugins.postgres import PgSetting
             return [(PgSetting("huge_pages", "off", **spec), {"value": "off"})]
-        # recommended: the plan for this cluster, as `apply` would make it
+        # recommended: the plan for this server, as `apply` would make it
         from hpadvise import apply as ap_mod
         from hpadvise.engines import Targets
         from hpadvise.plan import build, inspect
-        report = inspect(self.sr, self.o.profile, Targets(), ["postgres"])
-        sel = ap_mod.select_instances(report, ["postgres"], self.cluster.datadir, None)
+        report = inspect(self.sr, self.o.profile, Targets(), [self.o.db])
+        sel = ap_mod.select_instances(report, [self.o.db], self.cluster.datadir, None)
         report = build(report.host, sel, report.profile, report.engines)
         plan = ap_mod.prepare(report, report.engines, restart=False, persist=False)
         return [(s.action, s.new) for s in plan.steps if s.phase in ("runtime", "engine")]
@@ -367,18 +422,41 @@ class Validation:
 
     def _spec(self) -> dict:
         c = self.cluster
+        if self.o.db == "mysql":
+            return {"engine": "mysql", "datadir": c.datadir, "socket": c.socket, "pid": c.pid,
+                    "argv": c.argv, "cwd": "/", "owner": c.user, "log_error": c.log,
+                    "supervisor": None}
         return {"engine": "postgres", "datadir": c.datadir, "port": c.port, "socket_dir": c.tmp,
                 "owner": c.user, "config_file": getattr(c, "config_file", None),
                 "major": getattr(c, "major", None)}
 
     @property
     def dbname(self) -> str:
+        if self.o.db == "mysql":
+            return "hpadvise_validate"
         return getattr(self.cluster, "dbname", "postgres")
 
     def _restart(self) -> None:
-        from hpadvise.plugins.postgres import PgRestart
         self.restarted = True
+        if self.o.db == "mysql":
+            from hpadvise.plugins.mysql import MyRestart
+            MyRestart(**self._spec()).set(True)
+            return
+        from hpadvise.plugins.postgres import PgRestart
         PgRestart(**self._spec()).set(True)
+
+    def _prewarm(self) -> None:
+        """Read every table into the buffers and write dirty pages out, so that runs start
+        alike: pg_prewarm + CHECKPOINT; on MariaDB CHECKSUM TABLE reads each clustered index."""
+        c = self.cluster
+        if self.o.db == "mysql":
+            for (t,) in c.sql("SHOW TABLES", self.dbname):
+                c.sql(f"CHECKSUM TABLE `{t}`", self.dbname)
+            return
+        c.psql("SELECT sum(pg_prewarm(c.oid)) FROM pg_class c JOIN pg_namespace n ON "
+               "n.oid = c.relnamespace WHERE n.nspname = 'public' AND c.relkind IN ('r','i')",
+               self.dbname)
+        c.psql("CHECKPOINT")
 
     def _one(self, block: int, v: str) -> Sample:
         o, c = self.o, self.cluster
@@ -387,17 +465,17 @@ class Validation:
         try:
             self._restart()
             self._update(phase="prewarming")
-            c.psql("SELECT sum(pg_prewarm(c.oid)) FROM pg_class c JOIN pg_namespace n ON "
-                   "n.oid = c.relnamespace WHERE n.nspname = 'public' AND c.relkind IN ('r','i')",
-                   self.dbname)
-            c.psql("CHECKPOINT")
+            self._prewarm()
             self._update(phase="warm-up")
             self._bench(max(2, o.run_s // 5), None)
             before = _thp_counters(self.sr)
             self._update(phase="measuring")
-            logdir = tempfile.mkdtemp(prefix="hpadvise-pgbench-", dir=c.tmp)
-            shutil.chown(logdir, c.user)
-            run, mem = self._bench(o.run_s, f"{logdir}/pgbench_log")
+            logprefix = None
+            if o.bench == "pgbench":
+                logdir = tempfile.mkdtemp(prefix="hpadvise-pgbench-", dir=c.tmp)
+                shutil.chown(logdir, c.user)
+                logprefix = f"{logdir}/pgbench_log"
+            run, mem = self._bench(o.run_s, logprefix)
             after = _thp_counters(self.sr)
             backing = self._backing()
         finally:
@@ -412,23 +490,28 @@ class Validation:
         from hpadvise.plugins.postgres import backing_of, main_segment
         from hpadvise.procs import Proc
         pid = self.cluster.pid
+        if self.o.db == "mysql":
+            maps = Proc(self.sr, pid).smaps if pid else None
+            if maps is None:
+                return None
+            return "hugetlb" if any(m.hugetlb for m in maps) else \
+                ("thp" if any(m.anon_huge_kb for m in maps) else "4k")
         m = main_segment(Proc(self.sr, pid).shared_mappings if pid else None)
         return backing_of(m) if m is not None else None
 
     def _bench(self, seconds: int, logprefix: str | None):
         """Run pgbench, following -P lines for the live display; sample /proc/meminfo while
         the clients are connected (page tables exist only while backends map the memory)."""
-        proc = self.pgbench.start(self.o.workload, self.o.clients, seconds, logprefix)
+        proc = self.bench.start(self.o.workload, self.o.clients, seconds, logprefix)
         lines: list[str] = []
+        stream = self.bench.stream(proc)
 
         def follow():
-            for line in proc.stderr:
+            for line in stream:
                 lines.append(line)
-                if line.startswith("progress:"):
-                    try:
-                        self._update(live_tps=float(line.split(",")[1].split()[0]))
-                    except (IndexError, ValueError):
-                        pass
+                tps = self.bench.live_tps(line)
+                if tps is not None:
+                    self._update(live_tps=tps)
         t = threading.Thread(target=follow, daemon=True)
         t.start()
         mem: dict = {}
@@ -447,8 +530,11 @@ class Validation:
             proc.wait()
             raise
         t.join(timeout=5)
-        proc.stderr = None  # already consumed by follow()
-        return finish(proc, logprefix, lines), mem
+        if stream is proc.stderr:
+            proc.stderr = None  # already consumed by follow()
+        else:
+            proc.stdout = None
+        return self.bench.finish(proc, logprefix, lines), mem
 
     def _update(self, **kw) -> None:
         for k, v in kw.items():

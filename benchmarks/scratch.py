@@ -140,6 +140,20 @@ def maria_bindir() -> str | None:
     return None
 
 
+def _gone(pid: int) -> bool:
+    """True once `pid` has exited; reaps it when it is our child (a restarted server can be)."""
+    try:
+        if os.waitpid(pid, os.WNOHANG)[0] == pid:
+            return True
+    except ChildProcessError:
+        pass
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True
+    return state in ("Z", "X")
+
+
 class ScratchMaria:
     """A throwaway MariaDB server: mariadb-install-db into a temp directory, its own option
     file (--defaults-file), socket and port, run as the `mysql` user. Never the system's own
@@ -258,10 +272,7 @@ class ScratchMaria:
             except ProcessLookupError:
                 pass
             for _ in range(2400):
-                if self.proc is not None and self.proc.pid == pid:
-                    if self.proc.poll() is not None:  # our child: reap it
-                        break
-                elif not os.path.exists(f"/proc/{pid}"):
+                if _gone(pid):
                     break
                 time.sleep(0.05)
         if self.proc is not None:

@@ -1,0 +1,132 @@
+"""sysbench driver for hpadvise's own TPC-C workload (benchmarks/tpcc/tpcc.lua), on the mysql
+and pgsql drivers of sysbench 1.0.x, and parsers of its output.
+
+sysbench prints everything on stdout: `[ Ns ] thds: .. tps: X ... lat (ms,95%): Y err/s Z`
+per --report-interval, then the summary (`transactions: N (X per sec.)`, `Latency (ms):`
+with avg and one percentile). With --histogram=on it adds a latency histogram, one
+`value |*** count` line per bucket; p50/p95/p99 come from its cumulative counts
+(hpadvise REFERENCE.md, sysbench 1.0.20).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from importlib.resources import files
+
+from .pgbench import Run
+from .stats import percentile  # noqa: F401  (same percentile convention as pgbench runs)
+
+LUA = str(files("hpadvise.benchmarks") / "tpcc" / "tpcc.lua")
+
+_TPS = re.compile(r"^\s*transactions:\s+(\d+)\s+\(([\d.]+) per sec\.\)", re.M)
+_AVG = re.compile(r"^\s*avg:\s+([\d.]+)", re.M)
+_PROGRESS = re.compile(r"^\[ (\d+)s \] thds: \d+ tps: ([\d.]+) .*?lat \(ms,\d+%\): ([\d.]+)",
+                       re.M)
+_HIST = re.compile(r"^\s*([\d.]+) \|\**\s+(\d+)\s*$", re.M)
+
+
+def parse_summary(out: str) -> tuple[int, float, float | None]:
+    mt = _TPS.search(out)
+    if not mt:
+        raise ValueError("no 'transactions:' line in sysbench output")
+    avg = _AVG.search(out)
+    return int(mt.group(1)), float(mt.group(2)), float(avg.group(1)) if avg else None
+
+
+def parse_progress(out: str) -> list[tuple[float, float, float]]:
+    """(seconds, tps, latency ms at the reported percentile) per --report-interval."""
+    return [(float(a), float(b), float(c)) for a, b, c in _PROGRESS.findall(out)]
+
+
+def parse_histogram(out: str) -> list[tuple[float, int]]:
+    return [(float(v), int(n)) for v, n in _HIST.findall(out)]
+
+
+def hist_percentile(hist: list[tuple[float, int]], pct: float) -> float:
+    """The smallest bucket value with at least pct% of the events at or below it."""
+    total = sum(n for _, n in hist)
+    if not total:
+        return float("nan")
+    need = total * pct / 100
+    seen = 0
+    for value, n in sorted(hist):
+        seen += n
+        if seen >= need:
+            return value
+    return sorted(hist)[-1][0]
+
+
+class Sysbench:
+    """sysbench with the TPC-C script against one server. `conn` holds the driver options:
+    {"driver": "mysql", "socket": ..., "user": ..., "db": ...} or
+    {"driver": "pgsql", "host": socket dir, "port": ..., "user": ..., "db": ...}."""
+
+    def __init__(self, conn: dict, scale: int = 1, tables: int = 1, binary: str = "sysbench"):
+        self.conn, self.scale, self.tables, self.binary = conn, scale, tables, binary
+
+    def _base(self) -> list[str]:
+        c = self.conn
+        if c["driver"] == "mysql":
+            opts = ["--db-driver=mysql", f"--mysql-socket={c['socket']}",
+                    f"--mysql-user={c['user']}", f"--mysql-db={c['db']}"]
+        else:
+            opts = ["--db-driver=pgsql", f"--pgsql-host={c['host']}", f"--pgsql-port={c['port']}",
+                    f"--pgsql-user={c['user']}", f"--pgsql-db={c['db']}"]
+        return [self.binary, LUA, *opts, f"--scale={self.scale}", f"--tables={self.tables}"]
+
+    def _cmd(self, command: str, threads: int = 1) -> subprocess.CompletedProcess:
+        r = subprocess.run(self._base() + [f"--threads={threads}", command],
+                           capture_output=True, text=True, cwd="/")
+        if r.returncode != 0:
+            raise RuntimeError(f"sysbench tpcc {command} failed: {_why(r.stdout + r.stderr)}")
+        return r
+
+    def prepare(self) -> None:
+        self._cmd("prepare", threads=min(self.tables, os.cpu_count() or 1))
+
+    def check(self) -> str:
+        return self._cmd("check").stdout
+
+    def cleanup(self) -> None:
+        self._cmd("cleanup")
+
+    def command(self, clients: int, seconds: int) -> list[str]:
+        return self._base() + [f"--threads={clients}", f"--time={seconds}",
+                               "--report-interval=1", "--histogram=on", "--percentile=95", "run"]
+
+    def start(self, workload: str, clients: int, seconds: int, logprefix: str | None):
+        return subprocess.Popen(self.command(clients, seconds), stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, cwd="/",
+                                start_new_session=True)
+
+    @staticmethod
+    def stream(proc):
+        return proc.stdout
+
+    @staticmethod
+    def live_tps(line: str) -> float | None:
+        mt = _PROGRESS.match(line)
+        return float(mt.group(2)) if mt else None
+
+    @staticmethod
+    def finish(proc: subprocess.Popen, logprefix: str | None, lines: list[str]) -> Run:
+        rest, _ = proc.communicate()
+        out = "".join(lines) + (rest or "")
+        if proc.returncode != 0:
+            raise RuntimeError(f"sysbench tpcc run failed (exit {proc.returncode}): {_why(out)}")
+        n, tps, avg = parse_summary(out)
+        hist = parse_histogram(out)
+        return Run(tps, avg, hist_percentile(hist, 50), hist_percentile(hist, 95),
+                   hist_percentile(hist, 99), parse_progress(out), n)
+
+
+def _why(out: str) -> str:
+    """The line that says what went wrong: our script's 'tpcc:' message or sysbench's FATAL."""
+    lines = [ln.strip() for ln in out.splitlines() if ln.strip()]
+    for pat in ("tpcc:", "FATAL", "error", "Error"):
+        hits = [ln for ln in lines if pat in ln]
+        if hits:
+            return hits[-1][:300]
+    return (lines[-1] if lines else "no output")[:300]

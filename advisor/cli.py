@@ -272,9 +272,9 @@ def validate(
     duration: Annotated[str, typer.Option(
         help="Time budget for the runs (loading the data comes on top), e.g. 90s, 10m, 1h.")]
     = "10m",
-    bench: Annotated[str, typer.Option(
-        help="pgbench (postgres) or tpcc (hpadvise's TPC-C for sysbench; postgres and mysql).")]
-    = "pgbench",
+    bench: Annotated[Optional[str], typer.Option(
+        help="pgbench (postgres) or tpcc (hpadvise's TPC-C for sysbench; postgres and mysql) "
+             "[default: pgbench for postgres, tpcc for mysql].")] = None,
     workload: Annotated[str, typer.Option(help="tpcb or select (select-only).")] = "select",
     variants: Annotated[Optional[str], typer.Option(
         help="Comma-separated: current, recommended, thp-always, thp-never, hugepages-off "
@@ -324,8 +324,8 @@ def validate(
     from .benchmarks import report as rep
     from .benchmarks.runner import DEFAULT_VARIANTS, Options, Validation, parse_duration
 
-    if db == "mysql" and bench == "pgbench":
-        bench = "tpcc"  # the only benchmark for MySQL/MariaDB
+    if bench is None:
+        bench = "tpcc" if db == "mysql" else "pgbench"
     opts = Options(db=db, bench=bench,
         variants=[v.strip() for v in variants.split(",")] if variants else list(DEFAULT_VARIANTS),
         duration_s=parse_duration(duration), workload=workload, clients=clients, scale=scale,

@@ -16,7 +16,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.live]
 
 
 def scratch_dirs() -> set[str]:
-    return {d for d in os.listdir("/tmp") if d.startswith(("hpadvise-pg-", "hpadvise-validate"))}
+    return {d for d in os.listdir("/tmp") if d.startswith(("hpadvise-pg-", "hpadvise-my-",
+                                                             "hpadvise-validate"))}
 
 
 def test_short_validate_every_variant(knobs, tmp_path):
@@ -46,6 +47,45 @@ def test_short_validate_every_variant(knobs, tmp_path):
     assert "Effects" in r.stdout and "Variants" in r.stdout
     assert host_state() == before
     assert scratch_dirs() == dirs
+
+
+def test_short_validate_mysql_tpcc(knobs, tmp_path):
+    """validate --db mysql --bench tpcc: a scratch MariaDB server, TPC-C runs on both
+    variants, large pages really in use for `recommended`, the host restored."""
+    before, dirs = host_state(), scratch_dirs()
+    r = run_cli("validate", "--db", "mysql", "--bench", "tpcc", "--duration", "40s",
+                "--shared-buffers", "256MB", "--clients", "4", "--run-seconds", "3",
+                "--variants", "current,recommended",
+                "--report", str(tmp_path / "r.html"), "--json", str(tmp_path / "r.json"),
+                timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    res = json.loads((tmp_path / "r.json").read_text())
+    assert res["meta"]["bench"] == "tpcc" and res["meta"]["db"] == "mysql"
+    assert "MariaDB" in res["meta"]["server_version"]
+    by = res["variants"]
+    assert by["recommended"]["backing"] == "hugetlb" and by["current"]["backing"] == "4k"
+    assert by["recommended"]["runs"] == by["current"]["runs"] >= 1
+    for s in res["samples"]:
+        assert s["tps"] > 0 and s["p50_ms"] <= s["p95_ms"] <= s["p99_ms"]
+        assert s["progress"]
+    assert [(e["a"], e["b"]) for e in res["effects"]] == [("current", "recommended")]
+    page = (tmp_path / "r.html").read_text()
+    assert "innodb_buffer_pool_size" in page and "MariaDB" in page and "<svg" in page
+    assert host_state() == before
+    assert scratch_dirs() == dirs
+
+
+def test_validate_bad_input_mysql():
+    for args, needle in [
+        (["--db", "mysql", "--bench", "pgbench"], "does not run on --db mysql"),
+        (["--db", "oracle"], "validate knows --db"),
+        (["--db", "mysql", "--instance", "3306"], "scratch MariaDB"),
+        (["--db", "mysql", "--scale", "0"], "at least 1"),
+    ]:
+        r = run_cli("validate", "--duration", "1m", *args)
+        assert r.returncode == 2, (args, r.stderr)
+        lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+        assert len(lines) == 1 and needle in lines[0], (args, r.stderr)
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])

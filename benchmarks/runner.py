@@ -447,11 +447,14 @@ class Validation:
 
     def _prewarm(self) -> None:
         """Read every table into the buffers and write dirty pages out, so that runs start
-        alike: pg_prewarm + CHECKPOINT; on MariaDB CHECKSUM TABLE reads each clustered index."""
+        alike: pg_prewarm + CHECKPOINT; on MariaDB a full scan of every index (FORCE INDEX;
+        PRIMARY is the clustered index holding the rows)."""
         c = self.cluster
         if self.o.db == "mysql":
-            for (t,) in c.sql("SHOW TABLES", self.dbname):
-                c.sql(f"CHECKSUM TABLE `{t}`", self.dbname)
+            for t, idx in c.sql("SELECT DISTINCT TABLE_NAME, INDEX_NAME FROM "
+                                "information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE()",
+                                self.dbname):
+                c.sql(f"SELECT COUNT(*) FROM `{t}` FORCE INDEX (`{idx}`)", self.dbname)
             return
         c.psql("SELECT sum(pg_prewarm(c.oid)) FROM pg_class c JOIN pg_namespace n ON "
                "n.oid = c.relnamespace WHERE n.nspname = 'public' AND c.relkind IN ('r','i')",

@@ -120,6 +120,7 @@ class OptionFiles:
     files: list[str] = field(default_factory=list)
     includedirs: list[str] = field(default_factory=list)
     group_files: list[str] = field(default_factory=list)  # files with one of our groups
+    versioned: bool = False  # has [mysqld-X.Y]-style groups: the version decides what applies
 
 
 def read_option_file(sr: SysRoot, path: str, groups: tuple[str, ...], out: OptionFiles,
@@ -167,6 +168,8 @@ def read_option_file(sr: SysRoot, path: str, groups: tuple[str, ...], out: Optio
             group = mt.group(1).lower()
             if group in groups and path not in out.group_files:
                 out.group_files.append(path)
+            if re.search(r"-\d+\.\d+$", group):
+                out.versioned = True
             continue
         if group is None:
             raise OptionFileError(f"{where}: option {line!r} before any [group]; put it "
@@ -727,15 +730,11 @@ class MySQLEngine(Engine):
         if parent is not None and parent.comm in ("mysqld_safe", "mariadbd-safe") \
                 and parent.cmdline:
             s.supervisor = (parent.pid, parent.cmdline)
-        s.version = self._binary_version(sr, p)
-        if s.version and "mariadb" in s.version.lower():
-            s.flavour = "mariadb"
         return s
 
-    def _binary_version(self, sr: SysRoot, p: Proc) -> str | None:
-        """The version from the server's start line in its error log is found later; here the
-        binary answers --version (cheap, no connection needed)."""
-        exe = sr.readlink(f"/proc/{p.pid}/exe")
+    def _binary_version(self, sr: SysRoot, pid: int) -> str | None:
+        """Without a connection, the server binary answers --version (~30 ms)."""
+        exe = sr.readlink(f"/proc/{pid}/exe")
         if not exe or not sr.live:
             return None
         exe = exe.replace(" (deleted)", "")
@@ -758,24 +757,28 @@ class MySQLEngine(Engine):
                                "host and port")
             return inst
         for s in servers:
-            s_dir = s.datadir or cmdline_settings(s.argv).get("datadir", ("",))[0]
+            s_dir = s.cwd or s.datadir or cmdline_settings(s.argv).get("datadir", ("",))[0]
             if s_dir and os.path.realpath(s_dir) == os.path.realpath(probe.datadir or "\0"):
                 return s
         probe.pid = None
         return probe
 
     def _read_files(self, sr: SysRoot, s: Server) -> None:
-        home = None
-        files, extra = default_files(s.argv, home)
+        """Option files and command line; what the server reported itself (origin "server")
+        wins over them."""
+        files, extra = default_files(s.argv, None)
         groups = server_groups(s.flavour, s.vt)
         of = OptionFiles()
         for f in files + extra:
             read_option_file(sr, f, groups, of)
         s.options = of
+        for k in [k for k, o in s.origins.items() if o != "server"]:
+            s.settings.pop(k, None)
+            s.origins.pop(k, None)
         merged = {**of.settings, **cmdline_settings(s.argv)}
         for k, (v, origin) in merged.items():
-            s.settings.setdefault(k, v)
-            s.origins.setdefault(k, origin)
+            if s.origins.get(k) != "server":
+                s.settings[k], s.origins[k] = v, origin
 
     def _query(self, s: Server, dsn: str | None) -> None:
         with _closing(connect(s, dsn, self.connect_timeout)) as conn:
@@ -847,6 +850,15 @@ class MySQLEngine(Engine):
                         errors.append(f"cannot connect to {redact_dsn(dsn)}: {msg}")
                     note = msg
                     s.datadir = expected
+        if s.version is None and s.pid and sr.live:
+            s.version = self._binary_version(sr, s.pid)
+            if s.version and "mariadb" in s.version.lower():
+                s.flavour = "mariadb"
+        if s.version and s.options.versioned and not errors:
+            try:  # [mysqld-X.Y] groups apply to this version only: read again knowing it
+                self._read_files(sr, s)
+            except OptionFileError as exc:
+                errors.append(str(exc))
         inst = self._instance(s, running=True)
         inst.errors += errors
         if s.pid is None:

@@ -99,9 +99,18 @@ def test_exact_pool_no_fallback_and_short_pool_caught(my_factory, knobs, bp, lb,
     m.stop()
 
 
-def test_apply_restart_verify_rollback(my_factory, knobs, tmp_path):
+@pytest.mark.parametrize("includedir", [False, True])
+def test_apply_restart_verify_rollback(my_factory, knobs, tmp_path, includedir):
     knobs.pool(2048, 0)
     m = my_factory({"innodb-buffer-pool-size": "256M"})
+    dropin = None
+    if includedir:  # a server with an include directory gets a drop-in file of its own
+        confd = Path(m.tmp) / "conf.d"
+        confd.mkdir()
+        (confd / "50-server.cnf").write_text("[mysqld]\nkey_buffer_size = 32M\n")
+        with open(m.cnf, "a") as f:
+            f.write(f"!includedir {confd}\n")
+        dropin = confd / "99-hpadvise.cnf"
     m.start()
     cnf_before = Path(m.cnf).read_bytes()
     env = {"HPADVISE_JOURNAL_DIR": str(tmp_path / "journal")}
@@ -109,7 +118,11 @@ def test_apply_restart_verify_rollback(my_factory, knobs, tmp_path):
                 "--persist-root", str(tmp_path / "root"), env=env, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "large_pages" in r.stdout
-    assert "large_pages = ON" in Path(m.cnf).read_text()
+    if dropin:
+        assert "large_pages = ON" in dropin.read_text()
+        assert Path(m.cnf).read_bytes() == cnf_before
+    else:
+        assert "large_pages = ON" in Path(m.cnf).read_text()
     report, _ = check_json("--db", "mysql")
     i = _instance(report, m.datadir)
     assert i["backing"] == "hugetlb" and i["pid"] != m.proc.pid
@@ -122,6 +135,7 @@ def test_apply_restart_verify_rollback(my_factory, knobs, tmp_path):
     r = run_cli("rollback", env=env, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
     assert Path(m.cnf).read_bytes() == cnf_before
+    assert dropin is None or not dropin.exists()
     assert m.ready()
     report, _ = check_json("--db", "mysql")
     i = _instance(report, m.datadir)

@@ -77,6 +77,20 @@ def test_tpcc_mariadb(my_factory):
               lambda q: m.sql(q, "tpcc"))
 
 
+def test_tpcc_without_a_transactional_engine(my_factory):
+    m = my_factory()
+    m.start()
+    m.sql("CREATE DATABASE tpcc")
+    bench = Sysbench({"driver": "mysql", "socket": m.socket, "user": "root", "db": "tpcc"})
+    bench.binary = "sysbench"
+    cmd = bench._base()[:2] + ["--mysql-storage-engine=NoSuchEngine"] + bench._base()[2:] + \
+        ["prepare"]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    assert p.returncode != 0
+    assert "tpcc: cannot create the tables" in p.stderr and "transactional" in p.stderr
+    assert m.sql("SHOW TABLES", "tpcc") == []  # nothing half-made
+
+
 def test_tpcc_postgres(pg_factory):
     c = pg_factory({"shared_buffers": "256MB"})
     c.start()

@@ -135,3 +135,31 @@ def test_option_edit_in_place_and_dropin():
     assert a.render("") == "[mysqld]\nlarge_pages = ON\n"
     d = my.MyOption("/d/99-hpadvise.cnf", "large_pages", "ON", True, engine="mysql")
     assert "[mysqld]\nlarge_pages = ON\n" in d.render(None)
+
+
+def _server_instance(version, flavour, settings):
+    from hpadvise.engines import Instance
+    s = my.Server(pid=None, flavour=flavour, version=version, settings=settings)
+    i = Instance("mysql", "mysql:x", "x", running=False, private={"server": s})
+    return i
+
+
+def test_sysv_finding_only_for_versions_that_use_shm(hosts):
+    from hpadvise import host, profiles
+    from hpadvise.engines import registry
+    facts = host.collect(SysRoot(hosts / "no-pools"))
+    prof = profiles.load("oltp", registry.profile_schemas())
+    eng = my.MySQLEngine()
+    codes = lambda v, f: {x.code for x in eng.findings(  # noqa: E731
+        _server_instance(v, f, {"large_pages": "ON"}), facts, prof)}
+    assert "my.sysv_shm" in codes("5.7.44", "mysql")
+    assert "my.sysv_shm" in codes("10.4.32-MariaDB", "mariadb")
+    assert "my.sysv_shm" not in codes("8.0.36", "mysql")
+    assert "my.sysv_shm" not in codes("10.11.19-MariaDB", "mariadb")
+    # the change the plan asks for, per profile
+    off = _server_instance("10.11.19-MariaDB", "mariadb", {"large_pages": "OFF"})
+    ch = eng.changes(off, 2048, facts, prof)
+    assert [(c.target, c.current, c.recommended, c.restart) for c in ch] == \
+        [("large_pages", "OFF", "ON", True)]
+    on = _server_instance("10.11.19-MariaDB", "mariadb", {"large_pages": "1"})
+    assert eng.changes(on, 2048, facts, prof) == []

@@ -179,7 +179,7 @@ def read_option_file(sr: SysRoot, path: str, groups: tuple[str, ...], out: Optio
         name, eq, value = line.partition("=")
         if not re.fullmatch(r"\s*[A-Za-z][\w\-.]*\s*", name):
             raise OptionFileError(f"{where}: cannot read {line!r}; write name = value")
-        value = _strip_value(value) if eq else ""
+        value = _strip_value(value) if eq else "ON"  # a bare option switches it on
         key = norm(name)
         for prefix in ("loose_", "enable_"):
             if key.startswith(prefix):
@@ -378,6 +378,7 @@ class Server:
     connected_as: str | None = None
     supervisor: tuple[int, tuple[str, ...]] | None = None  # mysqld_safe parent
     engines: tuple[str, ...] = ()
+    next_start: dict[str, str] | None = None  # what the option files + command line say now
 
     @property
     def vt(self) -> tuple[int, ...] | None:
@@ -776,6 +777,7 @@ class MySQLEngine(Engine):
             s.settings.pop(k, None)
             s.origins.pop(k, None)
         merged = {**of.settings, **cmdline_settings(s.argv)}
+        s.next_start = {k: v for k, (v, _) in merged.items()}
         for k, (v, origin) in merged.items():
             if s.origins.get(k) != "server":
                 s.settings[k], s.origins[k] = v, origin
@@ -1003,6 +1005,28 @@ class MySQLEngine(Engine):
                 "vm.hugetlb_shm_group set to the server's group.",
                 f"vm.hugetlb_shm_group={gid}, memlock {host.memlock_soft}/{host.memlock_hard}",
                 "MySQL 5.7 manual, 8.12.3.3 Enabling Large Page Support", iid))
+        if inst.running and s.next_start is not None:
+            pending = []
+            for k in ("large_pages", "innodb_buffer_pool_size", "innodb_log_buffer_size",
+                      "key_buffer_size", "aria_pagecache_buffer_size"):
+                if s.origins.get(k) != "server" or k not in s.next_start:
+                    continue
+                now, nxt = s.settings[k], s.next_start[k]
+                if k == "large_pages":
+                    same = _bool_on(now) == _bool_on(nxt)
+                else:
+                    try:
+                        same = parse_size(k, now) == parse_size(k, nxt)
+                    except OptionFileError:
+                        same = False
+                if not same:
+                    pending.append(f"{k}: {now} now, {nxt} at the next start")
+            if pending:
+                f.append(Finding(
+                    "warn", "my.pending_restart", "Option files differ from the running server",
+                    "The page count reflects what the server runs with now; the next start "
+                    "uses the option files. Restart it to size for them.", "; ".join(pending),
+                    "my.cnf vs SHOW GLOBAL VARIABLES", iid))
         if d and not d.exact:
             f.append(Finding("info", "my.demand.estimate", "Page count is an estimate",
                              d.source, "", DOCS, iid))
@@ -1014,7 +1038,10 @@ class MySQLEngine(Engine):
         if s is None or inst.errors:
             return []
         want = profile.engine(self.name).get("large_pages", "ON")
-        cur = "ON" if _bool_on(s.settings.get("large_pages")) else "OFF"
+        # What the next start gets (the option files), not what the server runs with now: an
+        # edited file awaiting a restart must not hide a needed change.
+        src = s.next_start if s.next_start is not None else s.settings
+        cur = "ON" if _bool_on(src.get("large_pages")) else "OFF"
         if cur != want:
             return [Change("setting", "large_pages", cur, want,
                            "put the buffer pool on the reserved huge pages", inst.id,

@@ -278,6 +278,11 @@ function cmd_prepare()
          load_warehouse(n, w)
          print(string.format("tpcc: table set %d: warehouse %d/%d loaded", n, w, scale))
       end
+      -- Fresh optimizer statistics: InnoDB's persistent statistics sampled during the load
+      -- plan the transactions badly after a restart (measured: 5x fewer TPS until ANALYZE).
+      for _, t in ipairs(TABLES) do
+         con:query((DB == "pgsql" and "ANALYZE " or "ANALYZE TABLE ") .. t .. n)
+      end
    end
    con:disconnect()
 end

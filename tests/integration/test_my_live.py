@@ -166,3 +166,19 @@ def test_bad_option_files_and_credentials(my_factory):
     r = run_cli("check", "--db", "mysql", "--json", "--dsn",
                 f"mysql://root:hunter2@127.0.0.1:{m.port}/")
     assert "hunter2" not in r.stdout and json.loads(r.stdout)["instances"]
+
+
+def test_pending_option_change_is_seen(my_factory):
+    """An option file edited after the start: check warns, and the plan follows the file."""
+    m = my_factory()
+    m.start()
+    with open(m.cnf, "a") as f:
+        f.write("large-pages\ninnodb_buffer_pool_size = 256M\n")
+    report, r = check_json("--db", "mysql")
+    i = _instance(report, m.datadir)
+    pend = [f for f in report["findings"] if f["instance"] == i["id"]
+            and f["code"] == "my.pending_restart"]
+    assert pend and "large_pages" in pend[0]["evidence"] and \
+        "innodb_buffer_pool_size" in pend[0]["evidence"], report["findings"]
+    assert not [c for c in report["plan"]["changes"] if c["target"] == "large_pages"
+                and c.get("instance") == i["id"]]

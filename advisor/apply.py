@@ -122,6 +122,7 @@ def prepare(report: Report, engines: dict[str, Engine], *, restart: bool, persis
         eng = engines.get(inst.engine)
         if eng is None:
             continue
+        ap.notices += eng.advice(inst, report.changes)
         acts = eng.actions(inst, report.changes)
         for a in acts:
             ap.steps.append(Step(a, a.desired(), "profile", "engine"))

@@ -128,6 +128,19 @@ class Engine:
         """Settings of the engine itself that the plan needs, given the chosen page size."""
         return []
 
+    def uses_pool(self, inst: Instance, profile: Profile) -> bool:
+        """Whether this instance's demand goes into the static pools (a JVM on THP does not)."""
+        return True
+
+    def thp_needs(self, inst: Instance, profile: Profile) -> dict[str, tuple[set[str], str]]:
+        """THP knob values this instance can live with: knob -> (acceptable values, why).
+        The plan resolves them against the profile and the other instances."""
+        return {}
+
+    def advice(self, inst: Instance, changes: list[Change]) -> list[str]:
+        """Things apply cannot do itself and tells the user instead (e.g. JVM flags)."""
+        return []
+
     # ---- apply (hpadvise.actions.Action objects)
     def actions(self, inst: Instance, changes: list[Change]) -> list:
         """Actions that make this instance's setting changes."""

@@ -69,18 +69,20 @@ def build(host: HostFacts, instances: list[Instance], profile: Profile,
 
     chosen: dict[str, int] = {}
     for inst in instances:
-        kb = choose_page_kb(inst, host, profile)
+        eng = engines.get(inst.engine)
+        uses = eng is None or eng.uses_pool(inst, profile)
+        kb = choose_page_kb(inst, host, profile) if uses else None
         if kb is not None:
             chosen[inst.id] = kb
-        eng = engines.get(inst.engine)
         if eng is None:
             continue
         r.findings.extend(eng.findings(inst, host, profile))
-        if kb is not None:
-            r.changes.extend(eng.changes(inst, kb, host, profile))
+        if kb is not None or not uses:
+            r.changes.extend(eng.changes(inst, kb or host.default_hugepage_kb or 2048, host,
+                                         profile))
 
     _pools(r, chosen)
-    _thp(r)
+    _thp(r, engines)
     _host_findings(r)
     return r
 
@@ -203,12 +205,47 @@ _THP_WHY = {
 }
 
 
-def _thp(r: Report) -> None:
+# When the profile's THP value does not suit an instance, the value chosen among those every
+# instance accepts, in this order of preference (madvise serves a JVM's or MongoDB's madvise()
+# while leaving everything else on small pages; transhuge.rst).
+_THP_PREFER = {"enabled": ("madvise", "never", "always"),
+               "defrag": ("madvise", "defer+madvise", "defer", "never", "always"),
+               "shmem_enabled": ("never", "advise", "within_size", "always", "deny", "force")}
+
+
+def _thp(r: Report, engines: dict[str, Engine] | None = None) -> None:
+    """THP per the profile, adjusted so that every instance found can live with it: one plan
+    for the host. A value no instance objects to is kept; otherwise the preferred value all
+    accept, with a finding that says who needed what; no common value: a warning."""
     t, p = r.host.thp, r.profile
+    needs: dict[str, list[tuple[set[str], str]]] = {}
+    for inst in r.instances:
+        eng = (engines or {}).get(inst.engine)
+        if eng is not None:
+            for knob, need in eng.thp_needs(inst, p).items():
+                needs.setdefault(knob, []).append(need)
     for knob, want in (("enabled", p.thp_enabled), ("defrag", p.thp_defrag),
                        ("shmem_enabled", p.thp_shmem_enabled)):
         cur = getattr(t, knob).value
-        if want == "keep" or cur is None or cur == want:
+        if cur is None:
+            continue
+        if knob in needs:
+            ok = set.intersection(*(set(a) for a, _ in needs[knob]))
+            why = "; ".join(w for _, w in needs[knob])
+            base = cur if want == "keep" else want
+            if not ok:
+                r.findings.append(Finding(
+                    "warn", "thp.conflict", f"Instances need different THP {knob} values",
+                    "No single value suits every instance on this host; keeping the profile's. "
+                    "Consider separate hosts, or static huge pages for one of them.", why,
+                    TRANSHUGE))
+            elif base not in ok:
+                pick = next(v for v in _THP_PREFER[knob] + tuple(sorted(ok)) if v in ok)
+                r.findings.append(Finding(
+                    "info", "thp.resolved", f"THP {knob}: {pick} instead of {base}",
+                    f"{pick} is what every instance here can live with.", why, TRANSHUGE))
+                want = pick
+        if want == "keep" or cur == want:
             continue
         r.changes.append(Change("thp", f"transparent_hugepage/{knob}", cur, want,
                                 _THP_WHY[knob]))

@@ -1,0 +1,183 @@
+"""Redis/Valkey and MongoDB: no static huge pages, but THP advice that differs per vendor and
+version, and they share hosts with the others. Their needs go into the one THP plan for the
+host (Engine.thp_needs), so a conflict with PostgreSQL or a JVM is found and explained.
+
+Vendor guidance (each cited in the findings):
+- Redis (redis.io docs, "Diagnosing latency issues", and the startup warning "you have
+  Transparent Huge Pages (THP) support enabled in your kernel"): THP `always` causes latency
+  spikes and copy-on-write memory blowup at fork (BGSAVE/AOF rewrite); use madvise or never.
+  Redis >= 6.2.7 / 7.0 also switches THP off for itself (config `disable-thp yes`, prctl).
+- MongoDB >= 8.0 (Production Notes, "Enable Transparent Huge Pages (THP)" with the new TCMalloc):
+  enabled=always, defrag=defer+madvise, khugepaged/max_ptes_none=0.
+- MongoDB <= 7.0 (Production Notes, "Disable Transparent Huge Pages"): THP never.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+
+from hpadvise.engines import Engine, Finding, Instance, Targets
+from hpadvise.host import HostFacts
+from hpadvise.procs import Proc, ProcTable
+from hpadvise.profiles import Profile
+from hpadvise.sizing import fmt_bytes
+from hpadvise.sysroot import SysRoot
+
+TRANSHUGE = "Documentation/admin-guide/mm/transhuge.rst"
+
+
+def _version(sr: SysRoot, pid: int, pattern: str, argv0: str) -> str | None:
+    """The binary's own --version. argv[0] is kept: Debian's redis-server is a link to
+    redis-check-rdb, which picks its role from the name it was called by."""
+    exe = sr.readlink(f"/proc/{pid}/exe")
+    if not exe or not sr.live:
+        return None
+    try:
+        r = subprocess.run([argv0, "--version"], executable=exe.replace(" (deleted)", ""),
+                           capture_output=True, text=True, timeout=10, cwd="/")
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    mt = re.search(pattern, r.stdout + r.stderr)
+    return mt.group(1) if mt else None
+
+
+def _vt(v: str | None) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", v or "")[:3])
+
+
+def _observe(inst: Instance, p: Proc, host: HostFacts) -> None:
+    maps = p.smaps
+    inst.page_tables_kb = p.vm_pte_kb
+    inst.private["thp_enabled"] = p.status.get("THP_enabled")
+    if maps is not None:
+        anon = sum(m.anon_huge_kb for m in maps)
+        inst.private["anon_huge_kb"] = anon
+        inst.backing = "thp" if anon else "4k"
+        inst.backing_page_kb = host.thp.pmd_size_kb if anon else host.base_page_bytes // 1024
+    inst.private["rss_kb"] = p.status.get("VmRSS")
+
+
+class RedisEngine(Engine):
+    name = "redis"
+    description = "Redis / Valkey (THP guidance only: not `always`)"
+    process_names = ("redis-server", "valkey-server")
+
+    def discover(self, host: HostFacts, procs: ProcTable, targets: Targets) -> list[Instance]:
+        out = []
+        for p in procs.by_name(*self.process_names):
+            argv = p.cmdline
+            if not argv:
+                continue
+            # Redis sets its title to "redis-server HOST:PORT" (setproctitle)
+            mt = re.search(r":(\d+)", " ".join(argv))
+            port = mt.group(1) if mt else str(p.pid)
+            flavour = "valkey" if p.comm.startswith("valkey") else "redis"
+            ver = _version(procs.sr, p.pid, r"v=(\S+)", p.comm)
+            inst = Instance(self.name, f"{flavour}:{port}", f"{flavour} (port {port}, pid {p.pid})",
+                            True, pid=p.pid, owner=procs.user(p.uid), version=ver,
+                            settings={"flavour": flavour, "port": port})
+            _observe(inst, p, host)
+            out.append(inst)
+        return out
+
+    def uses_pool(self, inst: Instance, profile: Profile) -> bool:
+        return False
+
+    def thp_needs(self, inst: Instance, profile: Profile) -> dict[str, tuple[set[str], str]]:
+        return {"enabled": ({"madvise", "never"},
+                            f"{inst.id}: Redis advises against THP always (latency, fork "
+                            "copy-on-write)")}
+
+    def findings(self, inst: Instance, host: HostFacts, profile: Profile) -> list[Finding]:
+        en = host.thp.enabled.value
+        if en != "always":
+            return [Finding("ok", "redis.thp.ok", f"THP enabled={en} suits Redis",
+                            "Redis only objects to always.", f"enabled={en}",
+                            "redis.io, Diagnosing latency issues", inst.id)]
+        off = inst.private.get("thp_enabled") == "0"
+        return [Finding(
+            "info" if off else "warn", "redis.thp.always",
+            "THP is always" + (" (Redis turned it off for itself)" if off else ""),
+            "THP always makes fork-based persistence (BGSAVE, AOF rewrite) copy 2 MiB pages and "
+            "adds latency spikes; set enabled=madvise." + (
+                " This Redis disabled THP for its own process (disable-thp yes), but the "
+                "host setting still affects its forks' neighbours." if off else ""),
+            f"enabled=always; AnonHugePages "
+            f"{fmt_bytes((inst.private.get('anon_huge_kb') or 0) * 1024)}",
+            "redis.io, Diagnosing latency issues", inst.id)]
+
+
+class MongoEngine(Engine):
+    name = "mongodb"
+    description = "MongoDB (THP guidance: >= 8.0 always + defer+madvise; <= 7.0 never)"
+    process_names = ("mongod",)
+
+    def discover(self, host: HostFacts, procs: ProcTable, targets: Targets) -> list[Instance]:
+        out = []
+        for p in procs.by_name(*self.process_names):
+            argv = p.cmdline
+            if not argv:
+                continue
+            mt = re.search(r"--port[= ](\d+)", " ".join(argv))
+            port = mt.group(1) if mt else "27017"
+            ver = _version(procs.sr, p.pid, r"db version v(\S+)", "mongod")
+            inst = Instance(self.name, f"mongodb:{port}", f"mongod (port {port}, pid {p.pid})",
+                            True, pid=p.pid, owner=procs.user(p.uid), version=ver,
+                            settings={"port": port})
+            _observe(inst, p, host)
+            out.append(inst)
+        return out
+
+    def uses_pool(self, inst: Instance, profile: Profile) -> bool:
+        return False
+
+    @staticmethod
+    def modern(inst: Instance) -> bool | None:
+        v = _vt(inst.version)
+        return None if not v else v >= (8, 0)
+
+    def thp_needs(self, inst: Instance, profile: Profile) -> dict[str, tuple[set[str], str]]:
+        m = self.modern(inst)
+        if m is None:
+            return {}
+        if m:
+            return {"enabled": ({"always"}, f"{inst.id}: MongoDB >= 8.0 wants THP always"),
+                    "defrag": ({"defer+madvise"},
+                               f"{inst.id}: MongoDB >= 8.0 wants defrag defer+madvise")}
+        return {"enabled": ({"never", "madvise"},
+                            f"{inst.id}: MongoDB <= 7.0 wants THP off (madvise: it never asks)")}
+
+    def findings(self, inst: Instance, host: HostFacts, profile: Profile) -> list[Finding]:
+        t = host.thp
+        m = self.modern(inst)
+        src8 = "MongoDB 8.0 Production Notes, Enable Transparent Huge Pages"
+        src7 = "MongoDB 7.0 Production Notes, Disable Transparent Huge Pages"
+        if m is None:
+            return [Finding("info", "mongodb.version.unknown", "MongoDB version unknown",
+                            "THP advice differs: >= 8.0 always, <= 7.0 never.", "", src8,
+                            inst.id)]
+        f = []
+        if m:
+            ptes = t.khugepaged.get("max_ptes_none")
+            bad = [f"{k}={v}" for k, v, want in (("enabled", t.enabled.value, "always"),
+                                                 ("defrag", t.defrag.value, "defer+madvise"))
+                   if v != want]
+            if ptes not in (None, 0):
+                bad.append(f"khugepaged/max_ptes_none={ptes}")
+            f.append(Finding(
+                "warn" if bad else "ok", "mongodb.thp",
+                "THP as MongoDB >= 8.0 wants it" if not bad else
+                "THP is not as MongoDB >= 8.0 wants it",
+                "Its TCMalloc uses per-CPU caches backed by THP: enabled=always, "
+                "defrag=defer+madvise, khugepaged max_ptes_none=0 (the last is not set by "
+                "hpadvise: echo 0 > /sys/kernel/mm/transparent_hugepage/khugepaged/"
+                "max_ptes_none).", ", ".join(bad) or "as advised", src8, inst.id))
+        else:
+            ok = t.enabled.value in ("never", "madvise")
+            f.append(Finding(
+                "ok" if ok else "warn", "mongodb.thp",
+                f"THP enabled={t.enabled.value} " + ("suits" if ok else "does not suit")
+                + " MongoDB <= 7.0", "MongoDB before 8.0 performs worse with THP; disable it.",
+                f"enabled={t.enabled.value}", src7, inst.id))
+        return f

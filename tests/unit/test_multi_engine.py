@@ -1,0 +1,118 @@
+"""One plan for a host that runs several engines: THP needs resolved against the profile and
+each other, Redis/MongoDB discovered from /proc, JVM flag parsing."""
+
+import dataclasses
+
+from hpadvise import host, plan, profiles
+from hpadvise.engines import Instance, registry
+from hpadvise.plugins import jvm, kv
+from hpadvise.procs import ProcTable
+from hpadvise.sysroot import SysRoot
+
+
+def facts(hosts, state):
+    return host.collect(SysRoot(hosts / state))
+
+
+def prof(name="oltp"):
+    return profiles.load(name, registry.profile_schemas())
+
+
+def _inst(engine, iid, version=None):
+    return Instance(engine, iid, iid, True, pid=1, version=version)
+
+
+ENGINES = {"redis": kv.RedisEngine(), "mongodb": kv.MongoEngine()}
+
+
+def _thp_changes(r):
+    return {c.target.split("/")[1]: c.recommended for c in r.changes if c.kind == "thp"}
+
+
+def test_mongodb8_alone_gets_always_with_an_explanation(hosts):
+    f = facts(hosts, "no-pools")  # THP enabled=madvise, defrag=madvise
+    r = plan.build(f, [_inst("mongodb", "mongodb:27017", "8.0.4")], prof(), ENGINES)
+    assert _thp_changes(r) == {"enabled": "always", "defrag": "defer+madvise"}
+    res = [x for x in r.findings if x.code == "thp.resolved"]
+    assert {x.title.split(":")[0] for x in res} == {"THP enabled", "THP defrag"}
+    assert all("MongoDB >= 8.0" in x.evidence for x in res)
+
+
+def test_mongodb8_with_redis_is_a_conflict_kept_to_the_profile(hosts):
+    f = facts(hosts, "thp-always")
+    insts = [_inst("mongodb", "mongodb:27017", "8.0.4"), _inst("redis", "redis:6379", "7.0.15")]
+    r = plan.build(f, insts, prof(), ENGINES)
+    conflict = [x for x in r.findings if x.code == "thp.conflict"]
+    assert conflict and "redis:6379" in conflict[0].evidence and \
+        "mongodb:27017" in conflict[0].evidence
+    assert _thp_changes(r)["enabled"] == "madvise"  # the profile's value
+    assert any(x.code == "redis.thp.always" and x.severity == "warn" for x in r.findings)
+
+
+def test_old_mongodb_and_redis_agree_with_the_profile(hosts):
+    f = facts(hosts, "thp-always")
+    insts = [_inst("mongodb", "mongodb:27017", "7.0.12"), _inst("redis", "redis:6379")]
+    r = plan.build(f, insts, prof(), ENGINES)
+    assert not [x for x in r.findings if x.code in ("thp.conflict", "thp.resolved")]
+    assert _thp_changes(r)["enabled"] == "madvise"
+    assert any(x.code == "mongodb.thp" and x.severity == "warn" for x in r.findings)
+
+
+def _proc(tmp_path, pid, comm, argv, extra_status=""):
+    d = tmp_path / "proc" / str(pid)
+    d.mkdir(parents=True)
+    (d / "comm").write_text(comm + "\n")
+    (d / "cmdline").write_text("\0".join(argv) + "\0")
+    (d / "status").write_text(f"Name:\t{comm}\nPPid:\t1\nUid:\t0\t0\t0\t0\nVmPTE:\t 64 kB\n"
+                              + extra_status)
+    (d / "smaps").write_text("00400000-00600000 rw-p 00000000 00:00 0 \nSize:  2048 kB\n"
+                             "KernelPageSize: 4 kB\nAnonHugePages:  2048 kB\n")
+    (tmp_path / "etc").mkdir(exist_ok=True)
+    (tmp_path / "etc" / "passwd").write_text("root:x:0:0::/root:/bin/sh\n")
+
+
+def test_discovery_from_a_proc_tree(tmp_path, hosts):
+    _proc(tmp_path, 4242, "redis-server", ["redis-server 127.0.0.1:6380"], "THP_enabled:\t0\n")
+    _proc(tmp_path, 4343, "mongod", ["/usr/bin/mongod", "--port", "27018", "--config", "/x"])
+    sr = SysRoot(tmp_path)
+    f = facts(hosts, "thp-always")
+    procs = ProcTable(sr)
+    (r,) = kv.RedisEngine().discover(f, procs, None)
+    assert r.id == "redis:6380" and r.backing == "thp" and r.private["thp_enabled"] == "0"
+    (m,) = kv.MongoEngine().discover(f, procs, None)
+    assert m.id == "mongodb:27018" and m.version is None  # offline: no binary to ask
+    assert [x.code for x in kv.MongoEngine().findings(m, f, prof())] == ["mongodb.version.unknown"]
+    fr = kv.RedisEngine().findings(r, f, prof())
+    assert fr[0].code == "redis.thp.always" and fr[0].severity == "info"  # it disabled THP
+
+
+def test_jvm_flag_precedence_and_reservations(tmp_path):
+    f = jvm.JvmFlags()
+    for a in ["-Xmx1g", "-XX:+UseLargePages", "-XX:-UseLargePages", "-XX:MaxHeapSize=2g",
+              "-XX:+UseParallelGC", "-XX:ReservedCodeCacheSize=64m"]:
+        f.apply(a)
+    assert f.xmx == 2 << 30 and f.large_pages is False and f.gc == "Parallel"
+    assert f.contradictions == ["UseLargePages"] and f.code_cache == 64 << 20
+    page = 2 << 20
+    g1 = jvm.JvmFlags()
+    res = dict(jvm.reservations(g1, 1 << 30, 17, page, True))
+    # OpenJDK 17 G1, -Xmx1g: 1 GiB heap, 240 MiB code cache, 3 x heap/512, 2 x heap/64
+    assert sum(-(-b // page) for b in res.values()) == 512 + 120 + 3 + 16
+    assert len([k for k in res if k.startswith("mark bitmap")]) == 2
+    res21 = dict(jvm.reservations(g1, 1 << 30, 21, page, True))
+    assert len([k for k in res21 if k.startswith("mark bitmap")]) == 1
+    assert jvm.parse_jsize("512m") == 512 << 20 and jvm.parse_jsize("x") is None
+    (tmp_path / "args").write_text("# comment\n-Xmx3g '-Dx=a b'\n")
+    notes: list[str] = []
+    out = jvm.expand_argfiles(SysRoot("/"), ("-server", f"@{tmp_path}/args", "@/nonexistent"),
+                              None, notes)
+    assert out == ["-server", "-Xmx3g", "-Dx=a b"] and "unreadable" in notes[0]
+
+
+def test_profiles_for_mixed_hosts_load():
+    for name in ("oltp", "mixed", "jvm", "kvm-host"):
+        p = prof(name)
+        assert p.name == name and p.description
+    assert prof("jvm").engine("jvm")["mode"] == "static"
+    assert prof("mixed").engine("jvm")["mode"] == "thp"
+    assert dataclasses.asdict(prof("kvm-host"))["gigantic"] == "prefer"

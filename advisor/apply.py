@@ -60,22 +60,29 @@ class Result:
     status: str  # ok | nothing | shortfall | restart-failed | failed
 
 
-def select_instances(report: Report, engines: list[str], wanted: str | None,
+def select_instances(report: Report, engines: list[str], wanted: str | list[str] | None,
                      ask: Callable[[list[Instance]], Instance] | None) -> list[Instance]:
-    """The instances apply acts on: by ID, data directory or port; ask when several match."""
+    """The instances apply acts on: by ID, data directory or port (several may be named);
+    with several engines and none named, every instance of them (one plan for the host);
+    with one engine and several instances, ask (or refuse without a terminal)."""
     cands = [i for i in report.instances if i.engine in engines]
-    if wanted:
-        def match(i: Instance) -> bool:
+    names = [wanted] if isinstance(wanted, str) else list(wanted or [])
+    if names:
+        def match(i: Instance, w: str) -> bool:
             s = i.settings
-            return wanted in (i.id, str(s.get("port", "")), s.get("data_directory"),
-                              i.id.split(":", 1)[-1]) or (
-                os.path.realpath(wanted) == os.path.realpath(s.get("data_directory") or "\0"))
-        found = [i for i in cands if match(i)]
-        if not found:
-            known = ", ".join(i.id for i in cands) or "none found"
-            raise InputError(f"no {'/'.join(engines)} instance {wanted!r} (instances: {known})")
-        return found[:1]
-    if len(cands) > 1:
+            return w in (i.id, str(s.get("port", "")), s.get("data_directory"),
+                         i.id.split(":", 1)[-1]) or (
+                os.path.realpath(w) == os.path.realpath(s.get("data_directory") or "\0"))
+        out: list[Instance] = []
+        for w in names:
+            found = [i for i in cands if match(i, w)]
+            if not found:
+                known = ", ".join(i.id for i in cands) or "none found"
+                raise InputError(f"no {'/'.join(engines)} instance {w!r} (instances: {known})")
+            if found[0] not in out:
+                out.append(found[0])
+        return out
+    if len(cands) > 1 and len(engines) == 1:
         if ask is None:
             raise InputError(f"{len(cands)} instances found ({', '.join(i.id for i in cands)}); "
                              "name one with --instance")

@@ -107,9 +107,11 @@ def snapshot(
 
 @app.command()
 def apply(
-    db: Annotated[list[str], typer.Option(help="Engine(s) to apply for (repeatable), or all.")],
-    instance: Annotated[Optional[str], typer.Option(
-        help="Instance ID as `check` shows it, a data directory or a port.")] = None,
+    db: Annotated[list[str], typer.Option(
+        help="Engine(s) to apply for (repeatable), or all: one plan for every instance of them.")],
+    instance: Annotated[Optional[list[str]], typer.Option(
+        help="Instance ID as `check` shows it, a data directory or a port (repeatable).")]
+    = None,
     profile: Annotated[str, typer.Option(help="Profile name or .toml path.")] = "oltp",
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show the changes and stop.")]
     = False,
@@ -140,6 +142,10 @@ def apply(
       hpadvise apply --db postgres --instance 5432 --restart --yes
 
       hpadvise apply --db postgres --print-script > hugepages.sh   # not root? hand it over
+
+      hpadvise apply --db all --profile mixed --dry-run   # one plan for every engine found
+
+      hpadvise apply --db postgres --db jvm --instance 5432 --instance jvm:4242 --restart
     """
     import os
 
@@ -186,8 +192,8 @@ def apply(
             raise InputError("no terminal to confirm on: add --yes to apply without asking")
         if not typer.confirm("Apply these changes?", default=False):
             raise typer.Exit(1)
-    argv = ["apply", "--db", *names] + (["--instance", instance] if instance else []) + \
-        (["--restart"] if restart else [])
+    argv = ["apply", "--db", *names] + [a for i in instance or () for a in ("--instance", i)] \
+        + (["--restart"] if restart else [])
     result = ap_mod.execute(plan, jr.journal_dir(journal_dir),
                             {"argv": argv, "instances": [i.id for i in selected],
                              "profile": report.profile.name},

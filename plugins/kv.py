@@ -59,6 +59,8 @@ def _observe(inst: Instance, p: Proc, host: HostFacts) -> None:
 
 
 class RedisEngine(Engine):
+    """Redis / Valkey: no static pages; THP must not be `always` (latency spikes, copy-on-write
+    blowup at fork). Its needs join the host's one THP plan."""
     name = "redis"
     description = "Redis / Valkey (THP guidance only: not `always`)"
     process_names = ("redis-server", "valkey-server")
@@ -109,6 +111,8 @@ class RedisEngine(Engine):
 
 
 class MongoEngine(Engine):
+    """MongoDB: no static pages; THP per version (>= 8.0: always, defrag defer+madvise,
+    max_ptes_none 0; <= 7.0: never). Its needs join the host's one THP plan."""
     name = "mongodb"
     description = "MongoDB (THP guidance: >= 8.0 always + defer+madvise; <= 7.0 never)"
     process_names = ("mongod",)

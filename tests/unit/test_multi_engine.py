@@ -116,3 +116,22 @@ def test_profiles_for_mixed_hosts_load():
     assert prof("jvm").engine("jvm")["mode"] == "static"
     assert prof("mixed").engine("jvm")["mode"] == "thp"
     assert dataclasses.asdict(prof("kvm-host"))["gigantic"] == "prefer"
+
+
+def test_qemu_guest_sized_on_1g_pages_with_kvm_host(tmp_path, hosts):
+    from hpadvise.plugins import qemu
+    argv = ["/usr/bin/qemu-system-x86_64", "-name", "guest=db1,debug-threads=on", "-m",
+            "size=16777216k,slots=16,maxmem=33554432k", "-object",
+            "memory-backend-file,id=ram-node0,mem-path=/dev/hugepages/libvirt/qemu,"
+            "share=yes,size=17179869184"]
+    _proc(tmp_path, 777, "qemu-system-x86", argv)
+    f = facts(hosts, "pool-1g")
+    (g,) = qemu.QemuEngine().discover(f, ProcTable(SysRoot(tmp_path)), None)
+    assert g.id == "qemu:db1" and g.settings["hugepages_backing"] is True
+    assert g.demand.pages[1048576] == 16 and g.demand.pages[2048] == 8192
+    if f.supports_1g:
+        r = plan.build(f, [g], prof("kvm-host"), {"qemu": qemu.QemuEngine()})
+        assert [p.size_kb for p in r.pools] == [1048576]
+        assert r.pools[0].demand_pages == 16
+    assert qemu.guest_memory(("qemu-kvm", "-m", "4096"))[0] == [4096 << 20]
+    assert qemu.guest_memory(("qemu-kvm", "-m", "4G"))[0] == [4 << 30]

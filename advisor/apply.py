@@ -110,10 +110,15 @@ def prepare(report: Report, engines: dict[str, Engine], *, restart: bool, persis
         if pp.target_pages > (pp.current_pages or 0):
             ap.steps.append(Step(Compact(f"{sys_root}/proc/sys/vm/compact_memory"), True,
                                  "free contiguous memory first", "runtime", old=None))
-        ap.steps.append(Step(Pool(pp.size_kb, root=sys_root), pp.target_pages,
-                             next((c.reason for c in report.changes
-                                   if c.target == f"hugepages-{pp.size_kb}kB/nr_hugepages"), ""),
-                             "runtime"))
+        why = next((c.reason for c in report.changes
+                    if c.target == f"hugepages-{pp.size_kb}kB/nr_hugepages"), "")
+        if pp.per_node:  # NUMA: each node's pool, read back per node
+            for node, pages in pp.per_node:
+                ap.steps.append(Step(Pool(pp.size_kb, node=node, root=sys_root), pages,
+                                     why or "per-node pool", "runtime"))
+        else:
+            ap.steps.append(Step(Pool(pp.size_kb, root=sys_root), pp.target_pages, why,
+                                 "runtime"))
     # 2. THP
     for c in report.changes:
         if c.kind == "thp":
@@ -169,7 +174,10 @@ def _persist(ap: ApplyPlan, root: str) -> None:
     boot: list[tuple[str, str]] = []  # (sysfs path, value) that are not sysctls
     sysctl_lines = []
     for pp in report.pools:
-        if pp.size_kb == host.default_hugepage_kb:
+        if pp.per_node:  # not expressible as a sysctl: per-node files at boot
+            boot += [(f"/sys/devices/system/node/node{n}/hugepages/hugepages-{pp.size_kb}kB/"
+                      "nr_hugepages", str(k)) for n, k in pp.per_node]
+        elif pp.size_kb == host.default_hugepage_kb:
             # vm.nr_hugepages is the default size's pool (Documentation/admin-guide/sysctl/vm.rst)
             sysctl_lines.append(f"vm.nr_hugepages = {pp.target_pages}")
         else:
@@ -229,14 +237,19 @@ def grub_cmdline(text: str, boot: list[tuple[str, str]]) -> tuple[str, list[tupl
     returns the new file text and what the command line cannot express."""
     params, left = [], []
     gig = []
+    per_node: dict[int, list[str]] = {}
     for path, v in boot:
-        if path in _CMDLINE_FOR:
+        if (mn := re.search(r"node(\d+)/hugepages/hugepages-(\d+)kB/nr_hugepages$", path)):
+            # kernel-parameters.txt, hugepages=: node format <node>:<integer>[,...]
+            per_node.setdefault(int(mn.group(2)), []).append(f"{mn.group(1)}:{v}")
+        elif path in _CMDLINE_FOR:
             params.append(f"{_CMDLINE_FOR[path]}={v}")
         elif (mt := re.search(r"hugepages-(\d+)kB/nr_hugepages$", path)):
             size = int(mt.group(1))
             gig.append((size, v))
         else:
             left.append((path, v))
+    gig += [(size, ",".join(v)) for size, v in sorted(per_node.items())]
     mt = re.search(r'^GRUB_CMDLINE_LINUX="([^"]*)"', text, re.M)
     words = mt.group(1).split() if mt else []
     keys = {p.split("=")[0] for p in params}

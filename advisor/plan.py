@@ -5,12 +5,13 @@ The plan is data (PoolPlan, Change): `check` renders it, `apply` will execute it
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 from .engines import Change, Engine, Finding, Instance
 from .host import HostFacts
 from .profiles import Profile
-from .sizing import PoolPlan, commit_limit_kb, fmt_bytes, fmt_page, headroom
+from .sizing import PoolPlan, commit_limit_kb, fmt_bytes, fmt_page, headroom, spread
 
 SCHEMA_VERSION = 1
 TRANSHUGE = "Documentation/admin-guide/mm/transhuge.rst"
@@ -102,6 +103,7 @@ def _pools(r: Report, chosen: dict[str, int]) -> None:
         pp = PoolPlan(size_kb, pool.persistent_pages if pool else None, demand,
                       headroom(demand, profile.headroom_pct, profile.headroom_min_pages),
                       max(0, claimed - held), tuple(i.id for i in insts))
+        pp = _per_node(r, pp, insts, pool)
         r.pools.append(pp)
         if pp.current_pages != pp.target_pages:
             parts = [f"{demand} for {', '.join(pp.instances)}"]
@@ -143,6 +145,39 @@ def _pools(r: Report, chosen: dict[str, int]) -> None:
                 "private memory and the kernel. Lower the database's memory settings or add RAM.",
                 msg, f"profile {profile.name}: pool.os_floor / os_floor_pct"))
         _commit_limit(r, pool_kb)
+
+
+def _per_node(r: Report, pp: PoolPlan, insts: list[Instance], pool) -> PoolPlan:
+    """On a multi-node host with instances bound to one node (cpuset.mems, numactl --membind),
+    plan each node's pool: their demand on their node, the unbound demand and the headroom
+    spread as the kernel spreads a global pool, and pages others hold where they hold them.
+    hugetlb pages come from the allocating task's allowed nodes only (hugetlbpage.rst), so a
+    bound instance needs its pages on its own node."""
+    nodes = r.host.numa_nodes
+    if len(nodes) < 2 or not any(i.demand.node is not None for i in insts):
+        return pp
+    target = {n: 0 for n in nodes}
+    unbound = pp.headroom_pages + pp.foreign_pages
+    for i in insts:
+        n = i.demand.node
+        if n in target:
+            target[n] += i.demand.pages[pp.size_kb]
+        else:
+            unbound += i.demand.pages[pp.size_kb]
+    for n, k in spread(unbound, nodes).items():
+        target[n] += k
+    # never below what is in use on a node now (those pages would only turn surplus)
+    for np_ in (pool.nodes if pool is not None else ()):
+        if np_.node in target and np_.nr_pages is not None and np_.free_pages is not None:
+            target[np_.node] = max(target[np_.node], np_.nr_pages - np_.free_pages)
+    bound = [f"{i.id} on node {i.demand.node}" for i in insts if i.demand.node is not None]
+    r.findings.append(Finding(
+        "info", "pool.per_node", f"{fmt_page(pp.size_kb)} pool planned per NUMA node",
+        "Instances bound to a node take huge pages from that node only; a global count would "
+        "spread the pages evenly and leave a bound instance short.",
+        ", ".join(bound) + "; per node: " + ", ".join(f"node{n}={k}" for n, k in target.items()),
+        HUGETLBPAGE))
+    return dataclasses.replace(pp, per_node=tuple(sorted(target.items())))
 
 
 def _cg_size(size_kb: int) -> str:
@@ -316,6 +351,19 @@ def inspect(sr, profile_name: str = "oltp", targets=None, engine_names=None) -> 
     instances: list[Instance] = []
     for eng in engines.values():
         instances.extend(eng.discover(facts, procs, targets or Targets()))
+    if len(facts.numa_nodes) > 1:
+        _bind_nodes(facts, procs, instances)
     report = build(facts, instances, profile, engines)
     report.notes = [str(n) for n in sr.notes]
     return report
+
+
+def _bind_nodes(host: HostFacts, procs, instances: list[Instance]) -> None:
+    """An instance whose process may allocate from one node only gets its demand there."""
+    from .procs import Proc
+    for inst in instances:
+        if inst.demand is None or inst.pid is None or inst.demand.node is not None:
+            continue
+        allowed = Proc(procs.sr, inst.pid).mems_allowed
+        if allowed and len(allowed) == 1 and allowed[0] in host.numa_nodes:
+            inst.demand = dataclasses.replace(inst.demand, node=allowed[0])

@@ -96,6 +96,20 @@ class Proc:
         return int(v.split()[0]) if v else None
 
     @property
+    def mems_allowed(self) -> tuple[int, ...] | None:
+        """NUMA nodes the process may allocate from (cpuset.mems / numactl --membind):
+        "Mems_allowed_list: 0-1,3" in status (Documentation/filesystems/proc.rst)."""
+        v = self.status.get("Mems_allowed_list")
+        if not v:
+            return None
+        out: list[int] = []
+        for part in v.split(","):
+            a, _, b = part.strip().partition("-")
+            if a.isdigit():
+                out += range(int(a), int(b or a) + 1)
+        return tuple(out)
+
+    @property
     def vm_pte_kb(self) -> int | None:
         return kb(self.status.get("VmPTE"))
 

@@ -62,6 +62,9 @@ class PoolPlan:
     headroom_pages: int
     foreign_pages: int  # pages held or reserved by processes hpadvise does not manage
     instances: tuple[str, ...]
+    # NUMA: (node, pages) when the pool is planned per node (instances bound to nodes);
+    # empty = one global pool the kernel spreads over the nodes.
+    per_node: tuple[tuple[int, int], ...] = ()
 
     @property
     def target_pages(self) -> int:
@@ -70,6 +73,14 @@ class PoolPlan:
     @property
     def target_bytes(self) -> int:
         return self.target_pages * self.size_kb * 1024
+
+
+def spread(pages: int, nodes: tuple[int, ...]) -> dict[int, int]:
+    """Pages split over nodes as the kernel's global nr_hugepages write does (round-robin over
+    the nodes with memory, hugetlbpage.rst "Interaction of Task Memory Policy"): lower nodes
+    get the remainder."""
+    n = len(nodes)
+    return {node: pages // n + (1 if i < pages % n else 0) for i, node in enumerate(nodes)}
 
 
 def headroom(pages: int, pct: float, min_pages: int) -> int:

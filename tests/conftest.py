@@ -1,4 +1,6 @@
 import os
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -78,3 +80,49 @@ def pg_factory():
     finally:
         for c in made:
             c.destroy()
+
+
+JAVA_SRC = Path(__file__).resolve().parent / "fixtures" / "java" / "Idle.java"
+
+
+@pytest.fixture(scope="session")
+def classes(tmp_path_factory):
+    """Idle.java compiled once: a JVM that touches 64 MiB of heap and waits."""
+    if not shutil.which("javac"):
+        pytest.fail("javac not found: run scripts/test.sh, which installs a JDK")
+    d = tmp_path_factory.mktemp("java")
+    os.chmod(d, 0o755)
+    subprocess.run(["javac", "-d", str(d), str(JAVA_SRC)], check=True)
+    return d
+
+
+@pytest.fixture
+def java(classes):
+    procs = []
+
+    def start(*flags, env=None, user=None):
+        kw = {}
+        if user:
+            import pwd
+            pw = pwd.getpwnam(user)
+            kw = dict(user=pw.pw_uid, group=pw.pw_gid, extra_groups=[])
+        p = subprocess.Popen(["java", *flags, "-cp", str(classes), "Idle"], cwd="/",
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             env={**os.environ, **(env or {})}, **kw)
+        procs.append(p)
+        before = []
+        while True:  # the JVM's own notes and warnings come before our "ready"
+            line = p.stdout.readline()
+            assert line, "java exited: " + "".join(before)
+            if line.startswith("ready"):
+                break
+            before.append(line)
+        p.first = "".join(before)
+        return p
+
+    yield start
+    for p in procs:
+        p.kill()
+        p.wait()
+
+

@@ -2,8 +2,6 @@
 hugetlb, every page used; THP under madvise; and the flag sources and bad flags it must read."""
 
 import os
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -11,47 +9,6 @@ import pytest
 from support import check_json, run_cli
 
 pytestmark = pytest.mark.integration
-SRC = Path(__file__).resolve().parent.parent / "fixtures" / "java" / "Idle.java"
-
-
-@pytest.fixture(scope="module")
-def classes(tmp_path_factory):
-    if not shutil.which("javac"):
-        pytest.fail("javac not found: run scripts/test.sh, which installs a JDK")
-    d = tmp_path_factory.mktemp("java")
-    os.chmod(d, 0o755)
-    subprocess.run(["javac", "-d", str(d), str(SRC)], check=True)
-    return d
-
-
-@pytest.fixture
-def java(classes):
-    procs = []
-
-    def start(*flags, env=None, user=None):
-        kw = {}
-        if user:
-            import pwd
-            pw = pwd.getpwnam(user)
-            kw = dict(user=pw.pw_uid, group=pw.pw_gid, extra_groups=[])
-        p = subprocess.Popen(["java", *flags, "-cp", str(classes), "Idle"], cwd="/",
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                             env={**os.environ, **(env or {})}, **kw)
-        procs.append(p)
-        before = []
-        while True:  # the JVM's own notes and warnings come before our "ready"
-            line = p.stdout.readline()
-            assert line, "java exited: " + "".join(before)
-            if line.startswith("ready"):
-                break
-            before.append(line)
-        p.first = "".join(before)
-        return p
-
-    yield start
-    for p in procs:
-        p.kill()
-        p.wait()
 
 
 def _jvm(report, pid):
@@ -136,11 +93,8 @@ def test_flag_sources_and_bad_flags(java, tmp_path):
 def test_apply_prints_flags_and_reserves(java, knobs, tmp_path):
     knobs.pool(2048, 0)
     p = java("-Xmx256m", "-Xms128m")
-    prof = tmp_path / "static.toml"
-    prof.write_text(Path(__file__).resolve().parents[2].joinpath("profiles", "oltp.toml")
-                    .read_text().replace("[postgres]", "[jvm]\nmode = \"static\"\n\n[postgres]"))
     env = {"HPADVISE_JOURNAL_DIR": str(tmp_path / "j")}
-    r = run_cli("apply", "--db", "jvm", "--instance", f"jvm:{p.pid}", "--profile", str(prof),
+    r = run_cli("apply", "--db", "jvm", "--instance", f"jvm:{p.pid}", "--profile", "jvm",
                 "--yes", "--no-persist", env=env)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "-XX:+UseLargePages" in r.stdout and "-Xms256m" in r.stdout

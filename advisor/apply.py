@@ -70,9 +70,9 @@ def select_instances(report: Report, engines: list[str], wanted: str | list[str]
     if names:
         def match(i: Instance, w: str) -> bool:
             s = i.settings
-            return w in (i.id, str(s.get("port", "")), s.get("data_directory"),
-                         i.id.split(":", 1)[-1]) or (
-                os.path.realpath(w) == os.path.realpath(s.get("data_directory") or "\0"))
+            dd = s.get("data_directory")
+            return w in (i.id, str(s.get("port", "")), dd, i.id.split(":", 1)[-1]) or (
+                bool(dd) and os.path.realpath(w) == os.path.realpath(dd))
         out: list[Instance] = []
         for w in names:
             found = [i for i in cands if match(i, w)]

@@ -266,3 +266,36 @@ def test_without_restart_it_says_a_restart_is_needed(pg_factory, knobs, dirs):
     codes = [f["code"] for f in report["findings"] if f["instance"] == i["id"]]
     assert "pg.pending_restart" in codes, (codes, i["settings"])
     assert rollback(j).returncode == 0
+
+
+def test_gigantic_pages_end_to_end(pg_factory, knobs, dirs, tmp_path):
+    """A profile that prefers 1 GiB pages: apply sets huge_page_size=1GB, allocates the 1 GiB
+    pool at runtime, persists it as hugepagesz=1G hugepages=N on the kernel command line,
+    restarts onto 1 GiB pages; rollback undoes all of it."""
+    j, p = dirs
+    (p / "etc/default").mkdir(parents=True)
+    (p / "etc/default/grub").write_text('GRUB_CMDLINE_LINUX="quiet"\n')
+    prof = tmp_path / "giga.toml"
+    prof.write_text(Path(__file__).resolve().parents[2].joinpath("profiles", "oltp.toml")
+                    .read_text().replace('gigantic = "auto"', 'gigantic = "prefer"')
+                    .replace('gigantic_min = "32GiB"', 'gigantic_min = "1GiB"')
+                    .replace("gigantic_max_waste_pct = 3", "gigantic_max_waste_pct = 100"))
+    knobs.pool(1048576, 0)
+    c = pg_factory({"shared_buffers": "1GB", "huge_pages": "try"})
+    c.start()
+    before = host_state(c, p)
+    r = apply(c, j, p, "--restart", "--profile", str(prof))
+    assert r.returncode == 0, r.stderr + r.stdout
+    assert "huge_page_size" in r.stdout
+    report, _ = check_json()
+    i = instance(report, c.datadir)
+    assert i["backing"] == "hugetlb" and i["backing_page_kb"] == 1048576
+    assert i["settings"]["huge_page_size"] in ("1GB", "1048576kB")
+    nr1g = int(Path("/sys/kernel/mm/hugepages/hugepages-1048576kB/nr_hugepages").read_text())
+    # PostgreSQL's own count for its 1 GiB pages, plus the profile's headroom (1%, >= 1 page)
+    assert nr1g - 1 <= int(c.psql("SHOW shared_memory_size_in_huge_pages")) <= nr1g
+    grub = (p / "etc/default/grub").read_text()
+    assert f"hugepagesz=1G hugepages={nr1g}" in grub and "default_hugepagesz" not in grub
+    r = rollback(j)
+    assert r.returncode == 0, r.stderr + r.stdout
+    assert host_state(c, p) == before

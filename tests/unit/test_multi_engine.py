@@ -135,3 +135,23 @@ def test_qemu_guest_sized_on_1g_pages_with_kvm_host(tmp_path, hosts):
         assert r.pools[0].demand_pages == 16
     assert qemu.guest_memory(("qemu-kvm", "-m", "4096"))[0] == [4096 << 20]
     assert qemu.guest_memory(("qemu-kvm", "-m", "4G"))[0] == [4 << 30]
+
+
+def test_jvm_named_by_main_class_and_survives_a_vanishing_process(tmp_path, hosts):
+    argv = ["/usr/bin/java", "-Xms4g", "-Xmx4g", "-cp", "/opt/cassandra/lib/*",
+            "org.apache.cassandra.service.CassandraDaemon", "-f"]
+    _proc(tmp_path, 555, "java", argv)
+    # a JVM that exited between listing and reading: comm and cmdline only
+    gone = tmp_path / "proc" / "556"
+    gone.mkdir(parents=True)
+    (gone / "comm").write_text("java\n")
+    (gone / "cmdline").write_text("java\0-Xmx1g\0Main\0")
+    f = facts(hosts, "no-pools")
+    found = {i.pid: i for i in jvm.JvmEngine().discover(f, ProcTable(SysRoot(tmp_path)), None)}
+    c = found[555]
+    assert c.label.startswith("Cassandra") and c.settings["heap_max"] == "4 GiB"
+    assert c.private["jvm"].flags.main == "org.apache.cassandra.service.CassandraDaemon"
+    g = found[556]
+    assert g.demand is not None and g.backing is None  # no smaps: nothing claimed
+    codes = {x.code for x in jvm.JvmEngine().findings(g, f, prof())}
+    assert "jvm.flags.partial" in codes  # its environment could not be read

@@ -178,6 +178,27 @@ class Pool(Action):
         _write(self.path, str(int(value)))
 
 
+class Restart(Action):
+    """Base of the engines' restart actions: the instance's spec is all it carries; there is no
+    old value to keep, and restoring means restarting again (rollback runs restarts last)."""
+    restart = True
+
+    def __init__(self, **spec):
+        self.s = spec
+
+    def spec(self) -> dict:
+        return {**self.s, "kind": self.kind}
+
+    def get(self) -> None:
+        return None
+
+    def restore(self, old=None) -> None:
+        self.set(True)
+
+    def describe(self, old, new) -> str:
+        return self.label
+
+
 class File(Action):
     """A whole file, written atomically (temp file in the same directory, fsync, rename).
     The old value is the file's bytes (base64) or None when it did not exist, so restore puts

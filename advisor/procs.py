@@ -138,6 +138,29 @@ class Proc:
         return dict(e.partition("=")[::2] for e in text.split("\0") if "=" in e)
 
 
+def proc_state(pid: int) -> str:
+    """The live process's state letter from /proc/PID/stat ("Z" zombie), "?" if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return "?"
+
+
+def systemd_unit(pid: int) -> str | None:
+    """The service unit of live `pid` when systemd is PID 1 (sd_booted: /run/systemd/system)."""
+    import os
+    if not os.path.isdir("/run/systemd/system"):
+        return None
+    try:
+        with open(f"/proc/{pid}/cgroup") as f:
+            text = f.read()
+    except OSError:
+        return None
+    mt = re.search(r"/([^/]+\.service)(?:/|$)", text)
+    return mt.group(1) if mt else None
+
+
 class ProcTable:
     def __init__(self, sr: SysRoot):
         self.sr = sr

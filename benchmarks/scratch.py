@@ -147,11 +147,8 @@ def _gone(pid: int) -> bool:
             return True
     except ChildProcessError:
         pass
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return True
-    return state in ("Z", "X")
+    from hpadvise.procs import proc_state
+    return proc_state(pid) in ("Z", "X", "?")
 
 
 class ScratchMaria:

@@ -32,11 +32,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlparse
 
-from hpadvise.actions import Action, ActionError, File
+from hpadvise.actions import Action, ActionError, File, Restart
 from hpadvise.engines import Change, Demand, Engine, Finding, Instance, Targets, redact_dsn
 from hpadvise.errors import InputError
 from hpadvise.host import HostFacts
-from hpadvise.procs import Mapping, Proc, ProcTable
+from hpadvise.procs import Mapping, Proc, ProcTable, proc_state, systemd_unit
 from hpadvise.profiles import Profile
 from hpadvise.sizing import fmt_bytes, fmt_page, pages_for
 from hpadvise.sysroot import SysRoot
@@ -537,31 +537,21 @@ class MyOption(Action):
                "(option file; needs a restart)"
 
 
-class MyRestart(Action):
+class MyRestart(Restart):
     """Restart a server and check from smaps and its error log that it got its huge pages.
     Through systemd when it is a unit; otherwise a clean shutdown (SIGTERM) and the same
     command line again as the same user (its mysqld_safe parent's, when it has one)."""
     kind = "my_restart"
-    restart = True
-
-    def __init__(self, **server):
-        self.s = server
-
-    def spec(self) -> dict:
-        return {**self.s, "kind": self.kind}
 
     @property
     def label(self) -> str:
         return f"restart mysql:{self.s.get('datadir')}"
 
-    def get(self) -> None:
-        return None
-
     def _pid(self) -> int | None:
         """The server's current pid: a live (not zombie) mariadbd/mysqld with the same command
         line, or the pid we knew if it still runs."""
         live = [p for p in ProcTable(SysRoot("/")).by_name("mariadbd", "mysqld")
-                if _state(p.pid) not in ("Z", "X", "?")]
+                if proc_state(p.pid) not in ("Z", "X", "?")]
         for p in live:
             if p.cmdline and tuple(p.cmdline) == tuple(self.s["argv"]):
                 return p.pid
@@ -570,7 +560,7 @@ class MyRestart(Action):
     def set(self, value=True) -> None:
         import pwd
         pid = self._pid()
-        unit = _systemd_unit(pid) if pid else None
+        unit = systemd_unit(pid) if pid else None
         if unit:
             r = subprocess.run(["systemctl", "restart", unit], capture_output=True, text=True,
                                timeout=900)
@@ -580,7 +570,7 @@ class MyRestart(Action):
         if pid:
             os.kill(pid, signal.SIGTERM)  # mysqld shuts down cleanly on SIGTERM
             deadline = time.time() + 900
-            while os.path.exists(f"/proc/{pid}") and _state(pid) != "Z":
+            while os.path.exists(f"/proc/{pid}") and proc_state(pid) != "Z":
                 if time.time() > deadline:
                     raise ActionError(f"{self.label}: pid {pid} did not stop within 15 minutes")
                 time.sleep(0.1)
@@ -636,19 +626,6 @@ class MyRestart(Action):
         kb_ = sum(m.size_kb for m in maps)
         return True, f"{len(maps)} huge page mappings, {fmt_bytes(kb_ * 1024)}"
 
-    def restore(self, old=None) -> None:
-        self.set(True)
-
-    def describe(self, old, new) -> str:
-        return self.label
-
-
-def _state(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return "?"
-
 
 def _log_tail(path: str | None) -> str:
     if not path:
@@ -659,17 +636,6 @@ def _log_tail(path: str | None) -> str:
     except OSError:
         return ""
     return f": {lines[-1].strip()[-200:]}" if lines else ""
-
-
-def _systemd_unit(pid: int) -> str | None:
-    if not os.path.isdir("/run/systemd/system"):
-        return None
-    try:
-        text = Path(f"/proc/{pid}/cgroup").read_text()
-    except OSError:
-        return None
-    mt = re.search(r"/([^/]+\.service)(?:/|$)", text)
-    return mt.group(1) if mt else None
 
 
 # --------------------------------------------------------------------------- the engine

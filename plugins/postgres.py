@@ -22,11 +22,11 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hpadvise.actions import Action, ActionError, File
+from hpadvise.actions import Action, ActionError, File, Restart
 from hpadvise.engines import Change, Demand, Engine, Finding, Instance, Targets, redact_dsn
 from hpadvise.errors import InputError
 from hpadvise.host import HostFacts
-from hpadvise.procs import Mapping, Proc, ProcTable
+from hpadvise.procs import Mapping, Proc, ProcTable, systemd_unit
 from hpadvise.profiles import Profile
 from hpadvise.sizing import fmt_bytes, fmt_page
 from hpadvise.sysroot import SysRoot
@@ -319,32 +319,26 @@ class PgSetting(Action):
                "(ALTER SYSTEM; needs a restart)"
 
 
-class PgRestart(Action):
+class PgRestart(Restart):
     """Restart a cluster and check from smaps that shared memory landed on huge pages.
     Through the service manager when the cluster is a service (systemd unit, Debian's
     pg_ctlcluster), otherwise pg_ctl as the cluster owner."""
     kind = "pg_restart"
-    restart = True
 
-    def __init__(self, **cluster):
-        self.c = cluster
-
-    def spec(self) -> dict:
-        return {**self.c, "kind": self.kind}
+    @property
+    def c(self) -> dict:
+        return self.s
 
     @property
     def label(self) -> str:
         return f"restart postgres:{self.c.get('port') or self.c['datadir']}"
-
-    def get(self) -> None:
-        return None
 
     def command(self, log: str | None = None) -> tuple[list[str], dict]:
         """The restart command and subprocess arguments (pg_ctl logs to `log`)."""
         conf = self.c.get("config_file") or ""
         mt = re.fullmatch(r"/etc/postgresql/([^/]+)/([^/]+)/postgresql\.conf", conf)
         pid = _read_pid(self.c["datadir"])
-        unit = _systemd_unit(pid) if pid else None
+        unit = systemd_unit(pid) if pid else None
         if unit:
             return ["systemctl", "restart", unit], {}
         if mt and os.path.exists("/usr/bin/pg_ctlcluster"):
@@ -394,31 +388,12 @@ class PgRestart(Action):
             return True, f"on {fmt_page(m.kernel_page_kb)} huge pages ({m.path})"
         return False, f"shared memory on 4 KiB pages ({m.path})"
 
-    def restore(self, old=None) -> None:
-        self.set(True)
-
-    def describe(self, old, new) -> str:
-        return self.label
-
-
 def _read_pid(datadir: str) -> int | None:
     try:
         pid = int(Path(f"{datadir}/postmaster.pid").read_text().split()[0])
     except (OSError, ValueError, IndexError):
         return None
     return pid if os.path.exists(f"/proc/{pid}") else None
-
-
-def _systemd_unit(pid: int) -> str | None:
-    """The service unit of `pid` when systemd is PID 1 (sd_booted: /run/systemd/system)."""
-    if not os.path.isdir("/run/systemd/system"):
-        return None
-    try:
-        text = Path(f"/proc/{pid}/cgroup").read_text()
-    except OSError:
-        return None
-    mt = re.search(r"/([^/]+\.service)(?:/|$)", text)
-    return mt.group(1) if mt else None
 
 
 class PostgresEngine(Engine):

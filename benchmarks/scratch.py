@@ -33,6 +33,18 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def owned_tmpdir(user: str, prefix: str, base: str | None, what: str):
+    """A temp directory (0755) owned by `user`, for a scratch server run as that user."""
+    try:
+        pw = pwd.getpwnam(user)
+    except KeyError:
+        raise InputError(f"no OS user {user!r} to run {what} as") from None
+    tmp = tempfile.mkdtemp(prefix=prefix, dir=base)
+    os.chmod(tmp, 0o755)
+    os.chown(tmp, pw.pw_uid, pw.pw_gid)
+    return pw, tmp
+
+
 class ScratchCluster:
     def __init__(self, settings: dict[str, str] | None = None, user: str = "postgres",
                  base: str | None = None):
@@ -40,14 +52,8 @@ class ScratchCluster:
         if self.bindir is None:
             raise InputError("PostgreSQL server binaries not found; install the server package "
                              "(Debian: apt-get install postgresql)")
-        try:
-            self.pw = pwd.getpwnam(user)
-        except KeyError:
-            raise InputError(f"no OS user {user!r} to run PostgreSQL as") from None
+        self.pw, self.tmp = owned_tmpdir(user, "hpadvise-pg-", base, "PostgreSQL")
         self.user = user
-        self.tmp = tempfile.mkdtemp(prefix="hpadvise-pg-", dir=base)
-        os.chmod(self.tmp, 0o755)
-        os.chown(self.tmp, self.pw.pw_uid, self.pw.pw_gid)
         self.datadir = f"{self.tmp}/data"
         self.port = free_port()
         self.log = f"{self.tmp}/log"
@@ -163,14 +169,8 @@ class ScratchMaria:
         if self.server is None or install is None:
             raise InputError("MariaDB server binaries not found; install the server package "
                              "(Debian: apt-get install mariadb-server)")
-        try:
-            self.pw = pwd.getpwnam(user)
-        except KeyError:
-            raise InputError(f"no OS user {user!r} to run MariaDB as") from None
+        self.pw, self.tmp = owned_tmpdir(user, "hpadvise-my-", base, "MariaDB")
         self.user = user
-        self.tmp = tempfile.mkdtemp(prefix="hpadvise-my-", dir=base)
-        os.chmod(self.tmp, 0o755)
-        os.chown(self.tmp, self.pw.pw_uid, self.pw.pw_gid)
         self.datadir = f"{self.tmp}/data"
         self.socket = f"{self.tmp}/mysqld.sock"
         self.port = free_port()

@@ -58,6 +58,26 @@ def _observe(inst: Instance, p: Proc, host: HostFacts) -> None:
     inst.private["rss_kb"] = p.status.get("VmRSS")
 
 
+def _discover(eng: Engine, host: HostFacts, procs: ProcTable, port_re: str, default_port,
+              version_re: str, flavour) -> list[Instance]:
+    """Processes of `eng` as instances "<flavour>:<port>", with version and THP observed."""
+    out = []
+    for p in procs.by_name(*eng.process_names):
+        argv = p.cmdline
+        if not argv:  # exited while we looked
+            continue
+        mt = re.search(port_re, " ".join(argv))
+        port = mt.group(1) if mt else default_port(p)
+        fl = flavour(p)
+        ver = _version(procs.sr, p.pid, version_re, p.comm)
+        inst = Instance(eng.name, f"{fl}:{port}", f"{fl} (port {port}, pid {p.pid})", True,
+                        pid=p.pid, owner=procs.user(p.uid), version=ver,
+                        settings={"flavour": fl, "port": port})
+        _observe(inst, p, host)
+        out.append(inst)
+    return out
+
+
 class RedisEngine(Engine):
     """Redis / Valkey: no static pages; THP must not be `always` (latency spikes, copy-on-write
     blowup at fork). Its needs join the host's one THP plan."""
@@ -66,22 +86,9 @@ class RedisEngine(Engine):
     process_names = ("redis-server", "valkey-server")
 
     def discover(self, host: HostFacts, procs: ProcTable, targets: Targets) -> list[Instance]:
-        out = []
-        for p in procs.by_name(*self.process_names):
-            argv = p.cmdline
-            if not argv:
-                continue
-            # Redis sets its title to "redis-server HOST:PORT" (setproctitle)
-            mt = re.search(r":(\d+)", " ".join(argv))
-            port = mt.group(1) if mt else str(p.pid)
-            flavour = "valkey" if p.comm.startswith("valkey") else "redis"
-            ver = _version(procs.sr, p.pid, r"v=(\S+)", p.comm)
-            inst = Instance(self.name, f"{flavour}:{port}", f"{flavour} (port {port}, pid {p.pid})",
-                            True, pid=p.pid, owner=procs.user(p.uid), version=ver,
-                            settings={"flavour": flavour, "port": port})
-            _observe(inst, p, host)
-            out.append(inst)
-        return out
+        # Redis sets its title to "redis-server HOST:PORT" (setproctitle)
+        return _discover(self, host, procs, r":(\d+)", lambda p: str(p.pid), r"v=(\S+)",
+                         lambda p: "valkey" if p.comm.startswith("valkey") else "redis")
 
     def uses_pool(self, inst: Instance, profile: Profile) -> bool:
         return False
@@ -118,20 +125,8 @@ class MongoEngine(Engine):
     process_names = ("mongod",)
 
     def discover(self, host: HostFacts, procs: ProcTable, targets: Targets) -> list[Instance]:
-        out = []
-        for p in procs.by_name(*self.process_names):
-            argv = p.cmdline
-            if not argv:
-                continue
-            mt = re.search(r"--port[= ](\d+)", " ".join(argv))
-            port = mt.group(1) if mt else "27017"
-            ver = _version(procs.sr, p.pid, r"db version v(\S+)", "mongod")
-            inst = Instance(self.name, f"mongodb:{port}", f"mongod (port {port}, pid {p.pid})",
-                            True, pid=p.pid, owner=procs.user(p.uid), version=ver,
-                            settings={"port": port})
-            _observe(inst, p, host)
-            out.append(inst)
-        return out
+        return _discover(self, host, procs, r"--port[= ](\d+)", lambda p: "27017",
+                         r"db version v(\S+)", lambda p: "mongodb")
 
     def uses_pool(self, inst: Instance, profile: Profile) -> bool:
         return False

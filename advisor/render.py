@@ -148,10 +148,14 @@ def render(r: Report, console, verbose: bool = False) -> None:
               "page tables (now -> huge)")
     for i in r.instances:
         need = "?"
-        if i.demand:
+        eng = r.engines.get(i.engine)
+        pooled = eng is None or eng.uses_pool(i, r.profile)
+        if i.demand and pooled:
             d = i.demand
             need = ", ".join(f"{n} x {fmt_page(k)}" for k, n in sorted(d.pages.items())
                              if k == d.page_kb) + ("" if d.exact else " (estimate)")
+        elif not pooled:
+            need = "no pool (THP)"
         pt = "-"
         if i.page_tables_kb is not None:
             pt = f"{_kb(i.page_tables_kb)} -> ~{_kb(i.page_tables_huge_kb)}"

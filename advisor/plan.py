@@ -351,6 +351,11 @@ def inspect(sr, profile_name: str = "oltp", targets=None, engine_names=None) -> 
     instances: list[Instance] = []
     for eng in engines.values():
         instances.extend(eng.discover(facts, procs, targets or Targets()))
+    seen: set[str] = set()
+    for inst in instances:  # IDs key the plan: two servers claiming one port stay apart
+        if inst.id in seen and inst.pid:
+            inst.id = f"{inst.id}@pid{inst.pid}"
+        seen.add(inst.id)
     if len(facts.numa_nodes) > 1:
         _bind_nodes(facts, procs, instances)
     report = build(facts, instances, profile, engines)

@@ -680,11 +680,6 @@ class MySQLEngine(Engine):
         for s in servers:
             if id(s) not in used:
                 out.append(self._running(sr, procs, s, host, None))
-        seen: set[str] = set()
-        for inst in out:  # two servers on one port (one not listening): keep IDs unique
-            if inst.id in seen and inst.pid:
-                inst.id = f"{inst.id}@pid{inst.pid}"
-            seen.add(inst.id)
         return out
 
     def _from_process(self, sr: SysRoot, procs: ProcTable, p: Proc) -> Server:

@@ -12,12 +12,17 @@ from support import KernelKnobs, PgCluster, pg_bindir  # noqa: E402
 HOSTS = Path(__file__).resolve().parent / "fixtures" / "hosts"
 
 
+_LIVE = {"used": False}
+
+
 @pytest.fixture(scope="session", autouse=True)
 def machine_left_as_found():
-    """Whatever a test does, the session ends with every pool and THP knob as it began."""
+    """Whatever a test does, the session ends with every pool and THP knob as it began. Only a
+    session that ran live tests restores: a unit-test session must not write back what it saw
+    at its start over another session's (or a person's) changes made meanwhile."""
     k = KernelKnobs() if KernelKnobs.writable() else None
     yield
-    if k:
+    if k and _LIVE["used"]:
         k.restore()
 
 
@@ -32,6 +37,7 @@ def knobs():
     the process is not root or the knobs are not writable."""
     if not KernelKnobs.writable():
         pytest.skip("live kernel test: needs root and writable /proc/sys/vm/nr_hugepages")
+    _LIVE["used"] = True
     k = KernelKnobs()
     try:
         yield k

@@ -63,6 +63,23 @@ class SysRoot:
             self.recorded[p] = data
         return data.decode("utf-8", "replace")
 
+    def read_tail(self, p: str, nbytes: int, *, quiet_missing: bool = False) -> str | None:
+        """The last `nbytes` of a file that may be large (a server's error log), from a line
+        start; None like read()."""
+        try:
+            with open(self.path(p), "rb") as f:
+                size = f.seek(0, 2)
+                f.seek(max(0, size - nbytes))
+                data = f.read()
+        except OSError as exc:
+            self._fail(p, exc, quiet_missing)
+            return None
+        if size > nbytes:
+            data = data.split(b"\n", 1)[-1]
+        if self.recorded is not None:
+            self.recorded[p] = data
+        return data.decode("utf-8", "replace")
+
     def read_int(self, p: str, *, quiet_missing: bool = False) -> int | None:
         text = self.read(p, quiet_missing=quiet_missing)
         if text is None:

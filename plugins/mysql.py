@@ -443,7 +443,10 @@ def fallback_lines(sr: SysRoot, server: Server) -> list[str] | None:
     path = server.log_error
     if not path:
         return None
-    text = sr.read(path, quiet_missing=True, limit=None)
+    # The tail only: an error log can be gigabytes; startup warnings of the running process
+    # follow its "as process PID" line, which a server that has logged 8 MiB since is unlikely
+    # to have pushed out (smaps remains the evidence then).
+    text = sr.read_tail(path, 8 << 20, quiet_missing=True)
     if text is None:
         return None
     lines = text.splitlines()

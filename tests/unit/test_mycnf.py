@@ -163,3 +163,22 @@ def test_sysv_finding_only_for_versions_that_use_shm(hosts):
         [("large_pages", "OFF", "ON", True)]
     on = _server_instance("10.11.19-MariaDB", "mariadb", {"large_pages": "1"})
     assert eng.changes(on, 2048, facts, prof) == []
+
+
+def test_fallback_lines_from_the_tail_of_a_big_log(tmp_path):
+    log = tmp_path / "err.log"
+    old = "2026-01-01 0 [Warning] mariadbd: Couldn't allocate 1 bytes (Large/HugeTLB memory " \
+          "page size 2097152); errno 12; continuing to smaller size\n"
+    with open(log, "w") as f:
+        f.write(old)  # a previous run's warning: not ours
+        f.write("x" * 100 + "\n" * 1)
+        f.write("[Note] Starting MariaDB 10.11.19 as process 4242\n")
+        f.write(old.replace("2026-01-01", "2026-02-02"))
+        f.write("[Note] mariadbd: ready for connections.\n")
+    s = my.Server(pid=4242, settings={"log_error": str(log)})
+    lines = my.fallback_lines(SysRoot("/"), s)
+    assert len(lines) == 1 and lines[0].startswith("2026-02-02")
+    sr = SysRoot("/")
+    assert sr.read_tail(str(log), 60).startswith("[Note] mariadbd: ready") or \
+        "ready for connections" in sr.read_tail(str(log), 60)
+    assert my.fallback_lines(SysRoot("/"), my.Server(pid=1, settings={})) is None

@@ -4,6 +4,7 @@ is used to the last page with no fallback), the fallback with one page less is c
 
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -58,20 +59,23 @@ def test_exact_pool_no_fallback_and_short_pool_caught(my_factory, knobs, bp, lb,
     est = my.pages_needed(my.allocations(settings, "mariadb", my.version_tuple(i["version"])), 2048)
     assert n <= est <= n + 2, (n, est)
 
-    # exactly n pages: the server takes every one of them and logs no fallback
+    # io_uring maps 0-6 MiB more at some starts (innodb_use_native_aio): an allowance in n
+    allowance = my.AIO_ALLOWANCE // (2 << 20)
+    assert "io_uring" in d["source"]
+    required = n - allowance
+
+    # exactly n pages: the server maps every required buffer on them and logs no fallback;
+    # the pages it maps are the required ones, or all n when io_uring took its share.
     m.stop()
     assert knobs.pool(2048, n) == n
     m.configure({"large-pages": "ON"})
     m.start()
-    # Every page of the pool is mapped by the server: its hugetlb mappings add up to n pages.
-    # Counted from smaps, not from HugePages_Free - Rsvd: twice in ~6 full runs the pool
-    # counters showed 254 of 259 pages taken right after the start (cause not found; the
-    # mappings, which are what a short pool would shrink, do not depend on that moment).
+    time.sleep(1)  # io_uring's share is mapped lazily
     maps = [mp for mp in parse_smaps(Path(f"/proc/{m.pid}/smaps").read_text()) if mp.hugetlb]
     mapped = sum(-(-mp.size_kb // 2048) for mp in maps)
-    assert mapped == n, f"computed {n}, the server mapped {mapped} pages: {maps}"
+    assert mapped in (required, n), f"computed {required} + {allowance}, mapped {mapped}: {maps}"
     mi = _meminfo()
-    assert mi["HugePages_Total"] == n
+    assert mi["HugePages_Total"] - mi["HugePages_Free"] + mi["HugePages_Rsvd"] == mapped
     assert not [ln for ln in m.logtail().splitlines() if my.FALLBACK_RE.search(ln)]
     report, r = check_json("--db", "mysql")
     i = _instance(report, m.datadir)
@@ -79,9 +83,9 @@ def test_exact_pool_no_fallback_and_short_pool_caught(my_factory, knobs, bp, lb,
     codes = {f["code"] for f in report["findings"] if f["instance"] == i["id"]}
     assert "my.large_pages.active" in codes and "my.large_pages.fallback" not in codes
 
-    # one page short: it starts anyway, and check says so
+    # one page short of the required buffers: it starts anyway, and check says so
     m.stop()
-    assert knobs.pool(2048, n - 1) == n - 1
+    assert knobs.pool(2048, required - 1) == required - 1
     m.start()
     report, r = check_json("--db", "mysql")
     i = _instance(report, m.datadir)

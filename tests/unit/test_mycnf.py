@@ -89,7 +89,11 @@ def test_allocations_single_pool_and_small_buffers_stay_small():
     assert by["InnoDB log buffer 1"] == by["InnoDB log buffer 2"] == 33 << 20
     assert "key cache" not in by
     # each allocation rounded up on its own; the <2 MiB Aria cache stays on 4 KiB pages
-    assert my.pages_needed(allocs, 2048) == 504 + 17 + 17
+    # + 3 pages: the io_uring allowance (MariaDB >= 10.6 with innodb_use_native_aio)
+    assert my.pages_needed(allocs, 2048) == 504 + 17 + 17 + 3
+    assert my.pages_needed([a for a in allocs if not a.allowance], 2048) == 504 + 17 + 17
+    off = my.allocations({**s, "innodb_use_native_aio": "OFF"}, "mariadb", (10, 11, 19))
+    assert not any(a.allowance for a in off)
     assert my.pages_needed(allocs, 1048576) == 0  # every buffer is below 1 GiB
 
 

@@ -222,16 +222,8 @@ class ScratchMaria:
         return False
 
     def ready(self) -> bool:
-        import socket as so
-        if not os.path.exists(self.socket):
-            return False
-        try:
-            with so.socket(so.AF_UNIX) as c:
-                c.settimeout(1)
-                c.connect(self.socket)
-                return bool(c.recv(1))
-        except OSError:
-            return False
+        from hpadvise.plugins.mysql import server_greets
+        return server_greets(self.socket)
 
     def logtail(self) -> str:
         try:

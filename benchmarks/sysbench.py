@@ -16,7 +16,6 @@ import subprocess
 from importlib.resources import files
 
 from .pgbench import Run
-from .stats import percentile  # noqa: F401  (same percentile convention as pgbench runs)
 
 LUA = str(files("hpadvise.benchmarks") / "tpcc" / "tpcc.lua")
 

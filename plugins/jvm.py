@@ -77,8 +77,10 @@ class JvmFlags:
     contradictions: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     _seen: dict[str, set[bool]] = field(default_factory=dict, repr=False)
+    last: dict[str, bool] = field(default_factory=dict)  # -XX:+/-Name: the value that won
 
     def _bool(self, name: str, on: bool) -> None:
+        self.last[name] = on
         self._seen.setdefault(name, set()).add(on)
         if len(self._seen[name]) == 2 and name not in self.contradictions:
             self.contradictions.append(name)
@@ -334,7 +336,6 @@ class JvmEngine(Engine):
         inst.demand = Demand(inst.id, None, page_kb, pages, exact,
                              f"-XX:+UseLargePages reservations (JDK {j.major or '?'}, {f.gc}): "
                              f"{parts}", selectable=False, held_pages=held)
-        inst.private["static"] = None  # decided with the profile in findings()/uses_pool()
 
     def uses_pool(self, inst: Instance, profile: Profile) -> bool:
         j: Jvm | None = inst.private.get("jvm")
@@ -361,9 +362,8 @@ class JvmEngine(Engine):
             f.append(Finding(
                 "warn", "jvm.flags.contradictory", f"-XX:+{name} and -XX:-{name} both given",
                 "The JVM takes the last one; the effective value is shown in settings. Remove "
-                "the other so that nobody reads it wrong.", f"{name} = "
-                f"{getattr(fl, {'UseLargePages': 'large_pages', 'UseTransparentHugePages': 'thp'}.get(name, 'gc'), None)}",
-                DOCS, iid))
+                "the other so that nobody reads it wrong.",
+                f"in effect: -XX:{'+' if fl.last[name] else '-'}{name}", DOCS, iid))
         mem = (host.mem.total_kb or 0) * 1024
         if fl.xmx and mem and fl.xmx > mem:
             f.append(Finding(

@@ -95,8 +95,18 @@ def parse_size(name: str, value: str, where: str = "") -> int:
     return int(mt.group(1)) << (10 * " kmgtpe".index(mt.group(2).lower() or " "))
 
 
-def _bool(value: str | None) -> bool:
-    return str(value).strip().upper() in ("ON", "1", "TRUE", "YES", "")
+def server_greets(sock: str | None) -> bool:
+    """A MySQL/MariaDB server accepts connections on `sock`: it sends its handshake first."""
+    if not sock or not os.path.exists(sock):
+        return False
+    import socket as so
+    try:
+        with so.socket(so.AF_UNIX) as c:
+            c.settimeout(1)
+            c.connect(sock)
+            return bool(c.recv(1))
+    except OSError:
+        return False
 
 
 def server_groups(flavour: str, version: tuple[int, ...] | None) -> tuple[str, ...]:
@@ -291,7 +301,7 @@ def allocations(s: dict[str, str], flavour: str, version: tuple[int, ...] | None
     counted = counted or {}
     out: list[Allocation] = []
     size = lambda k: parse_size(k, s.get(k, DEFAULTS.get(k, "0")))  # noqa: E731
-    if _bool(s.get("innodb", "ON")) and s.get("innodb", "ON").upper() != "OFF":
+    if str(s.get("innodb", "ON")).upper() not in ("OFF", "0"):
         pool = size("innodb_buffer_pool_size")
         if single_allocation_pool(flavour, version):
             # One mmap of the pool rounded up to 8 MiB (measured 10.11.19: 300M -> 304 MiB,
@@ -613,17 +623,7 @@ class MyRestart(Restart):
         raise ActionError(f"{self.label}: not accepting connections after 15 minutes")
 
     def _ready(self) -> bool:
-        sock = self.s.get("socket")
-        if not sock or not os.path.exists(sock):
-            return False
-        import socket as so
-        try:
-            with so.socket(so.AF_UNIX) as c:
-                c.settimeout(1)
-                c.connect(sock)
-                return bool(c.recv(1))  # the server greets first
-        except OSError:
-            return False
+        return server_greets(self.s.get("socket"))
 
     def verify(self, value=True) -> tuple[bool, str]:
         pid = self._pid()

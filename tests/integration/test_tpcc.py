@@ -82,7 +82,6 @@ def test_tpcc_without_a_transactional_engine(my_factory):
     m.start()
     m.sql("CREATE DATABASE tpcc")
     bench = Sysbench({"driver": "mysql", "socket": m.socket, "user": "root", "db": "tpcc"})
-    bench.binary = "sysbench"
     cmd = bench._base()[:2] + ["--mysql-storage-engine=NoSuchEngine"] + bench._base()[2:] + \
         ["prepare"]
     p = subprocess.run(cmd, capture_output=True, text=True)

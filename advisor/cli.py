@@ -289,7 +289,10 @@ def validate(
     scale: Annotated[Optional[int], typer.Option(
         help="pgbench scale or TPC-C warehouses [default: what fits in the buffers].")] = None,
     run_seconds: Annotated[Optional[int], typer.Option(
-        help="Length of one measured run [default: from the budget].")] = None,
+        help="Length of one measured run [default: 30, less if the budget is short].")] = None,
+    warmup_seconds: Annotated[Optional[int], typer.Option(
+        help="Warm-up before each measured run, same connections, left out of the figures "
+             "[default: 3 + 1 per GiB of buffers, at most 20].")] = None,
     shared_buffers: Annotated[str, typer.Option(
         help="The scratch server's shared_buffers (postgres) or innodb_buffer_pool_size (mysql).")]
     = "1GB",
@@ -335,7 +338,7 @@ def validate(
     opts = Options(db=db, bench=bench,
         variants=[v.strip() for v in variants.split(",")] if variants else list(DEFAULT_VARIANTS),
         duration_s=parse_duration(duration), workload=workload, clients=clients, scale=scale,
-        run_s=run_seconds, target_ci_pct=_pct(target_ci, "--target-ci"),
+        run_s=run_seconds, warm_s=warmup_seconds, target_ci_pct=_pct(target_ci, "--target-ci"),
         band_pct=_pct(band, "--band"), shared_buffers=shared_buffers, profile=profile,
         instance=instance, allow_restart=allow_restart)
     if scratch and instance:

@@ -3,7 +3,13 @@
 pgbench prints its summary on stdout and -P progress on stderr. Without -P, -L or -R the
 latency average is derived from TPS, not measured, so runs always pass -P. pgbench has no
 percentile option: percentiles come from the -l per-transaction logs, whose third column is
-the transaction's latency in microseconds (PostgreSQL docs, pgbench, "Per-Transaction Logging").
+the transaction's latency in microseconds and whose fifth and sixth are the completion time in
+epoch seconds and microseconds (PostgreSQL docs, pgbench, "Per-Transaction Logging").
+
+A run's warm-up happens in the same pgbench invocation as its measurement: the backends that
+warmed up (with 4 KiB pages, each one faults the shared buffers into its own page tables) are
+the ones measured. TPS is the mean of the -P intervals after the warm-up, and percentiles use
+the logged transactions that completed after it.
 """
 
 from __future__ import annotations
@@ -53,15 +59,35 @@ def parse_progress(stderr: str) -> list[tuple[float, float, float]]:
     return [(float(a), float(b), float(c)) for a, b, c in _PROGRESS.findall(stderr)]
 
 
-def parse_log_latencies_us(paths: list[str]) -> list[int]:
-    out = []
+def parse_log_latencies_us(paths: list[str], skip_s: float = 0) -> list[int]:
+    """Latencies of the logged transactions; with skip_s, only those that completed more than
+    skip_s seconds after the first logged one (the warm-up is left out)."""
+    rows = []
     for p in paths:
         with open(p) as f:
             for line in f:
                 parts = line.split()
-                if len(parts) >= 3 and parts[2].isdigit():
-                    out.append(int(parts[2]))
-    return out
+                if len(parts) >= 6 and parts[2].isdigit():
+                    rows.append((int(parts[4]) + int(parts[5]) / 1e6, int(parts[2])))
+                elif len(parts) >= 3 and parts[2].isdigit():
+                    rows.append((0.0, int(parts[2])))
+    if not skip_s or not rows:
+        return [lat for _, lat in rows]
+    # the first completion is at most one transaction after the start
+    since = min(t for t, _ in rows) + skip_s
+    return [lat for t, lat in rows if t >= since]
+
+
+def steady(progress: list[tuple[float, float, float]], warm_s: float):
+    """(tps, latency ms) over the -P intervals that ended after the warm-up: every interval
+    is one second long, so the mean of their TPS is transactions / time; the latency is
+    weighted by each interval's transactions."""
+    after = [p for p in progress if p[0] > warm_s]
+    if not after:
+        return None
+    tps = sum(p[1] for p in after) / len(after)
+    lat = sum(p[1] * p[2] for p in after) / sum(p[1] for p in after) if tps > 0 else None
+    return tps, lat
 
 
 @dataclass
@@ -90,18 +116,22 @@ class Pgbench:
         if r.returncode != 0:
             raise RuntimeError(f"pgbench -i failed: {r.stderr.strip()[-300:]}")
 
-    def command(self, workload: str, clients: int, seconds: int, logprefix: str | None) -> list[str]:
+    def command(self, workload: str, clients: int, seconds: int, logprefix: str | None,
+                warm_s: int = 0) -> list[str]:
         cmd = self._base() + ["-M", "prepared", "-c", str(clients),
-                              "-j", str(min(clients, os.cpu_count() or 1)), "-T", str(seconds),
-                              "-P", "1"]
+                              "-j", str(min(clients, os.cpu_count() or 1)),
+                              "-T", str(warm_s + seconds), "-P", "1"]
         if workload == "select":
             cmd.append("-S")
         if logprefix:
-            cmd += ["-l", "--log-prefix", logprefix]
+            # a 1-in-10 sample of the transactions is plenty for p99 (select-only logs ~75k
+            # lines a second here otherwise); pgbench docs, --sampling-rate
+            cmd += ["-l", "--log-prefix", logprefix, "--sampling-rate", "0.1"]
         return cmd + [self.dbname]
 
-    def start(self, workload: str, clients: int, seconds: int, logprefix: str | None):
-        return subprocess.Popen(self.command(workload, clients, seconds, logprefix),
+    def start(self, workload: str, clients: int, seconds: int, logprefix: str | None,
+              warm_s: int = 0):
+        return subprocess.Popen(self.command(workload, clients, seconds, logprefix, warm_s),
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 cwd="/", start_new_session=True, **self.run_as)
 
@@ -116,11 +146,12 @@ class Pgbench:
         return float(mt.group(2)) if mt else None
 
     @staticmethod
-    def finish(proc, logprefix: str | None, lines: list[str]) -> Run:
-        return finish(proc, logprefix, lines)
+    def finish(proc, logprefix: str | None, lines: list[str], warm_s: int = 0) -> Run:
+        return finish(proc, logprefix, lines, warm_s)
 
 
-def finish(proc: subprocess.Popen, logprefix: str | None, stderr_lines: list[str]) -> Run:
+def finish(proc: subprocess.Popen, logprefix: str | None, stderr_lines: list[str],
+           warm_s: float = 0) -> Run:
     out, err = proc.communicate()
     err = "".join(stderr_lines) + (err or "")
     if proc.returncode != 0:
@@ -128,12 +159,20 @@ def finish(proc: subprocess.Popen, logprefix: str | None, stderr_lines: list[str
         raise RuntimeError(f"pgbench failed (exit {proc.returncode}): "
                            f"{(msg[-1] if msg else '').strip()[:300]}")
     s = parse_summary(out)
+    progress = parse_progress(err)
+    tps, lat_avg, n = s.tps, s.latency_avg_ms, s.transactions
+    if warm_s:
+        st = steady(progress, warm_s)
+        if st is None:
+            raise RuntimeError(f"pgbench reported no progress after the {warm_s} s warm-up")
+        tps, lat_avg = st
+        n = round(sum(p[1] for p in progress if p[0] > warm_s))
     lat: list[int] = []
     if logprefix:
         logs = glob.glob(logprefix + ".*")
-        lat = sorted(parse_log_latencies_us(logs))
+        lat = sorted(parse_log_latencies_us(logs, warm_s))
         for p in logs:
             os.unlink(p)
     ms = [x / 1000 for x in lat]
-    return Run(s.tps, s.latency_avg_ms, percentile(ms, 50), percentile(ms, 95),
-               percentile(ms, 99), parse_progress(err), s.transactions)
+    return Run(tps, lat_avg, percentile(ms, 50), percentile(ms, 95),
+               percentile(ms, 99), progress, n)

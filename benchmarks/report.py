@@ -38,8 +38,8 @@ def render_terminal(result: dict, console) -> None:
     console.print(t)
     m = result["meta"]
     console.print(f"[dim]{m.get('workload')} workload, {_scale(m)}, "
-                  f"{m.get('clients')} clients, {m.get('run_s')} s runs, {_buffers(m)} "
-                  f"{m.get('shared_buffers')}; stopped: "
+                  f"{m.get('clients')} clients, {m.get('run_s')} s runs after "
+                  f"{m.get('warm_s')} s warm-up, {_buffers(m)} {m.get('shared_buffers')}; stopped: "
                   f"{'interrupted' if m.get('interrupted') else m.get('stopped', '?')}[/dim]")
 
 
@@ -108,12 +108,19 @@ def _svg_bars(title: str, groups: list[tuple[str, float, float | None]], unit: s
     return "".join(out)
 
 
-def _svg_lines(title: str, series: list[tuple[str, int, list[tuple[float, float]]]]) -> str:
+def _svg_lines(title: str, series: list[tuple[str, int, list[tuple[float, float]]]],
+               warm_s: float = 0) -> str:
     w, h, pad = 760, 300, 60
     xs = [x for _, _, pts in series for x, _ in pts] or [1]
     ys = [y for _, _, pts in series for _, y in pts] or [1]
     xmax, ymax = max(xs) or 1, (max(ys) or 1) * 1.1
-    out = [f'<svg width="{w}" height="{h}" xmlns="http://www.w3.org/2000/svg">',
+    out = [f'<svg width="{w}" height="{h}" xmlns="http://www.w3.org/2000/svg">']
+    if 0 < warm_s < xmax:  # the warm-up is plotted but not measured: shade it
+        ww = (w - 2 * pad) * warm_s / xmax
+        out.append(f'<rect x="{pad}" y="{pad}" width="{ww:.1f}" height="{h - 2 * pad}" '
+                   f'fill="#eee"/><text x="{pad + ww / 2:.1f}" y="{pad + 12}" font-size="10" '
+                   'text-anchor="middle">warm-up</text>')
+    out += [
            f'<text x="{w / 2}" y="16" text-anchor="middle" font-weight="bold">{html.escape(title)}</text>',
            f'<text x="{pad}" y="{h - 10}" font-size="11">seconds</text>',
            f'<text x="6" y="{pad - 8}" font-size="11">TPS (max {ymax / 1.1:,.0f})</text>']
@@ -163,7 +170,8 @@ def render_html(result: dict) -> str:
 td,th{{border:1px solid #ccc;padding:4px 8px}}</style></head><body>
 <h1>hpadvise validate</h1>
 <p>{html.escape(str(m.get('workload')))} workload, {_scale(m)},
-{m.get('clients')} clients, {m.get('run_s')} s per run, {_buffers(m)}
+{m.get('clients')} clients, {m.get('run_s')} s measured per run after {m.get('warm_s')} s
+warm-up, {_buffers(m)}
 {html.escape(str(m.get('shared_buffers')))}, {_server(m)}.
 Stopped: {'interrupted' if m.get('interrupted') else html.escape(str(m.get('stopped', '?')))}.</p>
 <h2>Verdict</h2><table><tr><th>A</th><th>B</th><th>blocks</th><th>effect of B</th>
@@ -171,7 +179,7 @@ Stopped: {'interrupted' if m.get('interrupted') else html.escape(str(m.get('stop
 <p>Effect: mean over blocks of ln(TPS_B / TPS_A), as a percentage, with a Student t 95%
 confidence interval; noise band ±{m.get('band_pct')}%.</p>
 <h2>Throughput</h2>{_svg_bars("mean TPS with 95% CI", tps, "")}
-<h2>TPS over time, every run</h2><p>{legend}</p>{_svg_lines("pgbench -P 1", series)}
+<h2>TPS over time, every run</h2><p>{legend}</p>{_svg_lines("TPS per second", series, m.get("warm_s") or 0)}
 <h2>Latency</h2>{lat}
 <h2>Memory</h2>{pt}
 </body></html>

@@ -67,6 +67,7 @@ class Options:
     clients: int = 16
     scale: int | None = None
     run_s: int | None = None
+    warm_s: int | None = None
     target_ci_pct: float = 1.0
     band_pct: float = 1.0
     shared_buffers: str = "1GB"
@@ -161,6 +162,28 @@ class InstanceTarget:
             self.created = False
 
 
+def prewarm_queries(rels: list[tuple[int, int]], sessions: int) -> list[str]:
+    """Split (relation oid, blocks) into `sessions` pg_prewarm queries of about equal blocks,
+    cutting relations into block ranges where needed (pg_prewarm(regclass, mode, fork,
+    first_block, last_block); PostgreSQL docs, pg_prewarm)."""
+    total = sum(n for _, n in rels)
+    share = max(1, -(-total // sessions))
+    queries: list[list[str]] = [[]]
+    room = share
+    for oid, n in rels:
+        first = 0
+        while first < n:
+            take = min(room, n - first)
+            queries[-1].append(f"pg_prewarm({oid}::regclass, 'buffer', 'main', {first}, "
+                               f"{first + take - 1})")
+            first += take
+            room -= take
+            if room == 0:
+                queries.append([])
+                room = share
+    return [f"SELECT {' + '.join(q)}" for q in queries if q]
+
+
 def _meminfo(sr: SysRoot) -> dict[str, int | None]:
     from hpadvise.host import read_meminfo
     m = read_meminfo(sr)
@@ -238,11 +261,18 @@ class Validation:
         if need > free:
             raise InputError(f"scale {o.scale} needs ~{need >> 30} GiB of disk in "
                              f"{tempfile.gettempdir()}, only {free >> 30} GiB free; lower --scale")
+        if o.warm_s is None:
+            # With 4 KiB pages every backend faults the shared buffers into its own page tables
+            # as it touches them: measured here at shared_buffers=8GB, 16 clients, TPS reached
+            # its plateau after 10-12 s (benchmarks/README.md). ~1 s per GiB of buffers, 3..20 s.
+            o.warm_s = max(3, min(20, round(3 + sb / (1 << 30))))
         if o.run_s is None:
-            # at least min_blocks blocks of every variant within the budget, each run with a
-            # warm-up of a fifth of its length and ~10 s of restart and prewarm
-            per = o.duration_s / (o.min_blocks * len(o.variants)) - 10
-            o.run_s = max(3, min(60, int(per / 1.2)))
+            # 30 s measured: shorter windows were dominated by this VM's few-second dips
+            # (sd of the block ln-ratio 0.06 at 10-20 s, 0.025 at 25-30 s; benchmarks/README.md).
+            # Shortened when the budget cannot otherwise hold min_blocks blocks, with ~12 s of
+            # restart and prewarm per run.
+            per = o.duration_s / (o.min_blocks * len(o.variants)) - 12 - o.warm_s
+            o.run_s = max(3, min(30, int(per)))
 
     def _find_instance(self):
         from hpadvise import apply as ap_mod
@@ -346,7 +376,7 @@ class Validation:
                      "target": f"instance {o.instance}" if o.instance else
                      ("scratch MariaDB server" if o.db == "mysql" else "scratch cluster"),
                      "workload": "tpcc" if o.bench == "tpcc" else o.workload,
-                     "clients": o.clients, "run_s": o.run_s,
+                     "clients": o.clients, "run_s": o.run_s, "warm_s": o.warm_s,
                      "variants": o.variants, "pairs": pairs_for(o.variants),
                      "pg_version" if o.db == "postgres" else "server_version": version,
                      "target_ci_pct": o.target_ci_pct, "band_pct": o.band_pct,
@@ -446,19 +476,27 @@ class Validation:
         PgRestart(**self._spec()).set(True)
 
     def _prewarm(self) -> None:
-        """Read every table into the buffers and write dirty pages out, so that runs start
-        alike: pg_prewarm + CHECKPOINT; on MariaDB a full scan of every index (FORCE INDEX;
-        PRIMARY is the clustered index holding the rows)."""
-        c = self.cluster
+        """Read every table and index into the buffers and write dirty pages out, so that runs
+        start alike: pg_prewarm over block ranges, one session per CPU, then CHECKPOINT; on
+        MariaDB a full scan of every index (FORCE INDEX; PRIMARY is the clustered index holding
+        the rows), one session per CPU."""
+        from concurrent.futures import ThreadPoolExecutor
+        c, db = self.cluster, self.dbname
+        workers = max(1, os.cpu_count() or 1)
         if self.o.db == "mysql":
-            for t, idx in c.sql("SELECT DISTINCT TABLE_NAME, INDEX_NAME FROM "
-                                "information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE()",
-                                self.dbname):
-                c.sql(f"SELECT COUNT(*) FROM `{t}` FORCE INDEX (`{idx}`)", self.dbname)
+            scans = [f"SELECT COUNT(*) FROM `{t}` FORCE INDEX (`{idx}`)" for t, idx in c.sql(
+                "SELECT DISTINCT TABLE_NAME, INDEX_NAME FROM information_schema.STATISTICS "
+                "WHERE TABLE_SCHEMA = DATABASE()", db)]
+            with ThreadPoolExecutor(workers) as ex:
+                list(ex.map(lambda q: c.sql(q, db), scans))
             return
-        c.psql("SELECT sum(pg_prewarm(c.oid)) FROM pg_class c JOIN pg_namespace n ON "
-               "n.oid = c.relnamespace WHERE n.nspname = 'public' AND c.relkind IN ('r','i')",
-               self.dbname)
+        rels = [ln.split("|") for ln in c.psql(
+            "SELECT c.oid, pg_relation_size(c.oid) / current_setting('block_size')::int "
+            "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = 'public' AND c.relkind IN ('r', 'i')", db).splitlines() if ln]
+        with ThreadPoolExecutor(workers) as ex:
+            list(ex.map(lambda q: c.psql(q, db), prewarm_queries(
+                [(int(oid), int(n)) for oid, n in rels], workers)))
         c.psql("CHECKPOINT")
 
     def _one(self, block: int, v: str) -> Sample:
@@ -469,24 +507,18 @@ class Validation:
             self._restart()
             self._update(phase="prewarming")
             self._prewarm()
-            self._update(phase="warm-up")
-            self._bench(max(2, o.run_s // 5), None)
-            before = _thp_counters(self.sr)
-            self._update(phase="measuring")
             logprefix = None
             if o.bench == "pgbench":
                 logdir = tempfile.mkdtemp(prefix="hpadvise-pgbench-", dir=c.tmp)
                 shutil.chown(logdir, c.user)
                 logprefix = f"{logdir}/pgbench_log"
-            run, mem = self._bench(o.run_s, logprefix)
-            after = _thp_counters(self.sr)
+            run, mem, thp = self._bench(o.warm_s, o.run_s, logprefix)
             backing = self._backing()
         finally:
             self._unapply()
         return Sample(block, v, run.tps, run.latency_avg_ms, run.p50_ms, run.p95_ms,
                       run.p99_ms, mem.get("page_tables_kb"), mem.get("anon_huge_kb"),
-                      mem.get("shmem_huge_kb"), mem.get("hugetlb_kb"), backing,
-                      {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)},
+                      mem.get("shmem_huge_kb"), mem.get("hugetlb_kb"), backing, thp,
                       run.progress)
 
     def _backing(self) -> str | None:
@@ -502,10 +534,14 @@ class Validation:
         m = main_segment(Proc(self.sr, pid).shared_mappings if pid else None)
         return backing_of(m) if m is not None else None
 
-    def _bench(self, seconds: int, logprefix: str | None):
-        """Run pgbench, following -P lines for the live display; sample /proc/meminfo while
-        the clients are connected (page tables exist only while backends map the memory)."""
-        proc = self.bench.start(self.o.workload, self.o.clients, seconds, logprefix)
+    def _bench(self, warm_s: int, seconds: int, logprefix: str | None):
+        """One benchmark invocation: warm_s seconds of warm-up that the driver leaves out of
+        its figures, then the measured seconds. The -P/--report-interval lines feed the live
+        display; /proc/meminfo is sampled while the clients are connected (page tables exist
+        only while backends map the memory) and the thp_* counters around the measured part."""
+        proc = self.bench.start(self.o.workload, self.o.clients, seconds, logprefix, warm_s)
+        t0 = time.time()
+        self._update(phase="warm-up")
         lines: list[str] = []
         stream = self.bench.stream(proc)
 
@@ -518,12 +554,15 @@ class Validation:
         t = threading.Thread(target=follow, daemon=True)
         t.start()
         mem: dict = {}
+        before: dict | None = None
         try:
-            deadline = time.time() + seconds * 0.8
-            while proc.poll() is None and time.time() < deadline:
-                time.sleep(0.2)
-            mem = _meminfo(self.sr)
             while proc.poll() is None:
+                now = time.time() - t0
+                if before is None and now >= warm_s:
+                    before = _thp_counters(self.sr)
+                    self._update(phase="measuring")
+                if not mem and now >= warm_s + seconds * 0.8:
+                    mem = _meminfo(self.sr)
                 time.sleep(0.1)
         except BaseException:
             try:
@@ -537,7 +576,11 @@ class Validation:
             proc.stderr = None  # already consumed by follow()
         else:
             proc.stdout = None
-        return self.bench.finish(proc, logprefix, lines), mem
+        run = self.bench.finish(proc, logprefix, lines, warm_s)
+        after = _thp_counters(self.sr)
+        before = before or after
+        thp = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
+        return run, mem or _meminfo(self.sr), thp
 
     def _update(self, **kw) -> None:
         for k, v in kw.items():

@@ -91,12 +91,17 @@ class Sysbench:
     def cleanup(self) -> None:
         self._cmd("cleanup")
 
-    def command(self, clients: int, seconds: int) -> list[str]:
-        return self._base() + [f"--threads={clients}", f"--time={seconds}",
+    def command(self, clients: int, seconds: int, warm_s: int = 0) -> list[str]:
+        # sysbench 1.0 has no --warmup-time; a report checkpoint at the end of the warm-up
+        # prints the statistics so far and resets every counter (histogram included), so the
+        # final report covers the measured part only (sysbench --help, --report-checkpoints)
+        warm = [f"--report-checkpoints={warm_s}"] if warm_s else []
+        return self._base() + [f"--threads={clients}", f"--time={warm_s + seconds}", *warm,
                                "--report-interval=1", "--histogram=on", "--percentile=95", "run"]
 
-    def start(self, workload: str, clients: int, seconds: int, logprefix: str | None):
-        return subprocess.Popen(self.command(clients, seconds), stdout=subprocess.PIPE,
+    def start(self, workload: str, clients: int, seconds: int, logprefix: str | None,
+              warm_s: int = 0):
+        return subprocess.Popen(self.command(clients, seconds, warm_s), stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True, cwd="/",
                                 start_new_session=True)
 
@@ -110,15 +115,26 @@ class Sysbench:
         return float(mt.group(2)) if mt else None
 
     @staticmethod
-    def finish(proc: subprocess.Popen, logprefix: str | None, lines: list[str]) -> Run:
+    def finish(proc: subprocess.Popen, logprefix: str | None, lines: list[str],
+               warm_s: int = 0) -> Run:
         rest, _ = proc.communicate()
         out = "".join(lines) + (rest or "")
         if proc.returncode != 0:
             raise RuntimeError(f"sysbench tpcc run failed (exit {proc.returncode}): {_why(out)}")
-        n, tps, avg = parse_summary(out)
-        hist = parse_histogram(out)
+        final = final_report(out)
+        n, tps, avg = parse_summary(final)
+        hist = parse_histogram(final)
         return Run(tps, avg, hist_percentile(hist, 50), hist_percentile(hist, 95),
                    hist_percentile(hist, 99), parse_progress(out), n)
+
+
+def final_report(out: str) -> str:
+    """The report printed at the end of the run: everything after the last progress line
+    (a --report-checkpoints report comes earlier, between progress lines)."""
+    last = None
+    for last in _PROGRESS.finditer(out):
+        pass
+    return out[last.end():] if last else out
 
 
 def _why(out: str) -> str:

@@ -23,7 +23,7 @@ def scratch_dirs() -> set[str]:
 def test_short_validate_every_variant(knobs, tmp_path):
     before, dirs = host_state(), scratch_dirs()
     r = run_cli("validate", "--duration", "150s", "--shared-buffers", "128MB", "--clients", "4",
-                "--run-seconds", "2", "--variants",
+                "--run-seconds", "2", "--warmup-seconds", "2", "--variants",
                 "current,recommended,thp-always,thp-never,hugepages-off",
                 "--report", str(tmp_path / "r.html"), "--json", str(tmp_path / "r.json"),
                 timeout=600)
@@ -36,9 +36,13 @@ def test_short_validate_every_variant(knobs, tmp_path):
     assert by["recommended"]["backing"] == "hugetlb"
     assert by["current"]["backing"] == "4k" and by["hugepages-off"]["backing"] == "4k"
     assert by["thp-always"]["shmem_huge_kb"] > 0
+    assert res["meta"]["warm_s"] == 2 and res["meta"]["run_s"] == 2
     for s in res["samples"]:
         assert s["tps"] > 0 and s["p50_ms"] <= s["p95_ms"] <= s["p99_ms"]
-        assert len(s["progress"]) >= 1
+        # one pgbench per run: the warm-up's seconds are plotted but not in the TPS
+        measured = [p[1] for p in s["progress"] if p[0] > 2]
+        assert measured and [p for p in s["progress"] if p[0] <= 2]
+        assert s["tps"] == pytest.approx(sum(measured) / len(measured))
     pairs = {(e["a"], e["b"]) for e in res["effects"]}
     assert pairs == {("current", "recommended"), ("thp-never", "thp-always"),
                      ("current", "hugepages-off")}

@@ -6,8 +6,8 @@ import pytest
 
 from hpadvise.benchmarks import sysbench as sb
 
-OUT = (Path(__file__).resolve().parent.parent / "fixtures" / "sysbench" /
-       "tpcc-mysql.stdout").read_text()
+OUT_DIR = Path(__file__).resolve().parent.parent / "fixtures" / "sysbench"
+OUT = (OUT_DIR / "tpcc-mysql.stdout").read_text()
 
 
 def test_summary_progress_and_histogram():
@@ -40,3 +40,19 @@ def test_failure_reason_is_the_scripts_line():
     out = "sysbench 1.0.20\nInitializing worker threads...\n\n tpcc: table warehouse1 does " \
           "not exist: run the prepare command first\n"
     assert sb._why(out).startswith("tpcc: table warehouse1 does not exist")
+
+
+def test_warm_up_left_out_through_a_report_checkpoint():
+    # captured: --time=5 --report-checkpoints=2 (2 s warm-up, 3 s measured); the checkpoint
+    # report at 2 s resets the counters, the final report covers the last 3 s only
+    out = (OUT_DIR / "tpcc-mysql-warmup.stdout").read_text()
+    assert "Checkpoint report" in out
+    final = sb.final_report(out)
+    n, tps, _ = sb.parse_summary(final)
+    warm_n, _, _ = sb.parse_summary(out)  # the first summary is the checkpoint's
+    assert warm_n != n
+    assert tps == pytest.approx(n / 3, rel=0.05)  # transactions of the measured 3 s
+    hist = sb.parse_histogram(final)
+    assert sum(c for _, c in hist) == n  # the histogram was reset with the counters
+    assert sb.Sysbench({"driver": "mysql", "socket": "/s", "user": "u", "db": "d"}).command(
+        4, 3, 2)[-6:-4] == ["--time=5", "--report-checkpoints=2"]

@@ -116,3 +116,46 @@ def test_pairs():
     assert runner.pairs_for(list(runner.DEFAULT_VARIANTS)) == [
         ("current", "recommended"), ("thp-never", "thp-always")]
     assert runner.pairs_for(["hugepages-off", "thp-always"]) == [("hugepages-off", "thp-always")]
+
+
+def test_steady_state_leaves_out_the_warm_up():
+    # 1 s intervals: 100 tps during a 2 s warm-up, then 300 and 500 (latency 2 and 4 ms)
+    prog = [(1.0, 100.0, 9.0), (2.0, 100.0, 9.0), (3.0, 300.0, 2.0), (4.0, 500.0, 4.0)]
+    tps, lat = pgbench.steady(prog, 2)
+    assert tps == 400.0
+    assert lat == pytest.approx((300 * 2 + 500 * 4) / 800)  # weighted by transactions
+    assert pgbench.steady(prog, 0)[0] == 250.0
+    assert pgbench.steady(prog, 4) is None  # nothing measured after the warm-up
+
+
+def test_transaction_log_warm_up_cut_by_completion_time():
+    logs = sorted(str(p) for p in PGB.glob("select.log.*"))
+    times = sorted(int(ln.split()[4]) + int(ln.split()[5]) / 1e6
+                   for p in logs for ln in open(p))
+    cut = (times[-1] - times[0]) / 2
+    kept = pgbench.parse_log_latencies_us(logs, cut)
+    assert len(kept) == sum(1 for t in times if t >= times[0] + cut)
+    assert 0 < len(kept) < 600
+
+
+def test_prewarm_queries_cover_every_block_once_in_equal_shares():
+    import re
+    rels = [(16384, 1000), (16390, 7), (16391, 0), (16392, 501)]
+    qs = runner.prewarm_queries(rels, 2)
+    assert len(qs) == 2
+    seen: dict[int, list[int]] = {}
+    share = []
+    for q in qs:
+        n = 0
+        for oid, a, b in re.findall(r"pg_prewarm\((\d+)::regclass, 'buffer', 'main', (\d+), "
+                                    r"(\d+)\)", q):
+            seen.setdefault(int(oid), []).extend(range(int(a), int(b) + 1))
+            n += int(b) - int(a) + 1
+        share.append(n)
+    assert {k: sorted(v) for k, v in seen.items()} == \
+        {oid: list(range(n)) for oid, n in rels if n}
+    assert abs(share[0] - share[1]) <= 1
+    assert runner.prewarm_queries([(1, 3)], 8) == [
+        "SELECT pg_prewarm(1::regclass, 'buffer', 'main', 0, 0)",
+        "SELECT pg_prewarm(1::regclass, 'buffer', 'main', 1, 1)",
+        "SELECT pg_prewarm(1::regclass, 'buffer', 'main', 2, 2)"]

@@ -236,8 +236,8 @@ class Validation:
         self.bindir = pg_bindir()
         if o.bench == "pgbench" and (self.bindir is None or
                                      not os.access(f"{self.bindir}/pgbench", os.X_OK)):
-            raise InputError("pgbench not found; install it (Debian: apt-get install "
-                             "postgresql-contrib, or the postgresql package)")
+            raise InputError(f"pgbench not found in {self.bindir or 'PATH'}; install it (Debian: "
+                             "apt-get install postgresql, whose server package ships it)")
         if o.bench == "tpcc" and shutil.which("sysbench") is None:
             raise InputError("sysbench not found; install it (Debian: apt-get install sysbench)")
         if o.db == "postgres" and self.bindir is None:
@@ -256,6 +256,10 @@ class Validation:
             o.scale = max(1, int(sb * 0.75 / (per_mb << 20)))  # the data fits in the buffers
         if o.scale < 1:
             raise InputError(f"--scale {o.scale}: give at least 1")
+        if o.run_s is not None and o.run_s < 1:
+            raise InputError(f"--run-seconds {o.run_s}: a run needs at least 1 second")
+        if o.warm_s is not None and o.warm_s < 0:
+            raise InputError(f"--warmup-seconds {o.warm_s}: give 0 or more")
         need = o.scale * per_mb * 2 << 20  # tables, indexes and WAL
         free = shutil.disk_usage(tempfile.gettempdir()).free
         if need > free:
@@ -263,8 +267,9 @@ class Validation:
                              f"{tempfile.gettempdir()}, only {free >> 30} GiB free; lower --scale")
         if o.warm_s is None:
             # With 4 KiB pages every backend faults the shared buffers into its own page tables
-            # as it touches them: measured here at shared_buffers=8GB, 16 clients, TPS reached
-            # its plateau after 10-12 s (benchmarks/README.md). ~1 s per GiB of buffers, 3..20 s.
+            # as its reads reach them: at shared_buffers=8GB, 16 clients, TPS started at 50-60%
+            # and was at ~90% of the run's mean after 10 s, the rest of the ramp lasting tens of
+            # seconds (benchmarks/README.md). ~1 s per GiB of buffers, 3..20 s.
             o.warm_s = max(3, min(20, round(3 + sb / (1 << 30))))
         if o.run_s is None:
             # 30 s measured: shorter windows were dominated by this VM's few-second dips

@@ -3,6 +3,7 @@ and the host restored afterwards, also when interrupted."""
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -95,6 +96,31 @@ def test_validate_bad_input_mysql():
         assert len(lines) == 1 and needle in lines[0], (args, r.stderr)
 
 
+def _hidden_binary(path: str, *args: str) -> subprocess.CompletedProcess:
+    """Run validate in a private mount namespace where `path` is /dev/null (not executable):
+    the binary is missing for this process only, the host keeps its own."""
+    import shlex
+    cli = " ".join(shlex.quote(a) for a in [sys.executable, "-m", "hpadvise.cli", "validate",
+                                            "--duration", "1m", *args])
+    return subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c",
+                           f"mount --bind /dev/null {shlex.quote(path)} && exec {cli}"],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_missing_benchmark_binaries(knobs):
+    from hpadvise.benchmarks.scratch import pg_bindir
+    before, dirs = host_state(), scratch_dirs()
+    for path, args, needle in [
+            (f"{pg_bindir()}/pgbench", [], "pgbench not found"),
+            (shutil.which("sysbench"), ["--db", "mysql"], "sysbench not found")]:
+        r = _hidden_binary(path, *args)
+        lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+        assert r.returncode == 2 and len(lines) == 1, r.stderr
+        assert needle in lines[0] and "apt-get install" in lines[0]
+    assert os.access(f"{pg_bindir()}/pgbench", os.X_OK)  # only hidden in the namespace
+    assert host_state() == before and scratch_dirs() == dirs
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_interrupt_restores_everything(knobs, tmp_path, sig):
     before, dirs = host_state(), scratch_dirs()
@@ -128,6 +154,8 @@ def test_interrupt_restores_everything(knobs, tmp_path, sig):
     (["--variants", "current"], "at least two variants"),
     (["--scale", "100000000"], "lower --scale"),
     (["--target-ci", "tight"], "not a percentage"),
+    (["--run-seconds", "0"], "at least 1 second"),
+    (["--warmup-seconds", "-1"], "give 0 or more"),
 ])
 def test_bad_input_changes_nothing(knobs, args, msg):
     before, dirs = host_state(), scratch_dirs()

@@ -278,10 +278,19 @@ def test_gigantic_pages_end_to_end(pg_factory, knobs, dirs, tmp_path):
     prof = tmp_path / "giga.toml"
     prof.write_text(Path(__file__).resolve().parents[2].joinpath("profiles", "oltp.toml")
                     .read_text().replace('gigantic = "auto"', 'gigantic = "prefer"')
-                    .replace('gigantic_min = "32GiB"', 'gigantic_min = "1GiB"')
-                    .replace("gigantic_max_waste_pct = 3", "gigantic_max_waste_pct = 100"))
+                    .replace('gigantic_min = "32GiB"', 'gigantic_min = "128MiB"')
+                    .replace("gigantic_max_waste_pct = 3", "gigantic_max_waste_pct = 1000")
+                    .replace("headroom_pct = 1", "headroom_pct = 0"))
+    # One 1 GiB page is the whole pool (256 MB of buffers, no headroom). A runtime 1 GiB page
+    # needs a free, aligned GiB of physical memory; after heavy use unmovable pages (page
+    # tables, slabs) can sit in every GiB, which compaction cannot move. That is the host's
+    # state, not hpadvise's to fix: then this path cannot be exercised here.
+    Path("/proc/sys/vm/compact_memory").write_text("1")
+    if knobs.pool(1048576, 1) < 1:
+        pytest.skip("the kernel cannot allocate a 1 GiB page at runtime on this host now "
+                    "(physical memory fragmented by unmovable pages)")
     knobs.pool(1048576, 0)
-    c = pg_factory({"shared_buffers": "1GB", "huge_pages": "try"})
+    c = pg_factory({"shared_buffers": "256MB", "huge_pages": "try"})
     c.start()
     before = host_state(c, p)
     r = apply(c, j, p, "--restart", "--profile", str(prof))

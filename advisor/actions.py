@@ -57,6 +57,23 @@ class Action:
         return f"{self.label}: {old} -> {new}"
 
 
+class ServerSetting(Action):
+    """One database server setting that takes effect at the next restart; its value is
+    `self.value`, get() returns {"value": ...} (None when unset, {} when restored)."""
+    how: ClassVar[str] = ""  # how it is written, for describe()
+
+    value: str
+
+    def desired(self) -> dict:
+        return {"value": self.value}
+
+    def describe(self, old, new) -> str:
+        if not old:
+            return f"{self.label}: restored"
+        return f"{self.label}: {old.get('value') or '(not set)'} -> {new['value']} " \
+               f"({self.how}; needs a restart)"
+
+
 def _write(path: str, text: str) -> None:
     try:
         with open(path, "w") as f:

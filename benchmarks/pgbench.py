@@ -62,15 +62,13 @@ def parse_progress(stderr: str) -> list[tuple[float, float, float]]:
 def parse_log_latencies_us(paths: list[str], skip_s: float = 0) -> list[int]:
     """Latencies of the logged transactions; with skip_s, only those that completed more than
     skip_s seconds after the first logged one (the warm-up is left out)."""
-    rows = []
+    rows = []  # (completion time, latency us); every log line has these six columns
     for p in paths:
         with open(p) as f:
             for line in f:
                 parts = line.split()
                 if len(parts) >= 6 and parts[2].isdigit():
                     rows.append((int(parts[4]) + int(parts[5]) / 1e6, int(parts[2])))
-                elif len(parts) >= 3 and parts[2].isdigit():
-                    rows.append((0.0, int(parts[2])))
     if not skip_s or not rows:
         return [lat for _, lat in rows]
     # the first completion is at most one transaction after the start

@@ -272,8 +272,8 @@ class Validation:
             # seconds (benchmarks/README.md). ~1 s per GiB of buffers, 3..20 s.
             o.warm_s = max(3, min(20, round(3 + sb / (1 << 30))))
         if o.run_s is None:
-            # 30 s measured: shorter windows were dominated by this VM's few-second dips
-            # (sd of the block ln-ratio 0.06 at 10-20 s, 0.025 at 25-30 s; benchmarks/README.md).
+            # 30 s measured: shorter windows were dominated by this VM's few-second dips (sd of
+            # the block ln-ratio 0.06-0.07 at 10-20 s, 0.05 at 25-30 s; benchmarks/README.md).
             # Shortened when the budget cannot otherwise hold min_blocks blocks, with ~12 s of
             # restart and prewarm per run.
             per = o.duration_s / (o.min_blocks * len(o.variants)) - 12 - o.warm_s

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlparse
 
-from hpadvise.actions import Action, ActionError, File, Restart
+from hpadvise.actions import Action, ActionError, File, Restart, ServerSetting
 from hpadvise.engines import Change, Demand, Engine, Finding, Instance, Targets, redact_dsn
 from hpadvise.errors import InputError
 from hpadvise.host import HostFacts
@@ -488,11 +488,12 @@ def _spec_of(s: Server) -> dict:
             "log_error": s.log_error, "supervisor": list(s.supervisor[1]) if s.supervisor else None}
 
 
-class MyOption(Action):
+class MyOption(ServerSetting):
     """One server option in an option file: a drop-in file of its own in the server's include
     directory, or the option's line in the [mysqld] group of the file that has one. Restore puts
     the file's old bytes back (or removes the drop-in)."""
     kind = "my_option"
+    how = "option file"
 
     def __init__(self, path: str, name: str, value: str, dropin: bool, **server):
         self.path, self.name, self.value, self.dropin, self.s = path, name, value, dropin, server
@@ -548,17 +549,8 @@ class MyOption(Action):
     def restore(self, old: dict) -> None:
         self._file().set(old["file"])
 
-    def desired(self) -> dict:
-        return {"value": self.value}
-
     def same(self, old: dict, new: dict) -> bool:
         return (old["value"] or "").upper() == (new["value"] or "").upper()
-
-    def describe(self, old, new) -> str:
-        if not old:
-            return f"{self.label}: restored"
-        return f"{self.label}: {old.get('value') or '(not set)'} -> {new['value']} " \
-               "(option file; needs a restart)"
 
 
 class MyRestart(Restart):

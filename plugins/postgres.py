@@ -22,7 +22,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hpadvise.actions import Action, ActionError, File, Restart
+from hpadvise.actions import Action, ActionError, File, Restart, ServerSetting
 from hpadvise.engines import Change, Demand, Engine, Finding, Instance, Targets, redact_dsn
 from hpadvise.errors import InputError
 from hpadvise.host import HostFacts
@@ -250,12 +250,13 @@ def _spec_of(c: Cluster) -> dict:
             "major": c.major}
 
 
-class PgSetting(Action):
+class PgSetting(ServerSetting):
     """One setting in postgresql.auto.conf: set with ALTER SYSTEM over the socket (or, when
     that fails, by rewriting postgresql.auto.conf atomically); restored by putting the file's
     old bytes back. Takes effect at the next restart (huge_pages and huge_page_size are
     postmaster-context settings)."""
     kind = "pg_setting"
+    how = "ALTER SYSTEM"
 
     def __init__(self, name: str, value: str, **cluster):
         self.name, self.value, self.c = name, value, cluster
@@ -306,17 +307,8 @@ class PgSetting(Action):
     def restore(self, old: dict) -> None:
         self._file().set(old["file"])
 
-    def desired(self) -> dict:
-        return {"value": self.value}
-
     def same(self, old: dict, new: dict) -> bool:
         return old["value"] == new["value"]
-
-    def describe(self, old, new) -> str:
-        if not old:
-            return f"{self.label}: restored"
-        return f"{self.label}: {old.get('value') or '(not set)'} -> {new['value']} " \
-               "(ALTER SYSTEM; needs a restart)"
 
 
 class PgRestart(Restart):

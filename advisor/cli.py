@@ -72,10 +72,8 @@ def check(
         from .render import to_json
         print(to_json(report))
     else:
-        from rich.console import Console
-
         from .render import render
-        render(report, Console(), verbose)
+        render(report, _console(), verbose)
     for e in report.errors:
         print(f"hpadvise: error: {e}", file=sys.stderr)
     if report.errors:
@@ -328,8 +326,6 @@ def validate(
     """
     import json
 
-    from rich.console import Console
-
     from .benchmarks import report as rep
     from .benchmarks.runner import DEFAULT_VARIANTS, Options, Validation, parse_duration
 
@@ -343,7 +339,7 @@ def validate(
         instance=instance, allow_restart=allow_restart)
     if scratch and instance:
         raise InputError("--scratch and --instance exclude each other")
-    console = Console(stderr=json_out == "-")
+    console = _console(stderr=json_out == "-")
     live = rep.LiveStatus(console)
     val = Validation(opts, on_update=live.update)
     try:
@@ -369,6 +365,17 @@ def validate(
         raise typer.Exit(1)
     if val.interrupted:
         raise typer.Exit(130)
+
+
+def _console(stderr: bool = False):
+    """Rich falls back to 80 columns when it does not write to a terminal (a pipe, `tee`, a CI
+    log) and then wraps the tables cell by cell; 120 columns fit them. COLUMNS still wins."""
+    import os
+
+    from rich.console import Console
+    stream = sys.stderr if stderr else sys.stdout
+    wide = not stream.isatty() and not os.environ.get("COLUMNS")
+    return Console(stderr=stderr, width=120 if wide else None)
 
 
 def _pct(text: str, what: str) -> float:

@@ -32,6 +32,16 @@ def test_tables_for_people(hosts):
     assert "fell back to normal pages silently" in r.stdout
 
 
+def test_piped_tables_are_not_wrapped_at_80_columns(hosts, monkeypatch):
+    # Through a pipe (CI logs, `| tee`) rich would assume 80 columns and wrap every cell.
+    monkeypatch.delenv("COLUMNS", raising=False)
+    r = run_cli("check", "--root", str(hosts / "pool-2m"))
+    assert r.returncode == 0, r.stderr
+    header = [ln for ln in r.stdout.splitlines() if "page size" in ln]
+    assert header and "overcommit" in header[0] and "per node" in header[0]
+    assert max(len(ln) for ln in r.stdout.splitlines()) <= 120
+
+
 def test_fallback_is_reported_from_a_snapshot(hosts):
     d = json.loads(run_cli("check", "--json", "--root", str(hosts / "pg-fallback")).stdout)
     codes = {(f["code"], f["instance"]) for f in d["findings"]}

@@ -393,6 +393,18 @@ def read_vmstat(sr: SysRoot) -> dict[str, int]:
     return out
 
 
+def read_cpu_times(sr: SysRoot) -> dict[str, int] | None:
+    """The aggregate `cpu` line of /proc/stat in USER_HZ ticks: user nice system idle iowait irq
+    softirq steal ... (proc(5)). `steal` is time the hypervisor ran something else while this
+    guest wanted the CPU."""
+    names = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+    for line in (sr.read("/proc/stat", quiet_missing=True, limit=4096) or "").splitlines():
+        f = line.split()
+        if f and f[0] == "cpu":
+            return dict(zip(names, map(int, f[1:9])))
+    return None
+
+
 def read_base_page_bytes(sr: SysRoot) -> int:
     # KernelPageSize of the first mapping of any process is the base page size; fall back to
     # the running interpreter's value (identical on a live host).

@@ -41,6 +41,9 @@ def render_terminal(result: dict, console) -> None:
                   f"{m.get('clients')} clients, {m.get('run_s')} s runs after "
                   f"{m.get('warm_s')} s warm-up, {_buffers(m)} {m.get('shared_buffers')}; stopped: "
                   f"{'interrupted' if m.get('interrupted') else m.get('stopped', '?')}[/dim]")
+    steal = _steal(result)
+    if steal:
+        console.print(f"[dim]{steal}[/dim]")
 
 
 class LiveStatus:
@@ -173,7 +176,8 @@ td,th{{border:1px solid #ccc;padding:4px 8px}}</style></head><body>
 {m.get('clients')} clients, {m.get('run_s')} s measured per run after {m.get('warm_s')} s
 warm-up, {_buffers(m)}
 {html.escape(str(m.get('shared_buffers')))}, {_server(m)}.
-Stopped: {'interrupted' if m.get('interrupted') else html.escape(str(m.get('stopped', '?')))}.</p>
+Stopped: {'interrupted' if m.get('interrupted') else html.escape(str(m.get('stopped', '?')))}.
+{_steal(result)}</p>
 <h2>Verdict</h2><table><tr><th>A</th><th>B</th><th>blocks</th><th>effect of B</th>
 <th>95% CI</th><th>verdict</th></tr>{rows}</table>
 <p>Effect: mean over blocks of ln(TPS_B / TPS_A), as a percentage, with a Student t 95%
@@ -184,6 +188,16 @@ confidence interval; noise band ±{m.get('band_pct')}%.</p>
 <h2>Memory</h2>{pt}
 </body></html>
 """
+
+
+def _steal(result: dict) -> str:
+    """CPU steal (/proc/stat) during the measured parts: on a VM, time the hypervisor gave to
+    other guests shows up as noise in every variant."""
+    vals = [s["steal_pct"] for s in result["samples"] if s.get("steal_pct") is not None]
+    if not vals:
+        return ""
+    return (f"CPU steal during the measured parts: up to {max(vals):.1f}% "
+            f"(median {sorted(vals)[len(vals) // 2]:.1f}%).")
 
 
 def _scale(m: dict) -> str:

@@ -24,6 +24,7 @@ from typing import Callable
 from hpadvise import journal as jr
 from hpadvise.actions import Action, Pool, SysfsChoice
 from hpadvise.errors import InputError
+from hpadvise.host import read_cpu_times
 from hpadvise.sysroot import SysRoot
 
 from . import stats
@@ -94,6 +95,8 @@ class Sample:
     backing: str | None
     thp_deltas: dict[str, int]
     progress: list = field(default_factory=list)
+    started: float | None = None     # epoch seconds when the benchmark started (warm-up incl.)
+    steal_pct: float | None = None   # CPU steal during the measured part (VMs; /proc/stat)
 
 
 @dataclass
@@ -189,6 +192,15 @@ def _meminfo(sr: SysRoot) -> dict[str, int | None]:
     m = read_meminfo(sr)
     return {"page_tables_kb": m.page_tables_kb, "anon_huge_kb": m.anon_huge_kb,
             "shmem_huge_kb": m.shmem_huge_kb, "hugetlb_kb": m.hugetlb_kb}
+
+
+def _steal_pct(before: dict | None, after: dict | None) -> float | None:
+    """Share of CPU time the hypervisor gave to others between two /proc/stat readings: a run
+    with much steal measured the neighbours as much as the variant."""
+    if not before or not after:
+        return None
+    total = sum(after.values()) - sum(before.values())
+    return round(100 * (after["steal"] - before["steal"]) / total, 1) if total > 0 else None
 
 
 def _thp_counters(sr: SysRoot) -> dict[str, int]:
@@ -517,14 +529,15 @@ class Validation:
                 logdir = tempfile.mkdtemp(prefix="hpadvise-pgbench-", dir=c.tmp)
                 shutil.chown(logdir, c.user)
                 logprefix = f"{logdir}/pgbench_log"
-            run, mem, thp = self._bench(o.warm_s, o.run_s, logprefix)
+            started = time.time()
+            run, mem, thp, steal = self._bench(o.warm_s, o.run_s, logprefix)
             backing = self._backing()
         finally:
             self._unapply()
         return Sample(block, v, run.tps, run.latency_avg_ms, run.p50_ms, run.p95_ms,
                       run.p99_ms, mem.get("page_tables_kb"), mem.get("anon_huge_kb"),
                       mem.get("shmem_huge_kb"), mem.get("hugetlb_kb"), backing, thp,
-                      run.progress)
+                      run.progress, round(started, 1), steal)
 
     def _backing(self) -> str | None:
         from hpadvise.plugins.postgres import backing_of, main_segment
@@ -560,11 +573,13 @@ class Validation:
         t.start()
         mem: dict = {}
         before: dict | None = None
+        cpu0 = None
         try:
             while proc.poll() is None:
                 now = time.time() - t0
                 if before is None and now >= warm_s:
                     before = _thp_counters(self.sr)
+                    cpu0 = read_cpu_times(self.sr)
                     self._update(phase="measuring")
                 if not mem and now >= warm_s + seconds * 0.8:
                     mem = _meminfo(self.sr)
@@ -583,9 +598,10 @@ class Validation:
             proc.stdout = None
         run = self.bench.finish(proc, logprefix, lines, warm_s)
         after = _thp_counters(self.sr)
+        steal = _steal_pct(cpu0, read_cpu_times(self.sr))
         before = before or after
         thp = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
-        return run, mem or _meminfo(self.sr), thp
+        return run, mem or _meminfo(self.sr), thp, steal
 
     def _update(self, **kw) -> None:
         for k, v in kw.items():
@@ -667,4 +683,6 @@ def _summary(samples: list[Sample]) -> dict:
             "p95_ms": med("p95_ms"), "p99_ms": med("p99_ms"),
             "page_tables_kb": med("page_tables_kb"), "anon_huge_kb": med("anon_huge_kb"),
             "shmem_huge_kb": med("shmem_huge_kb"),
+            "steal_pct_max": max((s.steal_pct for s in samples if s.steal_pct is not None),
+                                 default=None),
             "backing": samples[-1].backing}

@@ -22,7 +22,7 @@ def scratch_dirs() -> set[str]:
 
 
 def test_short_validate_every_variant(knobs, tmp_path):
-    before, dirs = host_state(), scratch_dirs()
+    before, dirs, t0 = host_state(), scratch_dirs(), time.time()
     r = run_cli("validate", "--duration", "150s", "--shared-buffers", "128MB", "--clients", "4",
                 "--run-seconds", "2", "--warmup-seconds", "2", "--variants",
                 "current,recommended,thp-always,thp-never,hugepages-off",
@@ -44,12 +44,14 @@ def test_short_validate_every_variant(knobs, tmp_path):
         measured = [p[1] for p in s["progress"] if p[0] > 2]
         assert measured and [p for p in s["progress"] if p[0] <= 2]
         assert s["tps"] == pytest.approx(sum(measured) / len(measured))
+        assert 0 <= s["steal_pct"] < 100 and t0 < s["started"] < time.time()
     pairs = {(e["a"], e["b"]) for e in res["effects"]}
     assert pairs == {("current", "recommended"), ("thp-never", "thp-always"),
                      ("current", "hugepages-off")}
     page = (tmp_path / "r.html").read_text()
     assert page.count("<svg") >= 5 and "verdict" in page
     assert "Effects" in r.stdout and "Variants" in r.stdout
+    assert "CPU steal during the measured parts" in page and "CPU steal" in r.stdout
     assert host_state() == before
     assert scratch_dirs() == dirs
 

@@ -159,3 +159,25 @@ def test_prewarm_queries_cover_every_block_once_in_equal_shares():
         "SELECT pg_prewarm(1::regclass, 'buffer', 'main', 0, 0)",
         "SELECT pg_prewarm(1::regclass, 'buffer', 'main', 1, 1)",
         "SELECT pg_prewarm(1::regclass, 'buffer', 'main', 2, 2)"]
+
+
+def test_steal_share_from_two_proc_stat_readings(tmp_path):
+    # Two `cpu` lines captured 5 s apart on the project's VM, the second with steal added to
+    # show the arithmetic: 100 ticks of steal out of 1,000.
+    from hpadvise.host import read_cpu_times
+    from hpadvise.sysroot import SysRoot
+    (tmp_path / "proc").mkdir()
+    stat = tmp_path / "proc" / "stat"
+    stat.write_text("cpu  38244 0 43081 101903 1025 0 289 101 0 0\n"
+                    "cpu0 17490 0 19773 54725 206 0 27 50 0 0\n")
+    sr = SysRoot(tmp_path)
+    a = read_cpu_times(sr)
+    assert a == {"user": 38244, "nice": 0, "system": 43081, "idle": 101903, "iowait": 1025,
+                 "irq": 0, "softirq": 289, "steal": 101}
+    stat.write_text("cpu  38410 0 43477 102269 1092 0 290 201 0 0\n")
+    b = read_cpu_times(sr)
+    assert runner._steal_pct(a, b) == round(100 * 100 / (166 + 396 + 366 + 67 + 1 + 100), 1)
+    assert runner._steal_pct(None, b) is None
+    assert runner._steal_pct(b, b) is None  # no time passed: no share
+    stat.write_text("intr 1 2 3\n")
+    assert read_cpu_times(sr) is None

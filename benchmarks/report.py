@@ -48,13 +48,18 @@ def render_terminal(result: dict, console) -> None:
 
 class LiveStatus:
     """One live line while validate runs: variant, block, phase, live TPS, elapsed and the
-    budget left."""
+    budget left. Written to a pipe or a log (no terminal), it prints plain lines instead: each
+    setup step and each finished run."""
 
     def __init__(self, console):
         self.console = console
         self.live = None
+        self.said = ""
 
     def update(self, state) -> None:
+        if not self.console.is_terminal:
+            self._plain(state)
+            return
         from rich.live import Live
         if self.live is None:
             self.live = Live(console=self.console, refresh_per_second=4, transient=True)
@@ -63,6 +68,18 @@ class LiveStatus:
         tps = f"{state.live_tps:,.0f} TPS" if state.live_tps else ""
         self.live.update(f"[bold]{state.variant or '-'}[/] block {state.block}  {state.phase}"
                          f"  {tps}  elapsed {state.elapsed:,.0f}s, budget left {left:,.0f}s")
+
+    def _plain(self, state) -> None:
+        what = state.last_run or ("" if state.variant else state.phase)
+        if not what or what == self.said:
+            return
+        self.said = what
+        if not state.last_run:  # setup: the budget starts with the first run
+            self.console.print(f"{what} ...", highlight=False)
+            return
+        left = max(0, state.budget_s - state.elapsed)
+        self.console.print(f"{what}  (elapsed {state.elapsed:,.0f}s, budget left {left:,.0f}s)",
+                           highlight=False)
 
     def stop(self) -> None:
         if self.live is not None:

@@ -108,6 +108,7 @@ class State:
     started: float = field(default_factory=time.time)
     budget_s: int = 0
     live_tps: float | None = None
+    last_run: str = ""   # the latest finished run, for plain progress lines
 
     @property
     def elapsed(self) -> float:
@@ -410,6 +411,8 @@ class Validation:
             for v in order:
                 self._update(variant=v, block=block + 1)
                 self.samples.append(self._one(block, v))
+                self._update(last_run=f"block {block + 1} {v}: "
+                                      f"{self.samples[-1].tps:,.0f} TPS")
             block += 1
             block_times.append(time.time() - t0)
             effects = self.effects()

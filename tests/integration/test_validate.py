@@ -3,6 +3,7 @@ and the host restored afterwards, also when interrupted."""
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -52,6 +53,10 @@ def test_short_validate_every_variant(knobs, tmp_path):
     assert page.count("<svg") >= 5 and "verdict" in page
     assert "Effects" in r.stdout and "Variants" in r.stdout
     assert "CPU steal during the measured parts" in page and "CPU steal" in r.stdout
+    # no terminal here: plain progress lines, one per setup step and per finished run
+    assert "loading pgbench data (scale" in r.stdout
+    assert re.search(r"^block 1 current: [\d,]+ TPS  \(elapsed \d+s, budget left \d+s\)$",
+                     r.stdout, re.M), r.stdout[:2000]
     assert host_state() == before
     assert scratch_dirs() == dirs
 

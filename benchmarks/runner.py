@@ -24,7 +24,7 @@ from typing import Callable
 from hpadvise import journal as jr
 from hpadvise.actions import Action, Pool, SysfsChoice
 from hpadvise.errors import InputError
-from hpadvise.host import read_cpu_times
+from hpadvise.host import read_cpu_times, read_meminfo, read_vmstat
 from hpadvise.sysroot import SysRoot
 
 from . import stats
@@ -189,7 +189,6 @@ def prewarm_queries(rels: list[tuple[int, int]], sessions: int) -> list[str]:
 
 
 def _meminfo(sr: SysRoot) -> dict[str, int | None]:
-    from hpadvise.host import read_meminfo
     m = read_meminfo(sr)
     return {"page_tables_kb": m.page_tables_kb, "anon_huge_kb": m.anon_huge_kb,
             "shmem_huge_kb": m.shmem_huge_kb, "hugetlb_kb": m.hugetlb_kb}
@@ -205,7 +204,6 @@ def _steal_pct(before: dict | None, after: dict | None) -> float | None:
 
 
 def _thp_counters(sr: SysRoot) -> dict[str, int]:
-    from hpadvise.host import read_vmstat
     return {k: v for k, v in read_vmstat(sr).items() if k.startswith("thp_")}
 
 

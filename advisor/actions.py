@@ -1,8 +1,11 @@
-"""Every tunable as an Action with get / set / verify / restore.
+"""Every tunable as an Action with get / set / verify / restore, and the shell lines that
+make the same change (`apply --print-script`).
 
 An Action is rebuilt from its `spec()` (plain JSON) by `from_spec`, which is how `rollback`
-restores what an earlier process changed. Engines add their own kinds (Engine.action_from_spec).
-Like TuneD's plugins, a get/set pair gives dry-run, verify and rollback for free.
+restores what an earlier process changed. Engines add their own kinds (Engine.action_kinds),
+usually on the two bases here that every database needs: `FileSetting` (a server setting kept
+in a file, restored byte for byte) and `Restart`. Like TuneD's plugins, a get/set pair gives
+dry-run, verify and rollback for free.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import base64
 import difflib
 import os
+import shlex
 import tempfile
 from typing import Any, ClassVar
 
@@ -24,8 +28,18 @@ class ActionError(Exception):
 class Action:
     kind: ClassVar[str] = ""
     restart: ClassVar[bool] = False  # restarts are deferred to the end of a rollback
+    instance: str | None = None  # ID of the instance this action belongs to; None: the host
 
     def spec(self) -> dict:
+        raise NotImplementedError
+
+    @classmethod
+    def from_spec(cls, spec: dict) -> Action:
+        """The inverse of spec(): the keyword arguments of the constructor, plus "kind"."""
+        return cls(**{k: v for k, v in spec.items() if k != "kind"})
+
+    def shell(self, new: Any) -> list[str]:
+        """Shell lines (run as root) that make the same change as set(new)."""
         raise NotImplementedError
 
     @property
@@ -45,33 +59,12 @@ class Action:
     def restore(self, old: Any) -> None:
         self.set(old)
 
-    def desired(self) -> Any:
-        """The value an engine action sets, when it carries it (PostgreSQL settings)."""
-        raise NotImplementedError
-
     def same(self, old: Any, new: Any) -> bool:
         """True when setting `new` would change nothing (apply skips the step)."""
         return old == new
 
     def describe(self, old: Any, new: Any) -> str:
         return f"{self.label}: {old} -> {new}"
-
-
-class ServerSetting(Action):
-    """One database server setting that takes effect at the next restart; its value is
-    `self.value`, get() returns {"value": ...} (None when unset, {} when restored)."""
-    how: ClassVar[str] = ""  # how it is written, for describe()
-
-    value: str
-
-    def desired(self) -> dict:
-        return {"value": self.value}
-
-    def describe(self, old, new) -> str:
-        if not old:
-            return f"{self.label}: restored"
-        return f"{self.label}: {old.get('value') or '(not set)'} -> {new['value']} " \
-               f"({self.how}; needs a restart)"
 
 
 def _write(path: str, text: str) -> None:
@@ -122,6 +115,9 @@ class SysfsChoice(PathAction):
     def set(self, value: str) -> None:
         _write(self.path, value)
 
+    def shell(self, new: str) -> list[str]:
+        return [f"echo {shlex.quote(str(new))} > {self.path}"]
+
 
 class Compact(PathAction):
     """Write 1 to /proc/sys/vm/compact_memory before growing a pool: it assembles the free
@@ -154,6 +150,9 @@ class Compact(PathAction):
 
     def describe(self, old, new) -> str:
         return "compact memory before growing the pool"
+
+    def shell(self, new: Any) -> list[str]:
+        return [f"echo 1 > {self.path} || true"]
 
 
 class Pool(Action):
@@ -194,6 +193,15 @@ class Pool(Action):
     def set(self, value: int) -> None:
         _write(self.path, str(int(value)))
 
+    def shell(self, new: int) -> list[str]:
+        """Set, then check what the kernel granted, as apply does: a short pool stops the
+        script with the shortfall."""
+        n = int(new)
+        return [f"echo {n} > {self.path}",
+                f'got=$(cat {self.path}); [ "$got" -ge {n} ] || {{ echo "hpadvise: the kernel '
+                f'granted $got of {n} {fmt_page(self.size_kb)} pages; free memory or reserve '
+                f'them at boot" >&2; exit 1; }}']
+
 
 class Restart(Action):
     """Base of the engines' restart actions: the instance's spec is all it carries; there is no
@@ -202,6 +210,7 @@ class Restart(Action):
 
     def __init__(self, **spec):
         self.s = spec
+        self.instance = spec.get("instance")
 
     def spec(self) -> dict:
         return {**self.s, "kind": self.kind}
@@ -296,6 +305,19 @@ class File(Action):
                                             else "/dev/null", f"{self.path} (new)"))
         return diff.rstrip("\n")
 
+    def shell(self, new: str | None) -> list[str]:
+        path = shlex.quote(self.path)
+        if new is None:
+            return [f"rm -f {path}"]
+        body = (self.decode(new) or "").rstrip("\n")
+        out = [f"mkdir -p {shlex.quote(os.path.dirname(self.path))}",
+               f"cat > {path} <<'HPADVISE_EOF'", body, "HPADVISE_EOF"]
+        if not os.path.exists(self.path):  # a new file: mode and owner as set() gives them
+            out.append(f"chmod {self.mode:o} {path}")
+            if self.uid is not None:
+                out.append(f"chown {self.uid}:{self.gid if self.gid is not None else ''} {path}")
+        return out
+
 
 class Symlink(PathAction):
     """A symbolic link (systemd's `enable`): old value is the link target or None."""
@@ -322,6 +344,73 @@ class Symlink(PathAction):
     def describe(self, old, new) -> str:
         return f"{self.path} -> {new}" if new else f"remove {self.path}"
 
+    def shell(self, new: str | None) -> list[str]:
+        path = shlex.quote(self.path)
+        if new is None:
+            return [f"rm -f {path}"]
+        return [f"mkdir -p {shlex.quote(os.path.dirname(self.path))}",
+                f"ln -sfn {shlex.quote(new)} {path}"]
+
+
+class FileSetting(Action):
+    """A server setting kept in a file (an option file, postgresql.auto.conf). Subclasses say
+    where (`file`), how to read the value from the text (`read_value`) and how to write it
+    (`render`). get() returns {"value": the value or None, "file": the file's bytes}; restore
+    puts the bytes back exactly (or removes a file that did not exist). The change takes effect
+    at the server's next start."""
+    how: ClassVar[str] = ""  # how it is written, for describe()
+
+    name: str
+    value: str
+
+    def file(self) -> File:
+        raise NotImplementedError
+
+    def read_value(self, text: str) -> str | None:
+        raise NotImplementedError
+
+    def render(self, current: str | None) -> str:
+        """The file's new text with the setting in it."""
+        raise NotImplementedError
+
+    @staticmethod
+    def normal(value: str | None) -> str | None:
+        """The form in which two values compare (an engine may ignore case)."""
+        return value
+
+    @property
+    def wanted(self) -> dict:
+        """The value to hand to set()."""
+        return {"value": self.value}
+
+    def get(self) -> dict:
+        raw = self.file().get()
+        value = self.read_value(File.decode(raw) or "") if raw is not None else None
+        return {"value": value, "file": raw}
+
+    def set(self, value: dict) -> None:
+        self.file().set(File.encode(self.render(File.decode(self.file().get()))))
+
+    def verify(self, value: dict) -> tuple[bool, dict]:
+        actual = self.get()
+        return self.same(actual, value), actual
+
+    def restore(self, old: dict) -> None:
+        self.file().set(old["file"])
+
+    def same(self, old: dict, new: dict) -> bool:
+        return self.normal(old["value"]) == self.normal(new["value"])
+
+    def shell(self, new: dict) -> list[str]:
+        f = self.file()
+        return f.shell(File.encode(self.render(File.decode(f.get()))))
+
+    def describe(self, old, new) -> str:
+        if not old:
+            return f"{self.label}: restored"
+        return f"{self.label}: {old.get('value') or '(not set)'} -> " \
+               f"{new.get('value') or '(not set)'} ({self.how}; needs a restart)"
+
 
 KINDS: dict[str, type[Action]] = {c.kind: c for c in (SysfsChoice, Compact, Pool, File, Symlink)}
 
@@ -334,5 +423,4 @@ def from_spec(spec: dict) -> Action:
     cls = KINDS.get(spec.get("kind", ""))
     if cls is None:
         raise InputError(f"journal names an unknown action kind {spec.get('kind')!r}")
-    args = {k: v for k, v in spec.items() if k != "kind"}
-    return cls(**args)
+    return cls.from_spec(spec)

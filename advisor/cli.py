@@ -223,21 +223,41 @@ def rollback(
     apply_id: Annotated[Optional[str], typer.Argument(
         help="The apply to undo (see `hpadvise history`); default: the latest.")] = None,
     journal_dir: Annotated[Optional[str], typer.Option(help="Journal directory.")] = None,
-    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask.")] = True,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would be restored and "
+                                          "stop.")] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask (at a terminal, "
+                                      "rollback asks before restoring).")] = False,
 ):
     """Undo an apply exactly: every knob and file back, in reverse order; restart an instance
-    the apply restarted. Example: hpadvise rollback"""
+    the apply restarted.
+
+    Examples:
+
+      hpadvise rollback --dry-run
+
+      hpadvise rollback 20261122-135501-4242 --yes
+    """
     import os
 
     from . import journal as jr
     d = jr.journal_dir(journal_dir)
-    if os.geteuid() != 0:
-        raise InputError("rollback changes kernel settings and needs root; run it with sudo")
+    if os.geteuid() != 0 and not dry_run:
+        raise InputError("rollback changes kernel settings and needs root; run it with sudo "
+                         "(--dry-run shows what it would restore)")
     jr.open_dir(d)
     with jr.Lock(d):
         j = jr.find(d, apply_id)
         if j.rolled_back is not None:
             raise InputError(f"apply {j.id} is already rolled back")
+        todo = jr.plan_rollback(j)
+        print(f"Rollback of {j.id} ({j.status}, {len(j.entries)} changes):")
+        for line in todo or ["nothing to restore"]:
+            print(f"  {line}")
+        if dry_run:
+            return
+        if todo and not yes and sys.stdin.isatty() \
+                and not typer.confirm("Restore these?", default=False):
+            raise typer.Exit(1)
         done, errors = jr.rollback(j)
         j.mark_rolled_back(errors)
     for x in done:
@@ -329,8 +349,9 @@ def validate(
     from .benchmarks import report as rep
     from .benchmarks.runner import DEFAULT_VARIANTS, Options, Validation, parse_duration
 
-    if bench is None:
-        bench = "tpcc" if db == "mysql" else "pgbench"
+    if bench is None:  # the engine's first benchmark
+        from .engines import registry
+        bench = (registry.get(db).benches or ("",))[0]
     opts = Options(db=db, bench=bench,
         variants=[v.strip() for v in variants.split(",")] if variants else list(DEFAULT_VARIANTS),
         duration_s=parse_duration(duration), workload=workload, clients=clients, scale=scale,
@@ -403,6 +424,32 @@ def _ask_instance(cands):
 def _print_json(obj) -> None:
     import json
     print(json.dumps(obj, indent=2, default=str))
+
+
+@app.command("engines")
+def list_engines(
+    json_out: Annotated[bool, typer.Option("--json", help="Print the list as JSON.")] = False,
+):
+    """List the installed engines, built-in and third-party, and what each supports: check
+    (always), apply (settings and restarts, or the host side only) and validate (benchmarks).
+
+    Examples:
+
+      hpadvise engines
+
+      hpadvise engines --json | jq -r '.[] | select(.validate != []) | .name'
+    """
+    from .engines import registry
+    rows = registry.describe()
+    if json_out:
+        _print_json(rows)
+        return
+    from rich.table import Table
+    t = Table("engine", "what it sizes", "from", "apply", "validate", box=None)
+    for r in rows:
+        t.add_row(r["name"], r["description"], r["origin"], r["apply"],
+                  ", ".join(r["validate"]) or "-")
+    _console().print(t)
 
 
 @app.command("profiles")

@@ -1,14 +1,17 @@
-"""The engine plugin API.
+"""The engine plugin API: the contract between the core and every engine.
 
-An engine (PostgreSQL, MySQL, a JVM ...) is mostly declarations plus four methods. Built-in
-engines are registered exactly like third-party ones, through the ``hpadvise.engines`` entry
-point group; a third party ships a package with an entry point and nothing else::
+An engine (PostgreSQL, MySQL, a JVM ...) is declarations plus hooks; only `discover` is
+required, every other hook has a safe default. docs/writing-an-engine.md walks through them
+with a worked example. Built-in engines are registered exactly like third-party ones, through
+the ``hpadvise.engines`` entry point group; a third party ships a package with an entry point
+and nothing else::
 
     [project.entry-points."hpadvise.engines"]
     mydb = "mydb_hpadvise:MyDBEngine"
 
-Engine modules are imported only when the registry is first used, so ``hpadvise --help`` does
-not pay for database drivers.
+The core never branches on an engine's name: it asks the engine's objects (its instances'
+demand and findings, its actions, its benchmark target). Engine modules are imported only when
+the registry is first used, so ``hpadvise --help`` does not pay for database drivers.
 """
 
 from __future__ import annotations
@@ -18,28 +21,13 @@ from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from .findings import SEVERITIES, Codes, Finding  # noqa: F401  (part of the engine API)
+
 if TYPE_CHECKING:
+    from .actions import Action
     from .host import HostFacts
     from .procs import ProcTable
     from .profiles import Profile
-
-SEVERITIES = ("ok", "info", "warn", "crit")
-
-
-@dataclass(frozen=True)
-class Finding:
-    severity: str  # one of SEVERITIES
-    code: str  # stable identifier for pipelines, e.g. "pg.huge_pages.fallback"
-    title: str
-    rationale: str
-    evidence: str = ""
-    source: str = ""  # where the rule or threshold comes from
-    instance: str | None = None
-
-    def __post_init__(self):
-        if self.severity not in SEVERITIES:
-            raise ValueError(f"unknown severity {self.severity!r}")
-
 
 @dataclass(frozen=True)
 class Demand:
@@ -62,7 +50,7 @@ class Demand:
 @dataclass(frozen=True)
 class Change:
     """One knob the plan wants changed: what it is now and what it should be."""
-    kind: str  # "pool" | "thp" | "sysctl" | "setting"
+    kind: str  # "pool" | "thp" | "setting"
     target: str  # knob name as people know it, e.g. "hugepages-2048kB/nr_hugepages"
     current: Any
     recommended: Any
@@ -89,7 +77,9 @@ class Instance:
     demand: Demand | None = None
     findings: list[Finding] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)  # input errors: they make the exit code 2
-    private: dict[str, Any] = field(default_factory=dict, repr=False)  # engine's own state
+    # The engine's own typed state for this instance (a dataclass of its package). The core
+    # never reads it; only the engine that made the instance does.
+    state: Any = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
@@ -107,15 +97,30 @@ def redact_dsn(dsn: str) -> str:
     return re.sub(r"([?&]password=)[^&]*", r"\1***", dsn, flags=re.I)
 
 
+def error_line(exc: BaseException, dsn: str | None = None, password: str | None = None) -> str:
+    """A driver's error as one line that may be shown: at most 300 characters, the DSN
+    redacted and its password removed wherever the driver echoed it."""
+    text = " ".join((str(exc).strip() or type(exc).__name__).split())[:300]
+    if dsn:
+        text = text.replace(dsn, redact_dsn(dsn))
+    return text.replace(password, "***") if password else text
+
+
 class Engine:
     """Base class: subclasses declare `name`, `process_names`, `description` and implement
-    `discover`; the other hooks have safe defaults."""
+    `discover`; the other hooks have safe defaults (docs/writing-an-engine.md)."""
 
     name: ClassVar[str] = ""
     description: ClassVar[str] = ""
     process_names: ClassVar[tuple[str, ...]] = ()
     # This engine's section in profiles: key -> (type, allowed values or None, default).
     profile_schema: ClassVar[dict[str, tuple]] = {}
+    # Every finding code this engine raises, declared once (hpadvise.findings.Codes).
+    codes: ClassVar[Codes] = Codes()
+    # The engine's own action classes by kind, for rebuilding them from the journal.
+    action_kinds: ClassVar[tuple[type[Action], ...]] = ()
+    # Benchmarks `validate` can run against this engine (empty: validate does not support it).
+    benches: ClassVar[tuple[str, ...]] = ()
 
     def discover(self, host: HostFacts, procs: ProcTable, targets: Targets) -> list[Instance]:
         raise NotImplementedError
@@ -141,19 +146,30 @@ class Engine:
         """Things apply cannot do itself and tells the user instead (e.g. JVM flags)."""
         return []
 
-    # ---- apply (hpadvise.actions.Action objects)
-    def actions(self, inst: Instance, changes: list[Change]) -> list:
-        """Actions that make this instance's setting changes."""
+    # ---- apply (hpadvise.actions.Action objects, each naming its instance)
+    def actions(self, inst: Instance, changes: list[Change]) -> list[tuple[Action, Any]]:
+        """(action, value to set) for each of this instance's setting changes."""
         return []
 
-    def restart_action(self, inst: Instance):
+    def restart_action(self, inst: Instance) -> Action | None:
         """An action restarting the instance and verifying it runs on huge pages, or None."""
         return None
 
-    def action_from_spec(self, spec: dict):
+    def action_from_spec(self, spec: dict) -> Action:
         """Rebuild one of this engine's actions from the journal (for rollback)."""
+        for cls in self.action_kinds:
+            if cls.kind == spec.get("kind"):
+                return cls.from_spec(spec)
         from .errors import InputError
-        raise InputError(f"engine {self.name} has no journaled actions")
+        raise InputError(f"the journal names a {self.name} action {spec.get('kind')!r} that "
+                         "this version of the engine does not know")
+
+    # ---- validate
+    def bench_target(self, opts: Any) -> Any:
+        """The server `validate` measures (hpadvise.benchmarks.target.BenchTarget): a scratch
+        server it creates, or the running instance `opts.instance`."""
+        from .errors import InputError
+        raise InputError(f"validate does not support engine {self.name}")
 
 
 class Registry:
@@ -167,11 +183,38 @@ class Registry:
 
     def _load(self) -> dict[str, type[Engine]]:
         if self._engines is None:
-            self._engines = {}
+            self._engines, self._origin = {}, {}
             for ep in entry_points(group=self.GROUP):
                 cls = ep.load()
                 self._engines[cls.name or ep.name] = cls
+                self._origin[cls.name or ep.name] = ep.dist.name if ep.dist else ep.value
         return self._engines
+
+    def origin(self, name: str) -> str:
+        """The distribution that registered an engine ("hpadvise" for the built-in ones)."""
+        self._load()
+        return self._origin.get(name, "registered at runtime")
+
+    def describe(self) -> list[dict]:
+        """What each installed engine supports, for `hpadvise engines`."""
+        out = []
+        for eng in self.all():
+            cls = type(eng)
+            if cls.action_kinds:
+                apply = "sets its settings, restarts and verifies (" + \
+                    ", ".join(k.kind for k in cls.action_kinds) + ")"
+            elif cls.advice is not Engine.advice:
+                apply = "host side; prints what to change in the engine"
+            else:
+                apply = "host side only"
+            origin = self.origin(eng.name)
+            out.append({"name": eng.name, "description": eng.description,
+                        "origin": "built-in" if origin == "hpadvise" else origin,
+                        "processes": list(eng.process_names), "check": True,
+                        "apply": apply, "validate": list(cls.benches),
+                        "finding_codes": len(cls.codes),
+                        "profile_keys": sorted(cls.profile_schema)})
+        return out
 
     def names(self) -> list[str]:
         return sorted(self._load())
@@ -196,6 +239,7 @@ class Registry:
 
     def unregister(self, name: str) -> None:
         self._load().pop(name, None)
+        self._origin.pop(name, None)
 
 
 registry = Registry()

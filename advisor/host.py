@@ -93,12 +93,6 @@ class HugePool:
         return self.nr_pages - (self.surplus_pages or 0)
 
     @property
-    def in_use_pages(self) -> int | None:
-        if self.nr_pages is None or self.free_pages is None:
-            return None
-        return self.nr_pages - self.free_pages
-
-    @property
     def available_pages(self) -> int | None:
         """Pages neither faulted in nor reserved by a mapping (free - resv)."""
         if self.free_pages is None or self.resv_pages is None:

@@ -190,6 +190,27 @@ def find(directory: str, jid: str | None) -> Journal:
     return pending[-1]
 
 
+def plan_rollback(j: Journal) -> list[str]:
+    """What rollback would do now, in its order, changing nothing: each knob whose value
+    differs from the recorded old one, then the restarts."""
+    out, restarts = [], []
+    for e in reversed(j.entries):
+        try:
+            action = from_spec(e.spec)
+            if action.restart:
+                if e.done:
+                    restarts.append(action.describe(None, None))
+                continue
+            current = action.get()
+        except Exception as exc:
+            out.append(f"cannot read {e.spec.get('kind')}: {exc}")
+            continue
+        if current != e.old:
+            out.append(action.describe(current, e.old) if action.kind != "file"
+                       else f"{action.label}: put back as it was")
+    return out + restarts[::-1]
+
+
 def rollback(j: Journal) -> tuple[list[str], list[str]]:
     """Restore every recorded change in reverse order; restarts run last. Returns (what was
     restored, errors)."""

@@ -8,14 +8,13 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from .engines import Change, Engine, Finding, Instance
+from .engines import Change, Engine, Instance
+from .findings import CORE, SEVERITIES, Finding
 from .host import HostFacts
 from .profiles import Profile
 from .sizing import PoolPlan, commit_limit_kb, fmt_bytes, fmt_page, headroom, spread
 
 SCHEMA_VERSION = 1
-TRANSHUGE = "Documentation/admin-guide/mm/transhuge.rst"
-HUGETLBPAGE = "Documentation/admin-guide/mm/hugetlbpage.rst"
 GIB_KB = 1048576
 
 
@@ -33,7 +32,6 @@ class Report:
     engines: dict[str, Engine] = field(default_factory=dict, repr=False)
 
     def worst(self) -> str:
-        from .engines import SEVERITIES
         return max((f.severity for f in self.findings), key=SEVERITIES.index, default="ok")
 
 
@@ -117,15 +115,13 @@ def _pools(r: Report, chosen: dict[str, int]) -> None:
         for cg in host.cgroup_hugetlb:
             if cg.size == _cg_size(size_kb) and cg.limit_bytes is not None \
                     and cg.limit_bytes < pp.demand_pages * size_kb * 1024:
-                r.findings.append(Finding(
-                    "warn", "cgroup.hugetlb_limit",
-                    f"cgroup {cg.cgroup} limits {fmt_page(size_kb)} huge pages to "
-                    f"{fmt_bytes(cg.limit_bytes)}",
+                r.findings.append(CORE["cgroup.hugetlb_limit"](
                     "Processes in this cgroup get SIGBUS when they touch huge pages beyond the "
                     "limit (initdb in a limited container dies this way).",
                     f"hugetlb.{cg.size} limit {cg.limit_bytes} < demand "
                     f"{pp.demand_pages * size_kb * 1024}",
-                    "Documentation/admin-guide/cgroup-v2.rst (HugeTLB)"))
+                    title=f"cgroup {cg.cgroup} limits {fmt_page(size_kb)} huge pages to "
+                          f"{fmt_bytes(cg.limit_bytes)}"))
 
     # Safety rail: never plan pools that leave the OS less than the profile's floor.
     total_kb = host.mem.total_kb
@@ -139,11 +135,10 @@ def _pools(r: Report, chosen: dict[str, int]) -> None:
             msg = (f"the planned pools ({fmt_bytes(pool_kb * 1024)}) would leave "
                    f"{fmt_bytes(left)} to the OS, under the profile's floor of {fmt_bytes(floor)}")
             r.blocked.append(msg)
-            r.findings.append(Finding(
-                "crit", "pool.os_floor", "Plan would starve the OS of memory",
+            r.findings.append(CORE["pool.os_floor"](
                 "Huge pages in a pool are unavailable to anything else: page cache, backends' "
                 "private memory and the kernel. Lower the database's memory settings or add RAM.",
-                msg, f"profile {profile.name}: pool.os_floor / os_floor_pct"))
+                msg, source=f"profile {profile.name}: pool.os_floor / os_floor_pct"))
         _commit_limit(r, pool_kb)
 
 
@@ -171,12 +166,11 @@ def _per_node(r: Report, pp: PoolPlan, insts: list[Instance], pool) -> PoolPlan:
         if np_.node in target and np_.nr_pages is not None and np_.free_pages is not None:
             target[np_.node] = max(target[np_.node], np_.nr_pages - np_.free_pages)
     bound = [f"{i.id} on node {i.demand.node}" for i in insts if i.demand.node is not None]
-    r.findings.append(Finding(
-        "info", "pool.per_node", f"{fmt_page(pp.size_kb)} pool planned per NUMA node",
+    r.findings.append(CORE["pool.per_node"](
         "Instances bound to a node take huge pages from that node only; a global count would "
         "spread the pages evenly and leave a bound instance short.",
         ", ".join(bound) + "; per node: " + ", ".join(f"node{n}={k}" for n, k in target.items()),
-        HUGETLBPAGE))
+        title=f"{fmt_page(pp.size_kb)} pool planned per NUMA node"))
     return dataclasses.replace(pp, per_node=tuple(sorted(target.items())))
 
 
@@ -191,22 +185,22 @@ def _runtime_feasibility(r: Report, pp: PoolPlan) -> None:
         return
     host = r.host
     if pp.size_kb >= GIB_KB:
-        r.findings.append(Finding(
-            "info", "pool.gigantic_runtime", f"{grow} more 1 GiB pages needed at runtime",
+        r.findings.append(CORE["pool.gigantic_runtime"](
             "1 GiB pages need physically contiguous, aligned 1 GiB ranges; a runtime "
             "allocation can fall short on a host that has been up for a while. Reserving them "
             f"at boot (hugepagesz=1G hugepages={pp.target_pages}) always works.",
-            f"target {pp.target_pages}, now {pp.current_pages}", HUGETLBPAGE))
+            f"target {pp.target_pages}, now {pp.current_pages}",
+            title=f"{grow} more 1 GiB pages needed at runtime"))
         return
     can = host.runtime_allocatable_pages(pp.size_kb)
     if can is not None and can < grow:
-        r.findings.append(Finding(
-            "warn", "pool.fragmented",
-            f"Free memory holds only {can} free {fmt_page(pp.size_kb)} blocks; {grow} are needed",
+        r.findings.append(CORE["pool.fragmented"](
             "The kernel must compact memory to grow the pool and may still fall short; apply "
             "compacts first. A boot-time reservation (hugepages= on the kernel command line) "
             "avoids the problem.", f"buddyinfo: {can} blocks of order >= "
-                                   f"{host.order_for(pp.size_kb)}", HUGETLBPAGE))
+                                   f"{host.order_for(pp.size_kb)}",
+            title=f"Free memory holds only {can} free {fmt_page(pp.size_kb)} blocks; {grow} "
+                  "are needed"))
 
 
 def _commit_limit(r: Report, pool_kb: int) -> None:
@@ -220,20 +214,19 @@ def _commit_limit(r: Report, pool_kb: int) -> None:
     committed = m.committed_as_kb or 0
     margin = new_limit * r.profile.commit_min_free_pct / 100
     if committed > new_limit - margin:
-        r.findings.append(Finding(
-            "warn", "commit.limit",
-            f"With the planned pools CommitLimit falls to {fmt_bytes(new_limit * 1024)}",
+        r.findings.append(CORE["commit.limit"](
             "Under vm.overcommit_memory=2, memory reserved for huge pages is taken out of "
             "CommitLimit; Committed_AS is already close to that, so allocations would fail. "
             "Raise vm.overcommit_ratio to make up for the pool.",
             f"Committed_AS {fmt_bytes(committed * 1024)}, CommitLimit now "
             f"{fmt_bytes((m.commit_limit_kb or 0) * 1024)}",
-            "mm/util.c vm_commit_limit(); Documentation/mm/overcommit-accounting.rst"))
+            title=f"With the planned pools CommitLimit falls to {fmt_bytes(new_limit * 1024)}"))
 
 
 _THP_WHY = {
-    "enabled": "governs private anonymous memory; databases that do not ask for THP should not "
-               "get it (PostgreSQL docs; tuned's postgresql profile; Redis warns on always)",
+    "enabled": "governs private anonymous memory; with madvise only processes that ask for THP "
+               "get it (transhuge.rst), and Redis logs a latency warning at start when it is "
+               "always",
     "defrag": "with madvise only processes that asked for THP stall in direct compaction",
     "shmem_enabled": "governs shared anonymous memory, i.e. PostgreSQL's shared buffers when "
                      "they are not on static huge pages",
@@ -269,25 +262,24 @@ def _thp(r: Report, engines: dict[str, Engine] | None = None) -> None:
             why = "; ".join(w for _, w in needs[knob])
             base = cur if want == "keep" else want
             if not ok:
-                r.findings.append(Finding(
-                    "warn", "thp.conflict", f"Instances need different THP {knob} values",
+                r.findings.append(CORE["thp.conflict"](
                     "No single value suits every instance on this host; keeping the profile's. "
                     "Consider separate hosts, or static huge pages for one of them.", why,
-                    TRANSHUGE))
+                    title=f"Instances need different THP {knob} values"))
             elif base not in ok:
                 pick = next(v for v in _THP_PREFER[knob] + tuple(sorted(ok)) if v in ok)
-                r.findings.append(Finding(
-                    "info", "thp.resolved", f"THP {knob}: {pick} instead of {base}",
-                    f"{pick} is what every instance here can live with.", why, TRANSHUGE))
+                r.findings.append(CORE["thp.resolved"](
+                    f"{pick} is what every instance here can live with.", why,
+                    title=f"THP {knob}: {pick} instead of {base}"))
                 want = pick
         if want == "keep" or cur == want:
             continue
         r.changes.append(Change("thp", f"transparent_hugepage/{knob}", cur, want,
                                 _THP_WHY[knob]))
         sev = "warn" if cur in ("always", "force") else "info"
-        r.findings.append(Finding(
-            sev, f"thp.{knob}", f"THP {knob} is {cur}; profile {p.name} wants {want}",
-            _THP_WHY[knob], f"/sys/kernel/mm/transparent_hugepage/{knob} = {cur}", TRANSHUGE))
+        r.findings.append(CORE[f"thp.{knob}"](
+            _THP_WHY[knob], f"/sys/kernel/mm/transparent_hugepage/{knob} = {cur}",
+            title=f"THP {knob} is {cur}; profile {p.name} wants {want}", severity=sev))
 
 
 def _host_findings(r: Report) -> None:
@@ -300,9 +292,8 @@ def _host_findings(r: Report) -> None:
                                          "refer to; with 1G, 2 MiB pages need their own "
                                          "hugepagesz=2M hugepages=N to be reserved at boot",
                    }.get(key, "boot-time huge page reservation")
-            r.findings.append(Finding("info", f"cmdline.{key}", f"Kernel command line: "
-                                      f"{key}={value}", why, host.cmdline or "",
-                                      "Documentation/admin-guide/kernel-parameters.txt"))
+            r.findings.append(CORE[f"cmdline.{key}"](
+                why, host.cmdline or "", title=f"Kernel command line: {key}={value}"))
     users = {p.size_kb for p in r.pools}
     for pool in host.pools:
         avail = pool.available_pages
@@ -316,24 +307,20 @@ def _host_findings(r: Report) -> None:
                 if i.demand and i.id in planned.instances)
         unused = avail - max(0, waiting)
         if unused > 0:
-            r.findings.append(Finding(
-                "warn", "pool.unused",
-                f"{unused} reserved {fmt_page(pool.size_kb)} pages "
-                f"({fmt_bytes(unused * pool.size_bytes)}) are used by nothing found",
+            r.findings.append(CORE["pool.unused"](
                 "Pool pages are lost to the OS until released. Something not running now may "
                 "need them at its next start; otherwise lower the pool.",
                 f"hugepages-{pool.size_kb}kB: nr {pool.nr_pages}, free {pool.free_pages}, "
                 f"resv {pool.resv_pages}" + ("" if pool.size_kb in users else ", no demand"),
-                HUGETLBPAGE))
+                title=f"{unused} reserved {fmt_page(pool.size_kb)} pages "
+                      f"({fmt_bytes(unused * pool.size_bytes)}) are used by nothing found"))
     if host.thp.enabled.value is None:
-        r.findings.append(Finding("info", "thp.unavailable", "THP knobs not readable",
-                                  "Kernel without THP, or a container hiding /sys.", "",
-                                  TRANSHUGE))
+        r.findings.append(CORE["thp.unavailable"](
+            "Kernel without THP, or a container hiding /sys."))
     if not r.instances:
-        r.findings.append(Finding(
-            "info", "instances.none", "No database instance found",
+        r.findings.append(CORE["instances.none"](
             "Nothing to size. Start the database, or name a stopped PostgreSQL cluster with "
-            "--pgdata DIR, or a server with --dsn.", "", ""))
+            "--pgdata DIR, or a server with --dsn."))
 
 
 def inspect(sr, profile_name: str = "oltp", targets=None, engine_names=None) -> Report:

@@ -138,6 +138,56 @@ class Proc:
         return dict(e.partition("=")[::2] for e in text.split("\0") if "=" in e)
 
 
+@dataclass(frozen=True)
+class Backing:
+    """What a set of mappings sits on: "hugetlb" (any on static huge pages), "thp" (any part
+    mapped by THP, private or shmem), else "4k"; `page_kb` the page size that implies, and
+    the kB on each."""
+    kind: str
+    page_kb: int
+    hugetlb_kb: int
+    thp_kb: int
+
+    def held_pages(self, maps: list[Mapping], page_kb: int) -> int:
+        """Huge pages of `page_kb` these mappings hold: each hugetlb mapping is rounded up to
+        whole pages by mmap (Documentation/admin-guide/mm/hugetlbpage.rst)."""
+        return sum(-(-m.size_kb // m.kernel_page_kb) for m in maps
+                   if m.hugetlb and m.kernel_page_kb == page_kb)
+
+
+def backing_of(maps: list[Mapping], thp_page_kb: int, base_page_kb: int = 4) -> Backing:
+    """The backing of a process's memory (or of one segment: pass just that mapping). The
+    smaps fields are those of Documentation/filesystems/proc.rst: KernelPageSize > 4 kB or an
+    /anon_hugepage path is hugetlb; AnonHugePages and ShmemPmdMapped count THP."""
+    huge = [m for m in maps if m.hugetlb]
+    thp = sum(m.anon_huge_kb + m.shmem_pmd_kb for m in maps)
+    hugetlb_kb = sum(m.size_kb for m in huge)
+    if huge:
+        return Backing("hugetlb", max(m.kernel_page_kb for m in huge), hugetlb_kb, thp)
+    if thp:
+        return Backing("thp", thp_page_kb, 0, thp)
+    return Backing("4k", base_page_kb, 0, 0)
+
+
+def binary_version(sr: SysRoot, pid: int, pattern: str, args: tuple[str, ...] = ("--version",),
+                   argv0: str | None = None) -> str | None:
+    """A running server's version from its own binary (/proc/PID/exe) when nothing else tells:
+    the first group of `pattern` in what `exe ARGS` prints (~30 ms). argv0 keeps the name the
+    process was started by, for binaries that pick their role from it. None offline."""
+    import subprocess
+    exe = sr.readlink(f"/proc/{pid}/exe")
+    if not exe or not sr.live:
+        return None
+    exe = exe.replace(" (deleted)", "")
+    try:
+        r = subprocess.run([argv0 or exe, *args], executable=exe, capture_output=True,
+                           text=True, timeout=10, cwd="/")
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    mt = re.search(pattern, r.stdout + r.stderr)
+    return mt.group(1) if mt else None
+
+
 def proc_state(pid: int) -> str:
     """The live process's state letter from /proc/PID/stat ("Z" zombie), "?" if it is gone."""
     try:

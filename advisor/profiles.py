@@ -27,7 +27,7 @@ SCHEMA: dict[str, dict[str, tuple]] = {
              "os_floor": (str, None, "1GiB"), "os_floor_pct": ((int, float), None, 10),
              "gigantic": (str, ("auto", "never", "prefer"), "auto"),
              "gigantic_min": (str, None, "32GiB"), "gigantic_max_waste_pct": ((int, float), None, 3)},
-    "commit": {"overcommit_memory": (int, (0, 1, 2, -1), -1), "min_free_pct": ((int, float), None, 5)},
+    "commit": {"min_free_pct": ((int, float), None, 5)},
 }
 
 
@@ -45,7 +45,6 @@ class Profile:
     gigantic: str
     gigantic_min_bytes: int
     gigantic_max_waste_pct: float
-    overcommit_memory: int  # -1: no opinion
     commit_min_free_pct: float
     path: str
     engines: dict  # engine name -> its section, checked against Engine.profile_schema
@@ -127,7 +126,6 @@ def load(name_or_path: str, engine_schemas: dict[str, dict[str, tuple]] | None =
         os_floor_pct=pool["os_floor_pct"], gigantic=pool["gigantic"],
         gigantic_min_bytes=parse_bytes(pool["gigantic_min"], f"profile {where}: pool.gigantic_min"),
         gigantic_max_waste_pct=pool["gigantic_max_waste_pct"],
-        overcommit_memory=s["commit"]["overcommit_memory"],
         commit_min_free_pct=s["commit"]["min_free_pct"],
         path=where, engines={k: s[k] for k in (engine_schemas or {})},
     )

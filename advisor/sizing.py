@@ -40,8 +40,9 @@ def fmt_page(size_kb: int) -> str:
 
 
 def pages_for(nbytes: int, page_bytes: int) -> int:
-    """Whole pages holding `nbytes`: a mapping is rounded up to the page size."""
-    return math.ceil(nbytes / page_bytes)
+    """Whole pages holding `nbytes`: a mapping is rounded up to the page size (exact integer
+    arithmetic; any unit, as long as both are in the same one)."""
+    return -(-nbytes // page_bytes)
 
 
 def commit_limit_kb(mem_total_kb: int, hugetlb_kb: int, ratio: int, swap_kb: int,

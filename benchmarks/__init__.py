@@ -1,1 +1,2 @@
-"""Benchmark drivers and A/B orchestration for `hpadvise validate` (issue 4; not built yet)."""
+"""Benchmark drivers, the TPC-C workload, A/B orchestration, statistics and reports for
+`hpadvise validate`; target.py is the interface an engine implements to be validated."""

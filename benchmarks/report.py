@@ -224,10 +224,8 @@ def _scale(m: dict) -> str:
 
 
 def _buffers(m: dict) -> str:
-    return "innodb_buffer_pool_size" if m.get("db") == "mysql" else "shared_buffers"
+    return m.get("buffers_setting") or "buffers"
 
 
 def _server(m: dict) -> str:
-    if m.get("db") == "mysql":
-        return html.escape(f"MariaDB {m.get('server_version')}")
-    return html.escape(f"PostgreSQL {m.get('pg_version')}")
+    return html.escape(str(m.get("server_version")))

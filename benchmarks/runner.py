@@ -1,11 +1,13 @@
 """A/B orchestration for `hpadvise validate`.
 
-Every run: switch the host and the cluster into the variant through journaled actions (the
-apply machinery), restart the cluster (huge pages are reserved at start; THP affects new
-faults), prewarm with pg_prewarm, CHECKPOINT, a discarded warm-up, then the measured pgbench
-run with -P and per-transaction logs. Variants run in blocks whose order alternates (ABBA...),
-so drift cancels. Every knob is put back after each run and at the end, also on Ctrl-C,
-SIGTERM and failures; the scratch cluster is removed.
+Every run: switch the host and the server into the variant through journaled actions (the
+apply machinery), restart the server (huge pages are reserved at start; THP affects new
+faults), prewarm, a warm-up left out of the figures, then the measured run. Variants run in
+blocks whose order alternates (ABBA...), so drift cancels. Every knob is put back after each
+run and at the end, also on Ctrl-C, SIGTERM and failures; a scratch server is removed.
+
+The server under test comes from the engine's plugin (Engine.bench_target, see
+benchmarks/target.py): nothing here knows which engine it is.
 """
 
 from __future__ import annotations
@@ -28,20 +30,18 @@ from hpadvise.host import read_cpu_times, read_meminfo, read_vmstat
 from hpadvise.sysroot import SysRoot
 
 from . import stats
-from .pgbench import Pgbench
-from .scratch import ScratchCluster, ScratchMaria
+from .target import BenchTarget
 
 THP = "/sys/kernel/mm/transparent_hugepage"
 VARIANTS = ("current", "recommended", "thp-always", "thp-never", "hugepages-off")
 DEFAULT_VARIANTS = ("current", "recommended", "thp-never", "thp-always")
 # Comparisons (A, B): the effect reported is B over A.
 PAIRS = (("current", "recommended"), ("thp-never", "thp-always"), ("current", "hugepages-off"))
-# pgbench scale 1 is ~15 MiB of tables and indexes (scale 400 measured ~6 GB, REFERENCE.md).
+# pgbench scale 1 is ~15 MiB of tables and indexes (scale 400 measured ~6 GB, docs/reference.md).
 MB_PER_SCALE = 15
 # One TPC-C warehouse with its share of ITEM is ~100 MiB loaded (TPC-C 5.11 clause 4.2.2 puts
 # it near 70 MiB of rows; measured here with indexes: ~95 MiB on MariaDB and PostgreSQL).
 MB_PER_WAREHOUSE = 100
-BENCHES = {"postgres": ("pgbench", "tpcc"), "mysql": ("tpcc",)}
 
 
 def parse_duration(text: str) -> int:
@@ -62,7 +62,7 @@ def pairs_for(variants: list[str]) -> list[tuple[str, str]]:
 class Options:
     variants: list[str]
     duration_s: int
-    db: str = "postgres"  # postgres | mysql
+    db: str  # the engine (its plugin provides the server under test)
     bench: str = "pgbench"  # pgbench | tpcc
     workload: str = "select"  # select | tpcb
     clients: int = 16
@@ -119,75 +119,6 @@ class Interrupted(Exception):
     pass
 
 
-class InstanceTarget:
-    """A running cluster named with --instance. validate works in a scratch database that it
-    creates and drops (it never drops one it did not create), and restarts the server between
-    variants, which is why --allow-restart is required."""
-
-    def __init__(self, cluster, bindir: str):
-        import pwd
-        self.datadir, self.port, self.user = cluster.datadir, cluster.port, cluster.owner
-        self.tmp = cluster.socket_dir or "/var/run/postgresql"
-        self.config_file, self.major = cluster.config_file, cluster.major
-        self.bindir = bindir
-        pw = pwd.getpwnam(self.user)
-        self.run_as = ({"user": pw.pw_uid, "group": pw.pw_gid, "extra_groups": []}
-                       if os.geteuid() == 0 else {})
-        self.dbname = f"hpadvise_validate_{os.getpid()}"
-        self.created = False
-
-    def psql(self, sql: str, db: str = "postgres") -> str:
-        import subprocess
-        r = subprocess.run([f"{self.bindir}/psql", "-h", self.tmp, "-p", str(self.port), "-U",
-                            self.user, "-d", db, "-Atc", sql], capture_output=True, text=True,
-                           cwd="/", **self.run_as)
-        if r.returncode != 0:
-            raise RuntimeError(f"psql: {r.stderr.strip()[-300:]}")
-        return r.stdout.strip()
-
-    @property
-    def pid(self) -> int | None:
-        from hpadvise.plugins.postgres import _read_pid
-        return _read_pid(self.datadir)
-
-    def create_db(self) -> None:
-        if self.psql(f"SELECT 1 FROM pg_database WHERE datname = '{self.dbname}'"):
-            raise InputError(f"database {self.dbname} exists already and is not validate's; "
-                             "refusing to use or drop it")
-        self.psql(f"CREATE DATABASE {self.dbname}")
-        self.created = True
-
-    def stop(self) -> None:
-        pass  # a real instance keeps running
-
-    def destroy(self) -> None:
-        if self.created:
-            self.psql(f"DROP DATABASE IF EXISTS {self.dbname} WITH (FORCE)")
-            self.created = False
-
-
-def prewarm_queries(rels: list[tuple[int, int]], sessions: int) -> list[str]:
-    """Split (relation oid, blocks) into `sessions` pg_prewarm queries of about equal blocks,
-    cutting relations into block ranges where needed (pg_prewarm(regclass, mode, fork,
-    first_block, last_block); PostgreSQL docs, pg_prewarm)."""
-    total = sum(n for _, n in rels)
-    share = max(1, -(-total // sessions))
-    queries: list[list[str]] = [[]]
-    room = share
-    for oid, n in rels:
-        first = 0
-        while first < n:
-            take = min(room, n - first)
-            queries[-1].append(f"pg_prewarm({oid}::regclass, 'buffer', 'main', {first}, "
-                               f"{first + take - 1})")
-            first += take
-            room -= take
-            if room == 0:
-                queries.append([])
-                room = share
-    return [f"SELECT {' + '.join(q)}" for q in queries if q]
-
-
 def _meminfo(sr: SysRoot) -> dict[str, int | None]:
     m = read_meminfo(sr)
     return {"page_tables_kb": m.page_tables_kb, "anon_huge_kb": m.anon_huge_kb,
@@ -214,7 +145,7 @@ class Validation:
         self.state = State(budget_s=opts.duration_s)
         self.samples: list[Sample] = []
         self.interrupted = False
-        self.cluster: ScratchCluster | InstanceTarget | None = None
+        self.target: BenchTarget | None = None
         self.restarted = False
         self.jdir: str | None = None  # the variants' journal, made when the run starts
         self.active: jr.Journal | None = None
@@ -230,38 +161,26 @@ class Validation:
             raise InputError(f"unknown variant {bad[0]!r}; choose from {', '.join(VARIANTS)}")
         if len(o.variants) < 2:
             raise InputError("give at least two variants to compare")
-        if o.db not in BENCHES:
-            raise InputError(f"validate knows --db {', '.join(BENCHES)}, not {o.db!r}")
-        if o.bench not in BENCHES[o.db]:
+        from hpadvise.engines import registry
+        self.engine = registry.get(o.db)
+        if not self.engine.benches:
+            raise InputError(f"validate does not support engine {o.db}; engines with "
+                             "benchmarks: " + ", ".join(
+                                 e.name for e in registry.all() if e.benches))
+        if o.bench not in self.engine.benches:
             raise InputError(f"--bench {o.bench} does not run on --db {o.db}; use "
-                             f"{' or '.join(BENCHES[o.db])}")
+                             f"{' or '.join(self.engine.benches)}")
         if o.bench == "pgbench" and o.workload not in ("select", "tpcb"):
             raise InputError(f"unknown workload {o.workload!r}; use tpcb or select")
-        if o.db == "mysql" and o.instance:
-            raise InputError("validate --db mysql runs on a scratch MariaDB server it creates; "
-                             "--instance works with --db postgres only for now")
         if os.geteuid() != 0:
             raise InputError("validate switches huge pages and THP and needs root; run it with "
                              "sudo")
-        from .scratch import maria_bindir, pg_bindir
-        self.bindir = pg_bindir()
-        if o.bench == "pgbench" and (self.bindir is None or
-                                     not os.access(f"{self.bindir}/pgbench", os.X_OK)):
-            raise InputError(f"pgbench not found in {self.bindir or 'PATH'}; install it (Debian: "
-                             "apt-get install postgresql, whose server package ships it)")
         if o.bench == "tpcc" and shutil.which("sysbench") is None:
             raise InputError("sysbench not found; install it (Debian: apt-get install sysbench)")
-        if o.db == "postgres" and self.bindir is None:
-            raise InputError("PostgreSQL server binaries not found; install the server package "
-                             "(Debian: apt-get install postgresql)")
-        if o.db == "mysql" and maria_bindir() is None:
-            raise InputError("MariaDB server binaries not found; install the server package "
-                             "(Debian: apt-get install mariadb-server)")
         from hpadvise.sizing import parse_bytes
-        sb = parse_bytes(o.shared_buffers, "--shared-buffers")
-        if o.instance:
-            self._target_cluster = self._find_instance()
-            sb = parse_bytes(self._target_cluster.settings.get("shared_buffers", "128MB"))
+        parse_bytes(o.shared_buffers, "--shared-buffers")
+        self.target = self.engine.bench_target(o)  # checks only: binaries, the instance
+        sb = self.target.buffers_bytes()
         per_mb = MB_PER_WAREHOUSE if o.bench == "tpcc" else MB_PER_SCALE
         if o.scale is None:
             o.scale = max(1, int(sb * 0.75 / (per_mb << 20)))  # the data fits in the buffers
@@ -289,32 +208,6 @@ class Validation:
             # restart and prewarm per run.
             per = o.duration_s / (o.min_blocks * len(o.variants)) - 12 - o.warm_s
             o.run_s = max(3, min(30, int(per)))
-
-    def _find_instance(self):
-        from hpadvise import apply as ap_mod
-        from hpadvise.engines import Targets
-        from hpadvise.plan import inspect
-        report = inspect(self.sr, self.o.profile, Targets(), ["postgres"])
-        try:
-            inst = ap_mod.select_instances(report, ["postgres"], self.o.instance, None)[0]
-        except InputError:
-            if os.path.exists(os.path.join(self.o.instance, "PG_VERSION")):
-                raise InputError(f"the cluster in {self.o.instance} is not running; start it, "
-                                 "or leave out --instance to use a scratch cluster") from None
-            raise
-        c = inst.private.get("cluster")
-        if not inst.running or c is None or not c.owner:
-            raise InputError(f"instance {self.o.instance} is not running; start it, or let "
-                             "validate create a scratch cluster (leave out --instance)")
-        if c.connected_as is None:
-            raise InputError(f"cannot connect to {inst.id} as {c.owner}; validate needs a "
-                             "superuser connection over its socket")
-        if not self.o.allow_restart:
-            raise InputError("every variant needs a restart of the server (huge pages are "
-                             "reserved at start; THP reaches shared memory at new faults): "
-                             "add --allow-restart, or leave out --instance to use a scratch "
-                             "cluster")
-        return c
 
     # ---- the run
     def run(self) -> None:
@@ -345,56 +238,18 @@ class Validation:
         for k in ("enabled", "defrag", "shmem_enabled"):
             a = SysfsChoice(f"{THP}/{k}")
             self.baseline.append((a, a.get()))
-        if o.instance:
-            self._update(phase="creating a scratch database")
-            self.cluster = InstanceTarget(self._target_cluster, self.bindir)
-            self.cluster.create_db()
-            shared_buffers = self._target_cluster.settings.get("shared_buffers")
-        elif o.db == "mysql":
-            self._update(phase="creating the scratch MariaDB server")
-            self.cluster = ScratchMaria({"innodb-buffer-pool-size": o.shared_buffers,
-                                         "max-connections": str(o.clients + 20),
-                                         "innodb-buffer-pool-dump-at-shutdown": "OFF",
-                                         "innodb-buffer-pool-load-at-startup": "OFF"})
-            self.cluster.start()
-            self.cluster.sql(f"CREATE DATABASE {self.dbname}")
-            shared_buffers = o.shared_buffers
-        else:
-            self._update(phase="creating the scratch cluster")
-            self.cluster = ScratchCluster({
-                "shared_buffers": o.shared_buffers,
-                "max_connections": str(max(o.max_connections, o.clients + 10)),
-                "huge_pages": "try"})
-            self.cluster.start()
-            shared_buffers = o.shared_buffers
-        c = self.cluster
-        if o.db == "postgres":
-            c.psql("CREATE EXTENSION IF NOT EXISTS pg_prewarm", self.dbname)
-        if o.bench == "pgbench":
-            self._update(phase=f"loading pgbench data (scale {o.scale})")
-            self.bench = Pgbench(f"{self.bindir}/pgbench", c.tmp, c.port, c.user, self.dbname,
-                                 c.run_as)
-            self.bench.init(o.scale)
-        else:
-            from .sysbench import Sysbench
-            self._update(phase=f"loading TPC-C data ({o.scale} warehouse"
-                               f"{'s' if o.scale > 1 else ''})")
-            conn = ({"driver": "mysql", "socket": c.socket, "user": "root", "db": self.dbname}
-                    if o.db == "mysql" else
-                    {"driver": "pgsql", "host": c.tmp, "port": c.port, "user": c.user,
-                     "db": self.dbname})
-            self.bench = Sysbench(conn, scale=o.scale)
-            self.bench.prepare()
-        version = c.sql("SELECT VERSION()")[0][0] if o.db == "mysql" else \
-            c.psql("SHOW server_version")
-        self.meta = {"shared_buffers": shared_buffers, "scale": o.scale, "db": o.db,
-                     "bench": o.bench,
-                     "target": f"instance {o.instance}" if o.instance else
-                     ("scratch MariaDB server" if o.db == "mysql" else "scratch cluster"),
+        t = self.target
+        t.setup(lambda text: self._update(phase=text))
+        what = (f"loading TPC-C data ({o.scale} warehouse{'s' if o.scale > 1 else ''})"
+                if o.bench == "tpcc" else f"loading pgbench data (scale {o.scale})")
+        self._update(phase=what)
+        self.bench = t.driver(o.bench, o.scale)
+        self.meta = {"shared_buffers": t.buffers, "buffers_setting": t.buffers_setting,
+                     "scale": o.scale, "db": o.db, "bench": o.bench, "target": t.label,
                      "workload": "tpcc" if o.bench == "tpcc" else o.workload,
                      "clients": o.clients, "run_s": o.run_s, "warm_s": o.warm_s,
                      "variants": o.variants, "pairs": pairs_for(o.variants),
-                     "pg_version" if o.db == "postgres" else "server_version": version,
+                     "server_version": t.server(),
                      "target_ci_pct": o.target_ci_pct, "band_pct": o.band_pct,
                      "setup_s": round(time.time() - self.state.started, 1)}
         self.state.started = time.time()  # the budget covers the runs, not the data load
@@ -429,20 +284,14 @@ class Validation:
             val = v.split("-")[1]
             return [(SysfsChoice(f"{THP}/enabled"), val),
                     (SysfsChoice(f"{THP}/shmem_enabled"), val)]
-        spec = self._spec()
         if v == "hugepages-off":
-            if self.o.db == "mysql":
-                from hpadvise.plugins.mysql import MyOption
-                return [(MyOption(self.cluster.cnf, "large_pages", "OFF", False, **spec),
-                         {"value": "OFF"})]
-            from hpadvise.plugins.postgres import PgSetting
-            return [(PgSetting("huge_pages", "off", **spec), {"value": "off"})]
+            return self.target.hugepages_off()
         # recommended: the plan for this server, as `apply` would make it
         from hpadvise import apply as ap_mod
         from hpadvise.engines import Targets
         from hpadvise.plan import build, inspect
         report = inspect(self.sr, self.o.profile, Targets(), [self.o.db])
-        sel = ap_mod.select_instances(report, [self.o.db], self.cluster.datadir, None)
+        sel = ap_mod.select_instances(report, [self.o.db], self.target.instance_ref, None)
         report = build(report.host, sel, report.profile, report.engines)
         plan = ap_mod.prepare(report, report.engines, restart=False, persist=False)
         return [(s.action, s.new) for s in plan.steps if s.phase in ("runtime", "engine")]
@@ -468,90 +317,32 @@ class Validation:
             self.active.mark_rolled_back([])
             self.active = None
 
-    def _spec(self) -> dict:
-        c = self.cluster
-        if self.o.db == "mysql":
-            return {"engine": "mysql", "datadir": c.datadir, "socket": c.socket, "pid": c.pid,
-                    "argv": c.argv, "cwd": "/", "owner": c.user, "log_error": c.log,
-                    "supervisor": None}
-        return {"engine": "postgres", "datadir": c.datadir, "port": c.port, "socket_dir": c.tmp,
-                "owner": c.user, "config_file": getattr(c, "config_file", None),
-                "major": getattr(c, "major", None)}
-
-    @property
-    def dbname(self) -> str:
-        if self.o.db == "mysql":
-            return "hpadvise_validate"
-        return getattr(self.cluster, "dbname", "postgres")
-
     def _restart(self) -> None:
         self.restarted = True
-        if self.o.db == "mysql":
-            from hpadvise.plugins.mysql import MyRestart
-            MyRestart(**self._spec()).set(True)
-            return
-        from hpadvise.plugins.postgres import PgRestart
-        PgRestart(**self._spec()).set(True)
-
-    def _prewarm(self) -> None:
-        """Read every table and index into the buffers and write dirty pages out, so that runs
-        start alike: pg_prewarm over block ranges, one session per CPU, then CHECKPOINT; on
-        MariaDB a full scan of every index (FORCE INDEX; PRIMARY is the clustered index holding
-        the rows), one session per CPU."""
-        from concurrent.futures import ThreadPoolExecutor
-        c, db = self.cluster, self.dbname
-        workers = max(1, os.cpu_count() or 1)
-        if self.o.db == "mysql":
-            scans = [f"SELECT COUNT(*) FROM `{t}` FORCE INDEX (`{idx}`)" for t, idx in c.sql(
-                "SELECT DISTINCT TABLE_NAME, INDEX_NAME FROM information_schema.STATISTICS "
-                "WHERE TABLE_SCHEMA = DATABASE()", db)]
-            with ThreadPoolExecutor(workers) as ex:
-                list(ex.map(lambda q: c.sql(q, db), scans))
-            return
-        rels = [ln.split("|") for ln in c.psql(
-            "SELECT c.oid, pg_relation_size(c.oid) / current_setting('block_size')::int "
-            "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-            "WHERE n.nspname = 'public' AND c.relkind IN ('r', 'i')", db).splitlines() if ln]
-        with ThreadPoolExecutor(workers) as ex:
-            list(ex.map(lambda q: c.psql(q, db), prewarm_queries(
-                [(int(oid), int(n)) for oid, n in rels], workers)))
-        c.psql("CHECKPOINT")
+        self.target.restart()
 
     def _one(self, block: int, v: str) -> Sample:
-        o, c = self.o, self.cluster
+        o, t = self.o, self.target
         self._update(phase="switching")
         self._apply(self._variant_steps(v))
         try:
             self._restart()
             self._update(phase="prewarming")
-            self._prewarm()
+            t.prewarm()
             logprefix = None
-            if o.bench == "pgbench":
-                logdir = tempfile.mkdtemp(prefix="hpadvise-pgbench-", dir=c.tmp)
-                shutil.chown(logdir, c.user)
+            if o.bench == "pgbench":  # per-transaction logs, in a directory the server user owns
+                logdir = tempfile.mkdtemp(prefix="hpadvise-pgbench-", dir=t.tmpdir)
+                shutil.chown(logdir, t.owner)
                 logprefix = f"{logdir}/pgbench_log"
             started = time.time()
             run, mem, thp, steal = self._bench(o.warm_s, o.run_s, logprefix)
-            backing = self._backing()
+            backing = t.backing()
         finally:
             self._unapply()
         return Sample(block, v, run.tps, run.latency_avg_ms, run.p50_ms, run.p95_ms,
                       run.p99_ms, mem.get("page_tables_kb"), mem.get("anon_huge_kb"),
                       mem.get("shmem_huge_kb"), mem.get("hugetlb_kb"), backing, thp,
                       run.progress, round(started, 1), steal)
-
-    def _backing(self) -> str | None:
-        from hpadvise.plugins.postgres import backing_of, main_segment
-        from hpadvise.procs import Proc
-        pid = self.cluster.pid
-        if self.o.db == "mysql":
-            maps = Proc(self.sr, pid).smaps if pid else None
-            if maps is None:
-                return None
-            return "hugetlb" if any(m.hugetlb for m in maps) else \
-                ("thp" if any(m.anon_huge_kb for m in maps) else "4k")
-        m = main_segment(Proc(self.sr, pid).shared_mappings if pid else None)
-        return backing_of(m) if m is not None else None
 
     def _bench(self, warm_s: int, seconds: int, logprefix: str | None):
         """One benchmark invocation: warm_s seconds of warm-up that the driver leaves out of
@@ -626,28 +417,29 @@ class Validation:
 
     def restore(self) -> None:
         """Back to exactly how the host was: the variant's journal, then every saved knob,
-        then the scratch cluster is removed."""
+        then the scratch server is removed."""
         errors = []
         try:
             self._unapply()
         except Exception as exc:
             errors.append(str(exc))
-        if isinstance(self.cluster, InstanceTarget) and self.restarted:
+        t = self.target
+        if t is not None and t.restarts_instance and self.restarted:
             try:  # back to the settings it ran with, on the pages it had
                 self._restart()
             except Exception as exc:
                 errors.append(f"restarting {self.o.instance}: {exc}")
-        if self.cluster is not None:
-            self.cluster.stop()  # release its huge pages before the pools shrink
+        if t is not None:
+            t.stop()  # release its huge pages before the pools shrink
         for action, old in reversed(self.baseline):
             try:
                 if action.get() != old:
                     action.set(old)
             except Exception as exc:
                 errors.append(f"{action.label}: {exc}")
-        if self.cluster is not None:
+        if t is not None:
             try:
-                self.cluster.destroy()
+                t.destroy()
             except Exception as exc:
                 errors.append(f"removing the scratch data: {exc}")
         if self.jdir:

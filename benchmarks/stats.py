@@ -1,5 +1,5 @@
 """Statistics for A/B runs: paired effect on ln(TPS) with a Student t 95% confidence interval,
-the stopping rule and the verdict words (DESIGN.md "Validating").
+the stopping rule and the verdict words (docs/design.md, "Validating").
 
 One block holds one run of every variant; the effect of B over A is the mean over blocks of
 ln(TPS_B / TPS_A), so slow drift of the machine cancels within a block. exp() turns it into a

@@ -5,7 +5,7 @@ sysbench prints everything on stdout: `[ Ns ] thds: .. tps: X ... lat (ms,95%): 
 per --report-interval, then the summary (`transactions: N (X per sec.)`, `Latency (ms):`
 with avg and one percentile). With --histogram=on it adds a latency histogram, one
 `value |*** count` line per bucket; p50/p95/p99 come from its cumulative counts
-(hpadvise REFERENCE.md, sysbench 1.0.20).
+(docs/reference.md, sysbench 1.0.20).
 """
 
 from __future__ import annotations

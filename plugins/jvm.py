@@ -2,7 +2,7 @@
 read their flags, count the pages -XX:+UseLargePages reserves, and check what smaps says.
 
 Facts this module relies on (HotSpot, OpenJDK 17; measured here with -Xlog:pagesize, see
-hpadvise REFERENCE.md):
+docs/reference.md):
 - With -XX:+UseLargePages (explicit huge pages, UseHugeTLBFS) each of these reservations is
   mapped on huge pages, rounded up to the page size: the Java heap (-Xmx), the code cache
   (-XX:ReservedCodeCacheSize: 240M with tiered compilation, 48M without; segmented into three
@@ -31,8 +31,9 @@ import subprocess
 from dataclasses import dataclass, field
 
 from hpadvise.engines import Change, Demand, Engine, Finding, Instance, Targets
+from hpadvise.findings import TRANSHUGE, Code, Codes
 from hpadvise.host import HostFacts
-from hpadvise.procs import Proc, ProcTable
+from hpadvise.procs import Proc, ProcTable, backing_of
 from hpadvise.profiles import Profile
 from hpadvise.sizing import fmt_bytes, fmt_page, pages_for
 from hpadvise.sysroot import SysRoot
@@ -234,6 +235,28 @@ class Jvm:
     app: str | None
     heap: int
     heap_source: str
+    # What smaps shows (None when unreadable).
+    hugetlb_kb: int | None = None
+    anon_huge_kb: int | None = None
+    observe_note: str | None = None
+
+
+CODES = Codes(
+    Code("jvm.vanished", "info", "JVM could not be inspected"),
+    Code("jvm.flags.partial", "info", "Some JVM options could not be read", DOCS),
+    Code("jvm.flags.contradictory", "warn", "A flag is given both on and off", DOCS),
+    Code("jvm.heap.larger_than_ram", "warn", "-Xmx exceeds RAM", DOCS),
+    Code("jvm.large_pages.heap_small_pages", "warn",
+         "G1 keeps the heap on 4 KiB pages: -Xms is below -Xmx", DOCS),
+    Code("jvm.large_pages.fallback", "crit", "-XX:+UseLargePages fell back to normal pages", DOCS),
+    Code("jvm.large_pages.active", "ok", "Heap and code cache on huge pages", DOCS),
+    Code("jvm.thp.never", "warn", "-XX:+UseTransparentHugePages but THP is never", TRANSHUGE),
+    Code("jvm.thp.none", "warn", "-XX:+UseTransparentHugePages, but no THP in use", DOCS),
+    Code("jvm.thp.active", "ok", "The heap is on THP", DOCS),
+    Code("jvm.huge_pages.none", "info",
+         "Neither -XX:+UseLargePages nor -XX:+UseTransparentHugePages", DOCS),
+    Code("jvm.demand.estimate", "info", "Page count is an estimate", DOCS),
+)
 
 
 class JvmEngine(Engine):
@@ -244,6 +267,7 @@ class JvmEngine(Engine):
     name = "jvm"
     description = "JVMs (Cassandra, Elasticsearch/OpenSearch, Kafka...): heap, code cache, GC tables"
     process_names = ("java",)
+    codes = CODES
     # mode: static = -XX:+UseLargePages on a reserved pool; thp = -XX:+UseTransparentHugePages
     # (THP enabled=madvise); auto = static from static_min_heap up, THP below.
     profile_schema = {"mode": (str, ("static", "thp", "auto"), "auto"),
@@ -260,10 +284,8 @@ class JvmEngine(Engine):
             except (OSError, ValueError, AttributeError) as exc:
                 inst = Instance(self.name, f"jvm:{p.pid}", f"java (pid {p.pid})", True,
                                 pid=p.pid)
-                inst.findings.append(Finding("info", "jvm.vanished",
-                                             "JVM could not be inspected",
-                                             "It may have exited while hpadvise read it.",
-                                             str(exc)[:200], "", inst.id))
+                inst.findings.append(CODES["jvm.vanished"](
+                    "It may have exited while hpadvise read it.", str(exc)[:200], inst.id))
                 out.append(inst)
         return out
 
@@ -291,20 +313,15 @@ class JvmEngine(Engine):
         inst = Instance(self.name, f"jvm:{p.pid}", label, True, pid=p.pid, owner=owner,
                         version=str(major) if major else None,
                         settings={k: v for k, v in settings.items() if v is not None},
-                        private={"jvm": j})
+                        state=j)
         maps = p.smaps
         if maps is None:
-            inst.private["observe_note"] = f"smaps unreadable: run as root or as {owner}"
+            j.observe_note = f"smaps unreadable: run as root or as {owner}"
         else:
-            huge = [m for m in maps if m.hugetlb]
-            inst.private["hugetlb_kb"] = sum(m.size_kb for m in huge)
-            inst.private["anon_huge_kb"] = sum(m.anon_huge_kb for m in maps)
-            if huge:
-                inst.backing, inst.backing_page_kb = "hugetlb", max(m.kernel_page_kb for m in huge)
-            elif inst.private["anon_huge_kb"]:
-                inst.backing, inst.backing_page_kb = "thp", host.thp.pmd_size_kb
-            else:
-                inst.backing, inst.backing_page_kb = "4k", host.base_page_bytes // 1024
+            b = backing_of(maps, host.thp.pmd_size_kb, host.base_page_bytes // 1024)
+            inst.backing, inst.backing_page_kb = b.kind, b.page_kb
+            j.hugetlb_kb = b.hugetlb_kb
+            j.anon_huge_kb = sum(m.anon_huge_kb for m in maps)
         inst.page_tables_kb = p.vm_pte_kb
         self._size(inst, j, host)
         return inst
@@ -329,7 +346,7 @@ class JvmEngine(Engine):
         # What the pool must hold with the flags hpadvise recommends (-Xms = -Xmx for G1).
         pages = {kb_: sum(pages_for(b, kb_ * 1024) for _, b in
                           reservations(f, j.heap, j.major, kb_ * 1024, True)) for kb_ in sizes}
-        held = -(-(inst.private.get("hugetlb_kb") or 0) // page_kb)
+        held = pages_for(j.hugetlb_kb or 0, page_kb)
         parts = ", ".join(f"{w} {fmt_bytes(b)}" for w, b in
                           reservations(f, j.heap, j.major, page_kb * 1024, True))
         exact = f.gc in ("G1", "Parallel", "Serial") and f.xmx is not None
@@ -338,12 +355,12 @@ class JvmEngine(Engine):
                              f"{parts}", selectable=False, held_pages=held)
 
     def uses_pool(self, inst: Instance, profile: Profile) -> bool:
-        j: Jvm | None = inst.private.get("jvm")
+        j: Jvm | None = inst.state
         return j is not None and self.wants_static(j, profile)
 
     def thp_needs(self, inst: Instance, profile: Profile) -> dict[str, tuple[set[str], str]]:
         """THP values this instance can live with, per knob, and why."""
-        j: Jvm | None = inst.private.get("jvm")
+        j: Jvm | None = inst.state
         if j is None or self.wants_static(j, profile):
             return {}
         return {"enabled": ({"madvise", "always"},
@@ -351,87 +368,74 @@ class JvmEngine(Engine):
 
     def findings(self, inst: Instance, host: HostFacts, profile: Profile) -> list[Finding]:
         f: list[Finding] = []
-        j: Jvm | None = inst.private.get("jvm")
+        j: Jvm | None = inst.state
         if j is None:
             return f
         fl, iid = j.flags, inst.id
         for n in fl.notes:
-            f.append(Finding("info", "jvm.flags.partial", "Some JVM options could not be read",
-                             n, "", DOCS, iid))
+            f.append(CODES["jvm.flags.partial"](n, "", iid))
         for name in fl.contradictions:
-            f.append(Finding(
-                "warn", "jvm.flags.contradictory", f"-XX:+{name} and -XX:-{name} both given",
+            f.append(CODES["jvm.flags.contradictory"](
                 "The JVM takes the last one; the effective value is shown in settings. Remove "
                 "the other so that nobody reads it wrong.",
-                f"in effect: -XX:{'+' if fl.last[name] else '-'}{name}", DOCS, iid))
+                f"in effect: -XX:{'+' if fl.last[name] else '-'}{name}", iid,
+                title=f"-XX:+{name} and -XX:-{name} both given"))
         mem = (host.mem.total_kb or 0) * 1024
         if fl.xmx and mem and fl.xmx > mem:
-            f.append(Finding(
-                "warn", "jvm.heap.larger_than_ram", f"-Xmx {fmt_bytes(fl.xmx)} exceeds RAM "
-                f"({fmt_bytes(mem)})", "The heap can never be backed; with UseLargePages the "
-                "reservation fails outright. Lower -Xmx.", f"-Xmx{fl.xmx}", DOCS, iid))
-        hkb = inst.private.get("hugetlb_kb")
+            f.append(CODES["jvm.heap.larger_than_ram"](
+                "The heap can never be backed; with UseLargePages the reservation fails "
+                "outright. Lower -Xmx.", f"-Xmx{fl.xmx}", iid,
+                title=f"-Xmx {fmt_bytes(fl.xmx)} exceeds RAM ({fmt_bytes(mem)})"))
+        hkb = j.hugetlb_kb
         d = inst.demand
         if fl.large_pages:
             want_kb = d.pages.get(d.page_kb, 0) * d.page_kb if d else 0
             g1_small_heap = fl.gc == "G1" and fl.xms is not None and fl.xms < j.heap
             if g1_small_heap:
-                f.append(Finding(
-                    "warn", "jvm.large_pages.heap_small_pages",
-                    "G1 keeps the heap on 4 KiB pages: -Xms is below -Xmx",
+                f.append(CODES["jvm.large_pages.heap_small_pages"](
                     "With explicit large pages G1 maps the heap on huge pages only when it is "
                     "committed up front. Set -Xms equal to -Xmx.",
-                    f"-Xms {fmt_bytes(fl.xms)}, -Xmx {fmt_bytes(j.heap)}", DOCS, iid))
+                    f"-Xms {fmt_bytes(fl.xms)}, -Xmx {fmt_bytes(j.heap)}", iid))
                 want_kb -= pages_for(j.heap, d.page_kb * 1024) * d.page_kb if d else 0
             if hkb is not None and hkb < want_kb:
-                f.append(Finding(
-                    "crit", "jvm.large_pages.fallback",
-                    "-XX:+UseLargePages fell back to normal pages",
+                f.append(CODES["jvm.large_pages.fallback"](
                     "The JVM could not reserve its huge pages and carried on with 4 KiB pages "
                     "(it warns once on stderr). Size the pool with the count below and restart "
                     "it.", f"smaps: {fmt_bytes(hkb * 1024)} on huge pages of "
-                    f"{fmt_bytes(want_kb * 1024)} expected", DOCS, iid))
+                    f"{fmt_bytes(want_kb * 1024)} expected", iid))
             elif hkb:
-                f.append(Finding("ok", "jvm.large_pages.active",
-                                 f"Heap and code cache on {fmt_page(inst.backing_page_kb)} pages",
-                                 "Running on huge pages now.",
-                                 f"smaps: {fmt_bytes(hkb * 1024)} hugetlb", DOCS, iid))
+                f.append(CODES["jvm.large_pages.active"](
+                    "Running on huge pages now.", f"smaps: {fmt_bytes(hkb * 1024)} hugetlb", iid,
+                    title=f"Heap and code cache on {fmt_page(inst.backing_page_kb)} pages"))
         elif fl.thp:
             if host.thp.enabled.value == "never":
-                f.append(Finding(
-                    "warn", "jvm.thp.never", "-XX:+UseTransparentHugePages but THP is never",
+                f.append(CODES["jvm.thp.never"](
                     "The JVM madvise()s its heap for THP; with enabled=never nothing happens. "
-                    "Set enabled=madvise.", "transparent_hugepage/enabled = never",
-                    "Documentation/admin-guide/mm/transhuge.rst", iid))
-            elif inst.private.get("anon_huge_kb") == 0 and inst.backing is not None:
-                f.append(Finding(
-                    "warn", "jvm.thp.none", "-XX:+UseTransparentHugePages, but no THP in use",
+                    "Set enabled=madvise.", "transparent_hugepage/enabled = never", iid))
+            elif j.anon_huge_kb == 0 and inst.backing is not None:
+                f.append(CODES["jvm.thp.none"](
                     "No AnonHugePages in the JVM: memory too fragmented, or defrag too lazy to "
-                    "collapse the heap yet.", "smaps: AnonHugePages 0 kB", DOCS, iid))
+                    "collapse the heap yet.", "smaps: AnonHugePages 0 kB", iid))
             else:
-                f.append(Finding("ok", "jvm.thp.active", "The heap is on THP",
-                                 "Running with transparent huge pages.",
-                                 f"AnonHugePages {fmt_bytes((inst.private.get('anon_huge_kb') or 0) * 1024)}",
-                                 DOCS, iid))
+                f.append(CODES["jvm.thp.active"](
+                    "Running with transparent huge pages.",
+                    f"AnonHugePages {fmt_bytes((j.anon_huge_kb or 0) * 1024)}", iid))
         else:
             static = self.wants_static(j, profile)
-            f.append(Finding(
-                "info", "jvm.huge_pages.none",
-                "Neither -XX:+UseLargePages nor -XX:+UseTransparentHugePages",
-                ("Add -XX:+UseLargePages and -Xms equal to -Xmx; the pool below includes this "
+            f.append(CODES["jvm.huge_pages.none"](
+                "Add -XX:+UseLargePages and -Xms equal to -Xmx; the pool below includes this "
                  "JVM." if static else
                  "Add -XX:+UseTransparentHugePages (with THP enabled=madvise): a heap of this "
-                 "size does not warrant a static reservation (profile jvm.static_min_heap)."),
-                f"heap {fmt_bytes(j.heap)} ({j.heap_source})", DOCS, iid))
+                 "size does not warrant a static reservation (profile jvm.static_min_heap).",
+                f"heap {fmt_bytes(j.heap)} ({j.heap_source})", iid))
         if d and not d.exact:
-            f.append(Finding("info", "jvm.demand.estimate", "Page count is an estimate",
-                             d.source + ("" if fl.xmx else f"; heap {j.heap_source}"), "",
-                             DOCS, iid))
+            f.append(CODES["jvm.demand.estimate"](
+                d.source + ("" if fl.xmx else f"; heap {j.heap_source}"), "", iid))
         return f
 
     def changes(self, inst: Instance, page_kb: int, host: HostFacts,
                 profile: Profile) -> list[Change]:
-        j: Jvm | None = inst.private.get("jvm")
+        j: Jvm | None = inst.state
         if j is None:
             return []
         want = self.flags_to_add(j, profile, page_kb, host)
@@ -459,7 +463,7 @@ class JvmEngine(Engine):
 
     def advice(self, inst: Instance, changes: list[Change]) -> list[str]:
         """Where to put the flags (apply prints this: it cannot change a running JVM)."""
-        j: Jvm | None = inst.private.get("jvm")
+        j: Jvm | None = inst.state
         mine = [c for c in changes if c.instance == inst.id and c.target == "java options"]
         if j is None or not mine:
             return []

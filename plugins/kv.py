@@ -15,47 +15,49 @@ Vendor guidance (each cited in the findings):
 from __future__ import annotations
 
 import re
-import subprocess
+from dataclasses import dataclass
 
 from hpadvise.engines import Engine, Finding, Instance, Targets
+from hpadvise.findings import Code, Codes
 from hpadvise.host import HostFacts
-from hpadvise.procs import Proc, ProcTable
+from hpadvise.procs import Proc, ProcTable, backing_of, binary_version
 from hpadvise.profiles import Profile
 from hpadvise.sizing import fmt_bytes
-from hpadvise.sysroot import SysRoot
 
-TRANSHUGE = "Documentation/admin-guide/mm/transhuge.rst"
+REDIS_DOCS = "redis.io, Diagnosing latency issues"
+MONGO8 = "MongoDB 8.0 Production Notes, Enable Transparent Huge Pages"
+MONGO7 = "MongoDB 7.0 Production Notes, Disable Transparent Huge Pages"
 
-
-def _version(sr: SysRoot, pid: int, pattern: str, argv0: str) -> str | None:
-    """The binary's own --version. argv[0] is kept: Debian's redis-server is a link to
-    redis-check-rdb, which picks its role from the name it was called by."""
-    exe = sr.readlink(f"/proc/{pid}/exe")
-    if not exe or not sr.live:
-        return None
-    try:
-        r = subprocess.run([argv0, "--version"], executable=exe.replace(" (deleted)", ""),
-                           capture_output=True, text=True, timeout=10, cwd="/")
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    mt = re.search(pattern, r.stdout + r.stderr)
-    return mt.group(1) if mt else None
+REDIS_CODES = Codes(
+    Code("redis.thp.ok", "ok", "THP enabled suits Redis", REDIS_DOCS),
+    Code("redis.thp.always", "warn", "THP is always", REDIS_DOCS, ("info",)),
+)
+MONGO_CODES = Codes(
+    Code("mongodb.version.unknown", "info", "MongoDB version unknown", MONGO8),
+    Code("mongodb.thp", "warn", "THP is not as this MongoDB version wants it",
+         f"{MONGO8}; {MONGO7}", ("ok",)),
+)
 
 
 def _vt(v: str | None) -> tuple[int, ...]:
     return tuple(int(x) for x in re.findall(r"\d+", v or "")[:3])
 
 
+@dataclass
+class Observed:
+    """What a Redis or MongoDB process shows in /proc (the instance's engine state)."""
+    thp_enabled: str | None  # "0" when the process switched THP off for itself (prctl)
+    anon_huge_kb: int | None = None
+
+
 def _observe(inst: Instance, p: Proc, host: HostFacts) -> None:
     maps = p.smaps
     inst.page_tables_kb = p.vm_pte_kb
-    inst.private["thp_enabled"] = p.status.get("THP_enabled")
+    inst.state = seen = Observed(p.status.get("THP_enabled"))
     if maps is not None:
-        anon = sum(m.anon_huge_kb for m in maps)
-        inst.private["anon_huge_kb"] = anon
-        inst.backing = "thp" if anon else "4k"
-        inst.backing_page_kb = host.thp.pmd_size_kb if anon else host.base_page_bytes // 1024
-    inst.private["rss_kb"] = p.status.get("VmRSS")
+        seen.anon_huge_kb = sum(m.anon_huge_kb for m in maps)
+        b = backing_of(maps, host.thp.pmd_size_kb, host.base_page_bytes // 1024)
+        inst.backing, inst.backing_page_kb = b.kind, b.page_kb
 
 
 def _discover(eng: Engine, host: HostFacts, procs: ProcTable, port_re: str, default_port,
@@ -69,7 +71,9 @@ def _discover(eng: Engine, host: HostFacts, procs: ProcTable, port_re: str, defa
         mt = re.search(port_re, " ".join(argv))
         port = mt.group(1) if mt else default_port(p)
         fl = flavour(p)
-        ver = _version(procs.sr, p.pid, version_re, p.comm)
+        # argv[0] kept: Debian's redis-server is a link to redis-check-rdb, which picks its
+        # role from the name it was called by.
+        ver = binary_version(procs.sr, p.pid, version_re, argv0=p.comm)
         inst = Instance(eng.name, f"{fl}:{port}", f"{fl} (port {port}, pid {p.pid})", True,
                         pid=p.pid, owner=procs.user(p.uid), version=ver,
                         settings={"flavour": fl, "port": port})
@@ -84,6 +88,7 @@ class RedisEngine(Engine):
     name = "redis"
     description = "Redis / Valkey (THP guidance only: not `always`)"
     process_names = ("redis-server", "valkey-server")
+    codes = REDIS_CODES
 
     def discover(self, host: HostFacts, procs: ProcTable, targets: Targets) -> list[Instance]:
         # Redis sets its title to "redis-server HOST:PORT" (setproctitle)
@@ -101,20 +106,18 @@ class RedisEngine(Engine):
     def findings(self, inst: Instance, host: HostFacts, profile: Profile) -> list[Finding]:
         en = host.thp.enabled.value
         if en != "always":
-            return [Finding("ok", "redis.thp.ok", f"THP enabled={en} suits Redis",
-                            "Redis only objects to always.", f"enabled={en}",
-                            "redis.io, Diagnosing latency issues", inst.id)]
-        off = inst.private.get("thp_enabled") == "0"
-        return [Finding(
-            "info" if off else "warn", "redis.thp.always",
-            "THP is always" + (" (Redis turned it off for itself)" if off else ""),
-            "THP always makes fork-based persistence (BGSAVE, AOF rewrite) copy 2 MiB pages and "
-            "adds latency spikes; set enabled=madvise." + (
+            return [REDIS_CODES["redis.thp.ok"]("Redis only objects to always.", f"enabled={en}",
+                                                inst.id, title=f"THP enabled={en} suits Redis")]
+        seen: Observed = inst.state or Observed(None)
+        off = seen.thp_enabled == "0"
+        return [REDIS_CODES["redis.thp.always"](
+            "THP always makes fork-based persistence (BGSAVE, AOF rewrite) copy 2 MiB pages "
+            "and adds latency spikes; set enabled=madvise." + (
                 " This Redis disabled THP for its own process (disable-thp yes), but the "
                 "host setting still affects its forks' neighbours." if off else ""),
-            f"enabled=always; AnonHugePages "
-            f"{fmt_bytes((inst.private.get('anon_huge_kb') or 0) * 1024)}",
-            "redis.io, Diagnosing latency issues", inst.id)]
+            f"enabled=always; AnonHugePages {fmt_bytes((seen.anon_huge_kb or 0) * 1024)}",
+            inst.id, title="THP is always" + (" (Redis turned it off for itself)" if off else ""),
+            severity="info" if off else "warn")]
 
 
 class MongoEngine(Engine):
@@ -123,6 +126,7 @@ class MongoEngine(Engine):
     name = "mongodb"
     description = "MongoDB (THP guidance: >= 8.0 always + defer+madvise; <= 7.0 never)"
     process_names = ("mongod",)
+    codes = MONGO_CODES
 
     def discover(self, host: HostFacts, procs: ProcTable, targets: Targets) -> list[Instance]:
         return _discover(self, host, procs, r"--port[= ](\d+)", lambda p: "27017",
@@ -150,12 +154,9 @@ class MongoEngine(Engine):
     def findings(self, inst: Instance, host: HostFacts, profile: Profile) -> list[Finding]:
         t = host.thp
         m = self.modern(inst)
-        src8 = "MongoDB 8.0 Production Notes, Enable Transparent Huge Pages"
-        src7 = "MongoDB 7.0 Production Notes, Disable Transparent Huge Pages"
         if m is None:
-            return [Finding("info", "mongodb.version.unknown", "MongoDB version unknown",
-                            "THP advice differs: >= 8.0 always, <= 7.0 never.", "", src8,
-                            inst.id)]
+            return [MONGO_CODES["mongodb.version.unknown"](
+                "THP advice differs: >= 8.0 always, <= 7.0 never.", "", inst.id)]
         f = []
         if m:
             ptes = t.khugepaged.get("max_ptes_none")
@@ -164,19 +165,18 @@ class MongoEngine(Engine):
                    if v != want]
             if ptes not in (None, 0):
                 bad.append(f"khugepaged/max_ptes_none={ptes}")
-            f.append(Finding(
-                "warn" if bad else "ok", "mongodb.thp",
-                "THP as MongoDB >= 8.0 wants it" if not bad else
-                "THP is not as MongoDB >= 8.0 wants it",
+            f.append(MONGO_CODES["mongodb.thp"](
                 "Its TCMalloc uses per-CPU caches backed by THP: enabled=always, "
                 "defrag=defer+madvise, khugepaged max_ptes_none=0 (the last is not set by "
                 "hpadvise: echo 0 > /sys/kernel/mm/transparent_hugepage/khugepaged/"
-                "max_ptes_none).", ", ".join(bad) or "as advised", src8, inst.id))
+                "max_ptes_none).", ", ".join(bad) or "as advised", inst.id,
+                title=("THP is not" if bad else "THP") + " as MongoDB >= 8.0 wants it",
+                source=MONGO8, severity="warn" if bad else "ok"))
         else:
             ok = t.enabled.value in ("never", "madvise")
-            f.append(Finding(
-                "ok" if ok else "warn", "mongodb.thp",
-                f"THP enabled={t.enabled.value} " + ("suits" if ok else "does not suit")
-                + " MongoDB <= 7.0", "MongoDB before 8.0 performs worse with THP; disable it.",
-                f"enabled={t.enabled.value}", src7, inst.id))
+            f.append(MONGO_CODES["mongodb.thp"](
+                "MongoDB before 8.0 performs worse with THP; disable it.",
+                f"enabled={t.enabled.value}", inst.id,
+                title=f"THP enabled={t.enabled.value} " + ("suits" if ok else "does not suit")
+                + " MongoDB <= 7.0", source=MONGO7, severity="ok" if ok else "warn"))
         return f

@@ -14,11 +14,16 @@ import re
 
 from hpadvise.engines import Demand, Engine, Finding, Instance, Targets
 from hpadvise.host import HostFacts
-from hpadvise.procs import ProcTable
+from hpadvise.findings import Code, Codes
+from hpadvise.procs import ProcTable, backing_of
 from hpadvise.profiles import Profile
 from hpadvise.sizing import fmt_bytes, fmt_page, pages_for
 
 DOCS = "libvirt Domain XML, Memory Backing; QEMU -m / memory-backend-file"
+CODES = Codes(
+    Code("qemu.hugepages.active", "ok", "Guest RAM on huge pages", DOCS),
+    Code("qemu.hugepages.none", "info", "Guest RAM on normal pages", DOCS),
+)
 _UNIT = {"b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}  # -m: MiB default
 
 
@@ -64,6 +69,7 @@ class QemuEngine(Engine):
     name = "qemu"
     description = "QEMU/KVM guests (guest RAM on 2 MiB or 1 GiB static pages)"
     process_names = ("qemu-system-x86", "qemu-kvm", "qemu-system-aarch64")
+    codes = CODES
 
     def discover(self, host: HostFacts, procs: ProcTable, targets: Targets) -> list[Instance]:
         out = []
@@ -81,17 +87,16 @@ class QemuEngine(Engine):
                             settings={"guest_ram": fmt_bytes(sum(mems)) if mems else None,
                                       "hugepages_backing": huge})
             maps = p.smaps
+            hugetlb_kb = 0
             if maps is not None:
-                big = [m for m in maps if m.hugetlb]
-                inst.backing = "hugetlb" if big else "4k"
-                inst.backing_page_kb = max((m.kernel_page_kb for m in big), default=4)
-                inst.private["hugetlb_kb"] = sum(m.size_kb for m in big)
+                b = backing_of(maps, host.thp.pmd_size_kb, host.base_page_bytes // 1024)
+                inst.backing, inst.backing_page_kb, hugetlb_kb = b.kind, b.page_kb, b.hugetlb_kb
             if mems:
                 sizes = sorted(set(host.page_sizes_kb) | {host.default_hugepage_kb or 2048})
                 pages = {kb: sum(pages_for(m, kb * 1024) for m in mems) for kb in sizes}
                 page_kb = inst.backing_page_kb if inst.backing == "hugetlb" else \
                     (host.default_hugepage_kb or 2048)
-                held = -(-(inst.private.get("hugetlb_kb") or 0) // page_kb)
+                held = pages_for(hugetlb_kb, page_kb)
                 inst.demand = Demand(iid, sum(mems), page_kb, pages, True,
                                      "guest RAM from -m / memory-backend objects",
                                      selectable=True, held_pages=held)
@@ -100,13 +105,11 @@ class QemuEngine(Engine):
 
     def findings(self, inst: Instance, host: HostFacts, profile: Profile) -> list[Finding]:
         if inst.backing == "hugetlb":
-            return [Finding("ok", "qemu.hugepages.active",
-                            f"Guest RAM on {fmt_page(inst.backing_page_kb)} pages",
-                            "Backed by the static pool.", "smaps: hugetlb mappings", DOCS,
-                            inst.id)]
-        return [Finding(
-            "info", "qemu.hugepages.none", "Guest RAM on normal pages",
+            return [CODES["qemu.hugepages.active"](
+                "Backed by the static pool.", "smaps: hugetlb mappings", inst.id,
+                title=f"Guest RAM on {fmt_page(inst.backing_page_kb)} pages")]
+        return [CODES["qemu.hugepages.none"](
             "Add <memoryBacking><hugepages><page size='1' unit='G'/></hugepages>"
             "</memoryBacking> to the domain (or -object memory-backend-file with mem-path on "
             "hugetlbfs); the pool below includes this guest.",
-            inst.settings.get("guest_ram") or "", DOCS, inst.id)]
+            inst.settings.get("guest_ram") or "", inst.id)]

@@ -18,8 +18,9 @@ THP = "/sys/kernel/mm/transparent_hugepage"
 REPO = Path(__file__).resolve().parent.parent
 
 
-from hpadvise.benchmarks.scratch import ScratchCluster as PgCluster  # noqa: E402,F401
-from hpadvise.benchmarks.scratch import free_port, pg_bindir  # noqa: E402,F401
+from hpadvise.benchmarks.target import free_port  # noqa: E402,F401
+from hpadvise.plugins.postgres.bench import ScratchCluster as PgCluster  # noqa: E402,F401
+from hpadvise.plugins.postgres.bench import pg_bindir  # noqa: E402,F401
 
 
 class KernelKnobs:

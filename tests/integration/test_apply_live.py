@@ -63,6 +63,16 @@ def test_apply_restart_verify_idempotent_rollback(pg_factory, knobs, dirs):
     r = run_cli("history", "--journal-dir", str(j))
     assert out["journal"] in r.stdout and "active" in r.stdout
 
+    # --dry-run says what rollback would restore, restarts last, and changes nothing
+    during = host_state(c, p)
+    r = rollback(j, "--dry-run")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert any("huge_pages" in ln and "on -> (not set)" in ln for ln in lines), r.stdout
+    assert any("nr_hugepages" in ln or "pool 2 MiB" in ln for ln in lines), r.stdout
+    assert lines[-1].strip().startswith("restart "), r.stdout
+    assert host_state(c, p) == during
+
     r = rollback(j)
     assert r.returncode == 0, r.stderr
     assert host_state(c, p) == before

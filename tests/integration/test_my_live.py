@@ -4,12 +4,14 @@ is used to the last page with no fallback), the fallback with one page less is c
 
 import json
 import os
+import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from hpadvise.plugins import mysql as my
+from hpadvise.plugins.mysql import conf as myconf
+from hpadvise.plugins.mysql import sizing as mysizing
 from hpadvise.procs import parse_smaps
 from support import check_json, run_cli
 
@@ -56,11 +58,11 @@ def test_exact_pool_no_fallback_and_short_pool_caught(my_factory, knobs, bp, lb,
                if f["instance"] == i["id"])
     # the estimate from the option files alone (no connection) is never short, and close
     settings = {k.replace("-", "_"): v for k, v in m.settings.items()}
-    est = my.pages_needed(my.allocations(settings, "mariadb", my.version_tuple(i["version"])), 2048)
+    est = mysizing.pages_needed(mysizing.allocations(settings, "mariadb", mysizing.version_tuple(i["version"])), 2048)
     assert n <= est <= n + 2, (n, est)
 
     # io_uring maps 0-6 MiB more at some starts (innodb_use_native_aio): an allowance in n
-    allowance = my.AIO_ALLOWANCE // (2 << 20)
+    allowance = mysizing.AIO_ALLOWANCE // (2 << 20)
     assert "io_uring" in d["source"]
     required = n - allowance
 
@@ -76,7 +78,7 @@ def test_exact_pool_no_fallback_and_short_pool_caught(my_factory, knobs, bp, lb,
     assert mapped in (required, n), f"computed {required} + {allowance}, mapped {mapped}: {maps}"
     mi = _meminfo()
     assert mi["HugePages_Total"] - mi["HugePages_Free"] + mi["HugePages_Rsvd"] == mapped
-    assert not [ln for ln in m.logtail().splitlines() if my.FALLBACK_RE.search(ln)]
+    assert not [ln for ln in m.logtail().splitlines() if myconf.FALLBACK_RE.search(ln)]
     report, r = check_json("--db", "mysql")
     i = _instance(report, m.datadir)
     assert i["backing"] == "hugetlb" and i["demand"]["pages"]["2048"] == n
@@ -154,6 +156,31 @@ def test_apply_restart_verify_rollback(my_factory, knobs, tmp_path, includedir):
     assert int(Path("/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages").read_text()) == 0
     hist = run_cli("history", env=env)
     assert "rolled back" in hist.stdout
+
+
+def test_print_script_carries_the_option_and_the_restart_and_works(my_factory, knobs):
+    """--print-script renders every action of the plan, the engine's too: the option file
+    edit and the restart. Run by a root shell, it puts the server on huge pages."""
+    knobs.pool(2048, 0)
+    m = my_factory({"innodb-buffer-pool-size": "128M"})
+    m.start()
+    old_pid = m.pid
+    r = run_cli("apply", "--db", "mysql", "--instance", m.datadir, "--restart",
+                "--no-persist", "--print-script")
+    assert r.returncode == 0, r.stderr
+    script = r.stdout
+    assert f"cat > {m.cnf} <<'HPADVISE_EOF'" in script and "large_pages = ON" in script
+    assert f"kill -TERM {old_pid}" in script and f"--defaults-file={m.cnf}" in script
+    assert "hugepages-2048kB/nr_hugepages" in script
+    assert subprocess.run(["sh", "-n"], input=script, text=True).returncode == 0
+    assert "large_pages" not in Path(m.cnf).read_text()  # printing changed nothing
+    r = subprocess.run(["sh", "-e"], input=script, text=True, capture_output=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    report, _ = check_json("--db", "mysql")
+    i = _instance(report, m.datadir)
+    assert i["pid"] != old_pid and i["backing"] == "hugetlb", i
+    assert not [f for f in report["findings"] if f["instance"] == i["id"]
+                and f["code"] == "my.large_pages.fallback"]
 
 
 def test_bad_option_files_and_credentials(my_factory):

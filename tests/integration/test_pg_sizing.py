@@ -6,7 +6,8 @@ stopped (`check --pgdata`) and running (discovered from /proc)."""
 
 import pytest
 
-from hpadvise.plugins import postgres as pg
+from hpadvise.plugins.postgres import conf as pgconf
+from hpadvise.plugins.postgres import sizing as pgsizing
 from support import check_json, instance
 
 SIZES = (2048, 1048576)
@@ -60,11 +61,11 @@ def test_count_equals_postgres_own(pg_factory, sb, conns, hps):
     assert i["page_tables_kb"] > 0 and i["page_tables_huge_kb"] <= i["page_tables_kb"]
 
     # the documented estimate that PG <= 14 gets stays close to the real size
-    vals = {"shared_buffers": pg.parse_memory("shared_buffers", sb), "wal_buffers": -1,
+    vals = {"shared_buffers": pgconf.parse_memory("shared_buffers", sb), "wal_buffers": -1,
             "min_dynamic_shared_memory": 0, "max_connections": conns,
             "max_worker_processes": 8, "max_wal_senders": 10, "autovacuum_max_workers": 3,
             "max_locks_per_transaction": 64, "max_prepared_transactions": 0}
-    est = pg.documented_estimate(vals)
+    est = pgsizing.documented_estimate(vals)
     # errs high, never by much; never low by more than 1% (the pool headroom covers that)
     assert -0.01 < (est - size_mb * 2**20) / (size_mb * 2**20) < 0.05, (est >> 20, size_mb)
 

@@ -93,7 +93,8 @@ def test_short_validate_mysql_tpcc(knobs, tmp_path):
 def test_validate_bad_input_mysql():
     for args, needle in [
         (["--db", "mysql", "--bench", "pgbench"], "does not run on --db mysql"),
-        (["--db", "oracle"], "validate knows --db"),
+        (["--db", "oracle"], "no engine named 'oracle'"),
+        (["--db", "redis"], "validate does not support engine redis"),
         (["--db", "mysql", "--instance", "3306"], "scratch MariaDB"),
         (["--db", "mysql", "--scale", "0"], "at least 1"),
     ]:
@@ -115,7 +116,7 @@ def _hidden_binary(path: str, *args: str) -> subprocess.CompletedProcess:
 
 
 def test_missing_benchmark_binaries(knobs):
-    from hpadvise.benchmarks.scratch import pg_bindir
+    from hpadvise.plugins.postgres.bench import pg_bindir
     before, dirs = host_state(), scratch_dirs()
     for path, args, needle in [
             (f"{pg_bindir()}/pgbench", [], "pgbench not found"),

@@ -28,7 +28,7 @@ def test_no_pools(hosts):
     assert h.thp.shmem_enabled.value == "never"
     assert h.thp.khugepaged["max_ptes_none"] == 511
     assert h.thp.pmd_size_kb == 2048
-    # mTHP: the 8 kB size has shmem_enabled but no enabled file (REFERENCE.md)
+    # mTHP: the 8 kB size has shmem_enabled but no enabled file (docs/reference.md)
     assert h.thp.mthp[8]["enabled"] is None and h.thp.mthp[8]["shmem_enabled"] == "never"
     assert {"pdpe1gb", "pse"} <= h.cpu_flags and h.supports_1g
     assert h.virtualization

@@ -78,7 +78,7 @@ def test_discovery_from_a_proc_tree(tmp_path, hosts):
     f = facts(hosts, "thp-always")
     procs = ProcTable(sr)
     (r,) = kv.RedisEngine().discover(f, procs, None)
-    assert r.id == "redis:6380" and r.backing == "thp" and r.private["thp_enabled"] == "0"
+    assert r.id == "redis:6380" and r.backing == "thp" and r.state.thp_enabled == "0"
     (m,) = kv.MongoEngine().discover(f, procs, None)
     assert m.id == "mongodb:27018" and m.version is None  # offline: no binary to ask
     assert [x.code for x in kv.MongoEngine().findings(m, f, prof())] == ["mongodb.version.unknown"]
@@ -150,7 +150,7 @@ def test_jvm_named_by_main_class_and_survives_a_vanishing_process(tmp_path, host
     found = {i.pid: i for i in jvm.JvmEngine().discover(f, ProcTable(SysRoot(tmp_path)), None)}
     c = found[555]
     assert c.label.startswith("Cassandra") and c.settings["heap_max"] == "4 GiB"
-    assert c.private["jvm"].flags.main == "org.apache.cassandra.service.CassandraDaemon"
+    assert c.state.flags.main == "org.apache.cassandra.service.CassandraDaemon"
     g = found[556]
     assert g.demand is not None and g.backing is None  # no smaps: nothing claimed
     codes = {x.code for x in jvm.JvmEngine().findings(g, f, prof())}

@@ -3,9 +3,13 @@
 import pytest
 
 from hpadvise.plugins import mysql as my
+from hpadvise.plugins.mysql import actions as myactions
+from hpadvise.plugins.mysql import conf as myconf
+from hpadvise.plugins.mysql import discovery as mydisc
+from hpadvise.plugins.mysql import sizing as mysizing
 from hpadvise.sysroot import SysRoot
 
-GROUPS = my.server_groups("mariadb", (10, 11, 19))
+GROUPS = myconf.server_groups("mariadb", (10, 11, 19))
 
 
 def _tree(tmp_path, files: dict[str, str]) -> SysRoot:
@@ -27,8 +31,8 @@ def test_groups_includes_and_later_wins(tmp_path):
         "/etc/mysql/conf.d/README": "[mysqld]\nkey_buffer_size=9M\n",
         "/etc/mysql/extra.cnf": "[server]\ninnodb_log_buffer_size = 32M\n[mysqld-8.0]\nkey_buffer_size=7M\n",
     })
-    of = my.OptionFiles()
-    my.read_option_file(sr, "/etc/mysql/my.cnf", GROUPS, of)
+    of = myconf.OptionFiles()
+    myconf.read_option_file(sr, "/etc/mysql/my.cnf", GROUPS, of)
     s = {k: v for k, (v, _) in of.settings.items()}
     assert s["innodb_buffer_pool_size"] == "4G"       # the drop-in comes later
     assert s["large_pages"] == "OFF"                  # skip- prefix
@@ -47,8 +51,8 @@ def test_groups_includes_and_later_wins(tmp_path):
 ])
 def test_malformed_files_name_file_and_line(tmp_path, text, needle):
     sr = _tree(tmp_path, {"/etc/my.cnf": text})
-    with pytest.raises(my.OptionFileError) as e:
-        my.read_option_file(sr, "/etc/my.cnf", GROUPS, my.OptionFiles())
+    with pytest.raises(myconf.OptionFileError) as e:
+        myconf.read_option_file(sr, "/etc/my.cnf", GROUPS, myconf.OptionFiles())
     assert needle in str(e.value) and "/etc/my.cnf:" in str(e.value)
     assert "\n" not in str(e.value)
 
@@ -56,53 +60,53 @@ def test_malformed_files_name_file_and_line(tmp_path, text, needle):
 def test_include_loop_and_missing_include(tmp_path):
     sr = _tree(tmp_path, {"/etc/a.cnf": "[mysqld]\n!include /etc/b.cnf\n",
                           "/etc/b.cnf": "!include /etc/a.cnf\n"})
-    with pytest.raises(my.OptionFileError, match="include loop"):
-        my.read_option_file(sr, "/etc/a.cnf", GROUPS, my.OptionFiles())
+    with pytest.raises(myconf.OptionFileError, match="include loop"):
+        myconf.read_option_file(sr, "/etc/a.cnf", GROUPS, myconf.OptionFiles())
     sr = _tree(tmp_path, {"/etc/c.cnf": "!include /etc/nope.cnf\n"})
-    with pytest.raises(my.OptionFileError, match="cannot be read"):
-        my.read_option_file(sr, "/etc/c.cnf", GROUPS, my.OptionFiles())
+    with pytest.raises(myconf.OptionFileError, match="cannot be read"):
+        myconf.read_option_file(sr, "/etc/c.cnf", GROUPS, myconf.OptionFiles())
 
 
 def test_command_line_and_default_files():
     argv = ("/usr/sbin/mariadbd", "--defaults-file=/x/my.cnf", "--user=mysql",
             "--innodb-buffer-pool-size=3G", "--skip-large-pages", "--large-pages")
-    files, extra = my.default_files(argv, None)
+    files, extra = myconf.default_files(argv, None)
     assert files == ["/x/my.cnf"] and extra == []
-    cl = my.cmdline_settings(argv)
+    cl = myconf.cmdline_settings(argv)
     assert cl["innodb_buffer_pool_size"][0] == "3G" and cl["large_pages"][0] == "ON"
-    assert my.default_files(("mysqld", "--no-defaults"), None) == ([], [])
+    assert myconf.default_files(("mysqld", "--no-defaults"), None) == ([], [])
 
 
 def test_sizes():
-    assert my.parse_size("x", "2G") == 2 << 30 and my.parse_size("x", "512k") == 512 << 10
-    assert my.parse_size("x", "1048576") == 1 << 20
-    with pytest.raises(my.OptionFileError, match="not a size"):
-        my.parse_size("innodb_buffer_pool_size", "2 gigs")
+    assert myconf.parse_size("x", "2G") == 2 << 30 and myconf.parse_size("x", "512k") == 512 << 10
+    assert myconf.parse_size("x", "1048576") == 1 << 20
+    with pytest.raises(myconf.OptionFileError, match="not a size"):
+        myconf.parse_size("innodb_buffer_pool_size", "2 gigs")
 
 
 def test_allocations_single_pool_and_small_buffers_stay_small():
     s = {"innodb_buffer_pool_size": "1001M", "innodb_log_buffer_size": "33M",
          "key_buffer_size": "0", "aria_pagecache_buffer_size": "1M"}
-    allocs = my.allocations(s, "mariadb", (10, 11, 19))
+    allocs = mysizing.allocations(s, "mariadb", (10, 11, 19))
     by = {a.what: a.bytes for a in allocs}
     assert by["InnoDB buffer pool"] == 1008 << 20            # rounded up to 8 MiB
     assert by["InnoDB log buffer 1"] == by["InnoDB log buffer 2"] == 33 << 20
     assert "key cache" not in by
     # each allocation rounded up on its own; the <2 MiB Aria cache stays on 4 KiB pages
     # + 3 pages: the io_uring allowance (MariaDB >= 10.6 with innodb_use_native_aio)
-    assert my.pages_needed(allocs, 2048) == 504 + 17 + 17 + 3
-    assert my.pages_needed([a for a in allocs if not a.allowance], 2048) == 504 + 17 + 17
-    off = my.allocations({**s, "innodb_use_native_aio": "OFF"}, "mariadb", (10, 11, 19))
+    assert mysizing.pages_needed(allocs, 2048) == 504 + 17 + 17 + 3
+    assert mysizing.pages_needed([a for a in allocs if not a.allowance], 2048) == 504 + 17 + 17
+    off = mysizing.allocations({**s, "innodb_use_native_aio": "OFF"}, "mariadb", (10, 11, 19))
     assert not any(a.allowance for a in off)
-    assert my.pages_needed(allocs, 1048576) == 0  # every buffer is below 1 GiB
+    assert mysizing.pages_needed(allocs, 1048576) == 0  # every buffer is below 1 GiB
 
 
 def test_allocations_key_cache_segments_and_counted_blocks():
     s = {"innodb_buffer_pool_size": "128M", "key_buffer_size": "64M", "key_cache_segments": "4"}
-    est = my.allocations(s, "mariadb", (10, 11, 19))
+    est = mysizing.allocations(s, "mariadb", (10, 11, 19))
     segs = [a for a in est if a.what.startswith("key cache")]
     assert len(segs) == 4 and all(a.bytes < 16 << 20 for a in segs) and not segs[0].exact
-    exact = my.allocations(s, "mariadb", (10, 11, 19), {"key_cache": [13389] * 4, "aria": [15647]})
+    exact = mysizing.allocations(s, "mariadb", (10, 11, 19), {"key_cache": [13389] * 4, "aria": [15647]})
     segs = [a for a in exact if a.what.startswith("key cache")]
     assert [a.bytes for a in segs] == [13389 * 1024] * 4 and all(a.exact for a in exact)
 
@@ -110,41 +114,42 @@ def test_allocations_key_cache_segments_and_counted_blocks():
 def test_older_versions_use_chunks_and_say_estimate():
     s = {"innodb_buffer_pool_size": "1G", "innodb_buffer_pool_chunk_size": "128M",
          "innodb_buffer_pool_instances": "2", "key_buffer_size": "0"}
-    allocs = my.allocations(s, "mysql", (8, 0, 36))
+    allocs = mysizing.allocations(s, "mysql", (8, 0, 36))
     chunks = [a for a in allocs if a.what.startswith("InnoDB buffer pool chunk")]
     assert len(chunks) == 8 and all(a.bytes > 128 << 20 and not a.exact for a in chunks)
     assert not any("log buffer" in a.what for a in allocs)   # MySQL: not on large pages
-    assert my.single_allocation_pool("mariadb", (10, 11, 12))
-    assert not my.single_allocation_pool("mariadb", (10, 11, 11))
-    assert not my.single_allocation_pool("mysql", (8, 4, 0))
+    assert mysizing.single_allocation_pool("mariadb", (10, 11, 12))
+    assert not mysizing.single_allocation_pool("mariadb", (10, 11, 11))
+    assert not mysizing.single_allocation_pool("mysql", (8, 4, 0))
 
 
 def test_dsn_parsing_keeps_password_out_of_messages():
-    kw = my.parse_dsn("mysql://app:s%40cret@db1:3307/")
+    kw = mydisc.parse_dsn("mysql://app:s%40cret@db1:3307/")
     assert kw == {"user": "app", "password": "s@cret", "host": "db1", "port": 3307}
-    kw = my.parse_dsn("mysql://root@localhost/?unix_socket=/run/x.sock")
+    kw = mydisc.parse_dsn("mysql://root@localhost/?unix_socket=/run/x.sock")
     assert kw["unix_socket"] == "/run/x.sock" and "host" not in kw
     with pytest.raises(Exception) as e:
-        my.parse_dsn("postgresql://app:topsecret@db/")
+        mydisc.parse_dsn("postgresql://app:topsecret@db/")
     assert "topsecret" not in str(e.value)
-    assert "topsecret" not in my._secret_free("Access denied (using password topsecret)",
-                                              "mysql://a:topsecret@h/")
+    shown = mydisc.dsn_error(RuntimeError("Access denied (using password topsecret) for "
+                                          "mysql://a:topsecret@h/"), "mysql://a:topsecret@h/")
+    assert "topsecret" not in shown and "mysql://a:***@h/" in shown
 
 
 def test_option_edit_in_place_and_dropin():
-    a = my.MyOption("/x.cnf", "large_pages", "ON", False, engine="mysql")
+    a = myactions.MyOption("/x.cnf", "large_pages", "ON", False, engine="mysql")
     assert a.render("[client]\nx=1\n[mysqld]\nport=1\n") == \
         "[client]\nx=1\n[mysqld]\nlarge_pages = ON\nport=1\n"
     assert a.render("[mysqld]\nlarge-pages = OFF\n") == "[mysqld]\nlarge_pages = ON\n"
     assert a.render("") == "[mysqld]\nlarge_pages = ON\n"
-    d = my.MyOption("/d/99-hpadvise.cnf", "large_pages", "ON", True, engine="mysql")
+    d = myactions.MyOption("/d/99-hpadvise.cnf", "large_pages", "ON", True, engine="mysql")
     assert "[mysqld]\nlarge_pages = ON\n" in d.render(None)
 
 
 def _server_instance(version, flavour, settings):
     from hpadvise.engines import Instance
-    s = my.Server(pid=None, flavour=flavour, version=version, settings=settings)
-    i = Instance("mysql", "mysql:x", "x", running=False, private={"server": s})
+    s = mydisc.Server(pid=None, flavour=flavour, version=version, settings=settings)
+    i = Instance("mysql", "mysql:x", "x", running=False, state=s)
     return i
 
 
@@ -179,10 +184,10 @@ def test_fallback_lines_from_the_tail_of_a_big_log(tmp_path):
         f.write("[Note] Starting MariaDB 10.11.19 as process 4242\n")
         f.write(old.replace("2026-01-01", "2026-02-02"))
         f.write("[Note] mariadbd: ready for connections.\n")
-    s = my.Server(pid=4242, settings={"log_error": str(log)})
-    lines = my.fallback_lines(SysRoot("/"), s)
+    s = mydisc.Server(pid=4242, settings={"log_error": str(log)})
+    lines = mydisc.fallback_lines(SysRoot("/"), s)
     assert len(lines) == 1 and lines[0].startswith("2026-02-02")
     sr = SysRoot("/")
     assert sr.read_tail(str(log), 60).startswith("[Note] mariadbd: ready") or \
         "ready for connections" in sr.read_tail(str(log), 60)
-    assert my.fallback_lines(SysRoot("/"), my.Server(pid=1, settings={})) is None
+    assert mydisc.fallback_lines(SysRoot("/"), mydisc.Server(pid=1, settings={})) is None

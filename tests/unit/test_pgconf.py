@@ -2,7 +2,9 @@
 
 import pytest
 
-from hpadvise.plugins import postgres as pg
+from hpadvise import engines
+from hpadvise.plugins.postgres import conf as pgconf
+from hpadvise.plugins.postgres import sizing as pgsizing
 from hpadvise.sysroot import SysRoot
 
 
@@ -27,7 +29,7 @@ include_dir 'conf.d'
 search_path = '"$user", public'
 log_line_prefix = 'it''s %m '
 """)
-    s = pg.read_conf(SysRoot("/"), main)
+    s = pgconf.read_conf(SysRoot("/"), main)
     assert s["shared_buffers"][0] == "2GB" and s["shared_buffers"][1].endswith("10-mem.conf:1")
     assert s["huge_pages"][0] == "try"
     assert s["max_connections"][0] == "300"
@@ -38,20 +40,20 @@ log_line_prefix = 'it''s %m '
 def test_include_loop_is_an_error(tmp_path):
     write(tmp_path / "a.conf", "include 'b.conf'\n")
     write(tmp_path / "b.conf", "include 'a.conf'\n")
-    with pytest.raises(pg.ConfError, match="nested more than 10"):
-        pg.read_conf(SysRoot("/"), str(tmp_path / "a.conf"))
+    with pytest.raises(pgconf.ConfError, match="nested more than 10"):
+        pgconf.read_conf(SysRoot("/"), str(tmp_path / "a.conf"))
 
 
 def test_missing_include_is_an_error(tmp_path):
     main = write(tmp_path / "postgresql.conf", "include 'nope.conf'\n")
-    with pytest.raises(pg.ConfError, match="cannot read .*nope.conf"):
-        pg.read_conf(SysRoot("/"), main)
+    with pytest.raises(pgconf.ConfError, match="cannot read .*nope.conf"):
+        pgconf.read_conf(SysRoot("/"), main)
 
 
 def test_syntax_error_names_file_and_line(tmp_path):
     main = write(tmp_path / "postgresql.conf", "a = 1\nshared_buffers = = 3\n")
-    with pytest.raises(pg.ConfError, match=r"postgresql.conf:2: syntax error"):
-        pg.read_conf(SysRoot("/"), main)
+    with pytest.raises(pgconf.ConfError, match=r"postgresql.conf:2: syntax error"):
+        pgconf.read_conf(SysRoot("/"), main)
 
 
 @pytest.mark.parametrize("name,value,expect", [
@@ -64,26 +66,26 @@ def test_syntax_error_names_file_and_line(tmp_path):
     ("wal_buffers", "-1", -8192),
 ])
 def test_memory_units(name, value, expect):
-    assert pg.parse_memory(name, value) == expect
+    assert pgconf.parse_memory(name, value) == expect
 
 
 @pytest.mark.parametrize("value", ["12XB", "128mb", "1 G", "lots"])
 def test_bad_memory_units(value):
     # PostgreSQL's units are case-sensitive: 128mb is rejected by the server too
-    with pytest.raises(pg.ConfError, match="invalid value for shared_buffers"):
-        pg.parse_memory("shared_buffers", value, "postgresql.conf:3")
+    with pytest.raises(pgconf.ConfError, match="invalid value for shared_buffers"):
+        pgconf.parse_memory("shared_buffers", value, "postgresql.conf:3")
 
 
 def test_pages_formula_matches_ipci():
     # ipci.c: size_b / hp_size + 1 (one more than needed on an exact multiple)
-    assert pg.pages_from_bytes(143 << 20, 2048) == 72
-    assert pg.pages_from_bytes(4 << 20, 2048) == 3
-    assert pg.pages_from_bytes(8399 << 20, 1048576) == 9
+    assert pgsizing.pages_from_bytes(143 << 20, 2048) == 72
+    assert pgsizing.pages_from_bytes(4 << 20, 2048) == 3
+    assert pgsizing.pages_from_bytes(8399 << 20, 1048576) == 9
 
 
 def test_redact_dsn():
-    assert "s3cret" not in pg.redact_dsn("postgresql://bob:s3cret@db:5432/x")
-    assert "s3cret" not in pg.redact_dsn("host=db password=s3cret user=bob")
-    assert "cr3t" not in pg.redact_dsn("host=db password='s3 cr3t' user=bob")
-    assert "s3cret" not in pg.redact_dsn("postgresql://db/x?user=bob&password=s3cret")
-    assert pg.redact_dsn("postgresql://bob@db/x") == "postgresql://bob@db/x"
+    assert "s3cret" not in engines.redact_dsn("postgresql://bob:s3cret@db:5432/x")
+    assert "s3cret" not in engines.redact_dsn("host=db password=s3cret user=bob")
+    assert "cr3t" not in engines.redact_dsn("host=db password='s3 cr3t' user=bob")
+    assert "s3cret" not in engines.redact_dsn("postgresql://db/x?user=bob&password=s3cret")
+    assert engines.redact_dsn("postgresql://bob@db/x") == "postgresql://bob@db/x"

@@ -8,6 +8,7 @@ import pytest
 
 from hpadvise.benchmarks import pgbench, runner, stats
 from hpadvise.errors import InputError
+from hpadvise.plugins.postgres import bench as pgbench_target
 
 PGB = Path(__file__).resolve().parent.parent / "fixtures" / "pgbench"
 
@@ -141,7 +142,7 @@ def test_transaction_log_warm_up_cut_by_completion_time():
 def test_prewarm_queries_cover_every_block_once_in_equal_shares():
     import re
     rels = [(16384, 1000), (16390, 7), (16391, 0), (16392, 501)]
-    qs = runner.prewarm_queries(rels, 2)
+    qs = pgbench_target.prewarm_queries(rels, 2)
     assert len(qs) == 2
     seen: dict[int, list[int]] = {}
     share = []
@@ -155,7 +156,7 @@ def test_prewarm_queries_cover_every_block_once_in_equal_shares():
     assert {k: sorted(v) for k, v in seen.items()} == \
         {oid: list(range(n)) for oid, n in rels if n}
     assert abs(share[0] - share[1]) <= 1
-    assert runner.prewarm_queries([(1, 3)], 8) == [
+    assert pgbench_target.prewarm_queries([(1, 3)], 8) == [
         "SELECT pg_prewarm(1::regclass, 'buffer', 'main', 0, 0)",
         "SELECT pg_prewarm(1::regclass, 'buffer', 'main', 1, 1)",
         "SELECT pg_prewarm(1::regclass, 'buffer', 'main', 2, 2)"]

@@ -1,0 +1,137 @@
+"""Findings and their catalog: every finding code is declared once, with its severity, a
+generic title and the source of the rule; the code that raises it adds the rationale and the
+evidence of the case at hand.
+
+The core's codes are declared here; each engine declares its own in its package and lists them
+in `Engine.codes`. `catalog()` gathers them all; docs/findings.md and the JSON schema's list
+of codes are generated from it (scripts/gen_findings.py), and a test fails when they drift.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+SEVERITIES = ("ok", "info", "warn", "crit")
+
+
+@dataclass(frozen=True)
+class Finding:
+    severity: str  # one of SEVERITIES
+    code: str  # stable identifier for pipelines, e.g. "pg.huge_pages.fallback"
+    title: str
+    rationale: str
+    evidence: str = ""
+    source: str = ""  # where the rule or threshold comes from
+    instance: str | None = None
+
+    def __post_init__(self):
+        if self.severity not in SEVERITIES:
+            raise ValueError(f"unknown severity {self.severity!r}")
+
+
+@dataclass(frozen=True)
+class Code:
+    """One finding code as declared. `severity` is the usual one; `also` lists the others a
+    case may take (a warning that is only informational where the risk is absent)."""
+    code: str
+    severity: str
+    title: str
+    source: str = ""
+    also: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        for s in (self.severity, *self.also):
+            if s not in SEVERITIES:
+                raise ValueError(f"{self.code}: unknown severity {s!r}")
+
+    def __call__(self, rationale: str, evidence: str = "", instance: str | None = None, *,
+                 title: str | None = None, severity: str | None = None,
+                 source: str | None = None) -> Finding:
+        """This code raised for one case: the title may name the case's figures, the source
+        may add to the declared one."""
+        sev = severity or self.severity
+        if sev != self.severity and sev not in self.also:
+            raise ValueError(f"{self.code} is not declared with severity {sev!r}")
+        return Finding(sev, self.code, title or self.title, rationale, evidence,
+                       source if source is not None else self.source, instance)
+
+
+class Codes(dict):
+    """An engine's (or the core's) codes by name, declared in one table."""
+
+    def __init__(self, *codes: Code):
+        super().__init__()
+        for c in codes:
+            if c.code in self:
+                raise ValueError(f"finding code {c.code} declared twice")
+            self[c.code] = c
+
+    def __getattr__(self, name: str) -> Code:  # CODES.x is not a thing: index by the code
+        raise AttributeError(name)
+
+
+TRANSHUGE = "Documentation/admin-guide/mm/transhuge.rst"
+HUGETLBPAGE = "Documentation/admin-guide/mm/hugetlbpage.rst"
+
+# The core's codes: the host and the plan, whatever engines run.
+KERNEL_PARAMS = "Documentation/admin-guide/kernel-parameters.txt"
+CORE = Codes(
+    Code("pool.os_floor", "crit", "Plan would starve the OS of memory",
+         "the profile's pool.os_floor / os_floor_pct"),
+    Code("pool.per_node", "info", "Pool planned per NUMA node", HUGETLBPAGE),
+    Code("pool.gigantic_runtime", "info", "More 1 GiB pages needed at runtime", HUGETLBPAGE),
+    Code("pool.fragmented", "warn", "Free memory holds too few contiguous blocks to grow the pool",
+         HUGETLBPAGE),
+    Code("pool.unused", "warn", "Reserved huge pages are used by nothing found", HUGETLBPAGE),
+    Code("commit.limit", "warn", "With the planned pools CommitLimit falls below what is "
+         "committed", "mm/util.c vm_commit_limit(); Documentation/mm/overcommit-accounting.rst"),
+    Code("cgroup.hugetlb_limit", "warn", "A cgroup limits huge pages below the demand",
+         "Documentation/admin-guide/cgroup-v2.rst (HugeTLB)"),
+    Code("thp.conflict", "warn", "Instances need different THP values", TRANSHUGE),
+    Code("thp.resolved", "info", "THP value chosen so that every instance can live with it",
+         TRANSHUGE),
+    Code("thp.enabled", "info", "THP enabled differs from the profile", TRANSHUGE, ("warn",)),
+    Code("thp.defrag", "info", "THP defrag differs from the profile", TRANSHUGE, ("warn",)),
+    Code("thp.shmem_enabled", "info", "THP shmem_enabled differs from the profile", TRANSHUGE,
+         ("warn",)),
+    Code("thp.unavailable", "info", "THP knobs not readable", TRANSHUGE),
+    Code("cmdline.hugepages", "info", "Kernel command line reserves huge pages at boot",
+         KERNEL_PARAMS),
+    Code("cmdline.hugepagesz", "info", "Kernel command line names a huge page size",
+         KERNEL_PARAMS),
+    Code("cmdline.default_hugepagesz", "info", "Kernel command line sets the default huge page "
+         "size", KERNEL_PARAMS),
+    Code("cmdline.transparent_hugepage", "info", "Kernel command line sets the THP mode",
+         KERNEL_PARAMS),
+    Code("cmdline.transparent_hugepage_shmem", "info", "Kernel command line sets the shmem THP "
+         "mode", KERNEL_PARAMS),
+    Code("instances.none", "info", "No database instance found"),
+)
+
+
+def catalog() -> dict[str, tuple[str, Code]]:
+    """Every declared code -> (who declares it: "core" or an engine name, the Code)."""
+    from .engines import registry
+    out: dict[str, tuple[str, Code]] = {c.code: ("core", c) for c in CORE.values()}
+    for eng in registry.all():
+        for c in eng.codes.values():
+            if c.code in out:
+                raise ValueError(f"finding code {c.code} declared by {out[c.code][0]} and "
+                                 f"{eng.name}")
+            out[c.code] = (eng.name, c)
+    return dict(sorted(out.items()))
+
+
+def markdown() -> str:
+    """docs/findings.md, generated from the catalog."""
+    lines = ["# Finding codes", "",
+             "Every code `hpadvise check` can report, generated from the catalog by",
+             "`scripts/gen_findings.py`: edit the declarations in the code, not this file. Codes",
+             "are stable; pipelines may match on them (`check --json`). A severity such as",
+             "`warn/info` means the first is usual and the others apply to milder cases.", "",
+             "| code | severity | title | declared by | source |", "|---|---|---|---|---|"]
+    for code, (owner, c) in catalog().items():
+        sev = "/".join((c.severity, *c.also))
+        lines.append(f"| `{code}` | {sev} | {c.title} | {owner} | {c.source} |")
+    return "\n".join(lines) + "\n"
+

@@ -1,0 +1,132 @@
+"""What `validate` needs of an engine: one server to measure, behind one small interface.
+
+An engine that supports validate lists its benchmarks in `Engine.benches` and returns a
+BenchTarget from `Engine.bench_target(opts)`: a scratch server it creates, or a running
+instance (`opts.instance`). The runner knows nothing else of the engine: it switches the host's
+knobs, asks the target to restart, prewarm and run the driver, and reads the backing it reports.
+Constructing a target only checks (binaries, the instance, permissions) and changes nothing;
+`setup()` creates what it needs, `destroy()` removes it.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from typing import Any
+
+from hpadvise.actions import Action
+from hpadvise.errors import InputError
+
+
+class BenchTarget:
+    """The server under test. Subclasses set the attributes in __init__ or setup()."""
+
+    label: str = ""  # "scratch cluster", "instance postgres:5432", for the report
+    buffers_setting: str = ""  # the engine's name for its buffers, e.g. "shared_buffers"
+    buffers: str = ""  # their size as the engine writes it
+    instance_ref: str = ""  # what `apply --instance` matches this server by (its data directory)
+    owner: str = ""  # OS user running the server (owns the benchmark's log directory)
+    tmpdir: str = ""  # a directory of the target's for the driver's logs
+    restarts_instance: bool = False  # a real instance: restart it again when validate ends
+
+    def buffers_bytes(self) -> int:
+        from hpadvise.sizing import parse_bytes
+        return parse_bytes(self.buffers, self.buffers_setting)
+
+    def setup(self, progress) -> None:
+        """Create the server and the benchmark database; `progress(text)` says what is going on."""
+        raise NotImplementedError
+
+    def server(self) -> str:
+        """Product and version, e.g. "PostgreSQL 15.8"."""
+        raise NotImplementedError
+
+    def restart(self) -> None:
+        raise NotImplementedError
+
+    def hugepages_off(self) -> list[tuple[Action, Any]]:
+        """The engine's own steps for the "huge pages off" variant (action, value)."""
+        raise NotImplementedError
+
+    def prewarm(self) -> None:
+        """Read every table and index into the buffers, so that runs start alike."""
+        raise NotImplementedError
+
+    def driver(self, bench: str, scale: int):
+        """The benchmark driver (hpadvise.benchmarks.pgbench.Pgbench or sysbench.Sysbench) for
+        this server's benchmark database, after loading its data."""
+        raise NotImplementedError
+
+    def backing(self) -> str | None:
+        """What the server's buffers sit on now: hugetlb, thp, 4k, or None if unknown."""
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        """Stop a scratch server (releasing its huge pages); a real instance keeps running."""
+
+    def destroy(self) -> None:
+        """Remove what setup() created."""
+
+
+# ---- helpers for engines' scratch servers
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def owned_tmpdir(user: str, prefix: str, base: str | None, what: str):
+    """A temp directory (0755) owned by `user`, for a scratch server run as that user."""
+    try:
+        pw = pwd.getpwnam(user)
+    except KeyError:
+        raise InputError(f"no OS user {user!r} to run {what} as") from None
+    tmp = tempfile.mkdtemp(prefix=prefix, dir=base)
+    os.chmod(tmp, 0o755)
+    os.chown(tmp, pw.pw_uid, pw.pw_gid)
+    return pw, tmp
+
+
+def run_as(pw) -> dict:
+    """subprocess arguments that run a command as `pw`'s user when we are root."""
+    if os.geteuid() == 0:
+        return {"user": pw.pw_uid, "group": pw.pw_gid, "extra_groups": []}
+    return {}
+
+
+def gone(pid: int) -> bool:
+    """True once `pid` has exited; reaps it when it is our child (a restarted server can be)."""
+    try:
+        if os.waitpid(pid, os.WNOHANG)[0] == pid:
+            return True
+    except ChildProcessError:
+        pass
+    from hpadvise.procs import proc_state
+    return proc_state(pid) in ("Z", "X", "?")
+
+
+def wait_gone(pid: int | None, seconds: float) -> None:
+    deadline = time.time() + seconds
+    while pid and not gone(pid) and time.time() < deadline:
+        time.sleep(0.05)
+
+
+def need_binary(path: str | None, what: str, package: str) -> str:
+    """The path of an executable, or one line saying what to install."""
+    if path and (os.access(path, os.X_OK) or shutil.which(path)):
+        return path
+    raise InputError(f"{what} not found; install it (Debian: apt-get install {package})")
+
+
+def check_run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
+    kw.setdefault("cwd", "/")
+    r = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    if r.returncode != 0:
+        raise RuntimeError(f"{os.path.basename(cmd[0])} failed: {r.stderr.strip()[-400:]}")
+    return r

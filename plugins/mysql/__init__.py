@@ -1,0 +1,77 @@
+"""MySQL and MariaDB: discover servers, count the huge pages their large-page allocations need,
+catch the silent fallback to normal pages, set large_pages, restart, and benchmark.
+
+One module per job: conf (option files), sizing (the buffers my_large_malloc() maps),
+discovery (servers and what they hold), findings (what check says, the setting change),
+actions (apply's option file edit and restart), bench (validate's scratch MariaDB).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hpadvise.engines import Change, Engine, Finding, Instance, Targets
+from hpadvise.host import HostFacts
+from hpadvise.procs import ProcTable
+from hpadvise.profiles import Profile
+
+from . import findings as _findings
+from .actions import MyOption, MyRestart, option_target, spec_of
+from .discovery import PROCESS_NAMES, Discovery, Server
+
+
+class MySQLEngine(Engine):
+    """MySQL / MariaDB: static huge pages for the buffers my_large_malloc() places there.
+
+    Sizing: every large-page allocation of the running version (buffer pool, log buffers, key
+    cache segments, Aria page cache), each rounded up to the page size, with block counts read
+    from the server when connected. Recommends large_pages=ON and catches the silent fallback
+    in the error log and smaps."""
+
+    name = "mysql"
+    description = "MySQL / MariaDB (InnoDB buffer pool, log buffers, key caches, Aria cache)"
+    process_names = PROCESS_NAMES
+    profile_schema = {"large_pages": (str, ("ON", "OFF"), "ON")}
+    codes = _findings.CODES
+    action_kinds = (MyOption, MyRestart)
+    benches = ("tpcc",)
+
+    def __init__(self, connect_timeout: int = 3):
+        self.connect_timeout = connect_timeout
+
+    def discover(self, host: HostFacts, procs: ProcTable, targets: Targets) -> list[Instance]:
+        return Discovery(self.connect_timeout).discover(host, procs, targets)
+
+    @staticmethod
+    def _server(inst: Instance) -> Server | None:
+        s = inst.state
+        return s if isinstance(s, Server) and not inst.errors else None
+
+    def findings(self, inst: Instance, host: HostFacts, profile: Profile) -> list[Finding]:
+        s = self._server(inst)
+        return _findings.findings(inst, s, host) if s else []
+
+    def changes(self, inst: Instance, page_kb: int, host: HostFacts,
+                profile: Profile) -> list[Change]:
+        s = self._server(inst)
+        return _findings.changes(inst, s, profile) if s else []
+
+    def actions(self, inst: Instance, changes: list[Change]) -> list[tuple[MyOption, Any]]:
+        s: Server = inst.state
+        path, dropin = option_target(s)
+        out = []
+        for ch in changes:
+            if ch.kind == "setting" and ch.instance == inst.id:
+                a = MyOption(path, ch.target, str(ch.recommended), dropin, **spec_of(s, inst.id))
+                out.append((a, a.wanted))
+        return out
+
+    def restart_action(self, inst: Instance) -> MyRestart | None:
+        s = inst.state
+        if not isinstance(s, Server) or not inst.running or not s.pid or not s.argv:
+            return None
+        return MyRestart(**spec_of(s, inst.id))
+
+    def bench_target(self, opts):
+        from .bench import MariaTarget
+        return MariaTarget(opts)

@@ -1,0 +1,225 @@
+"""MySQL/MariaDB's apply actions: an option in an option file, and a restart verified from the
+server's smaps and its error log."""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shlex
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from hpadvise.actions import ActionError, File, FileSetting, Restart
+from hpadvise.procs import Proc, ProcTable, proc_state, systemd_unit
+from hpadvise.sizing import fmt_bytes
+from hpadvise.sysroot import SysRoot
+
+from .conf import default_files, norm, strip_value
+
+
+def spec_of(s, instance: str) -> dict:
+    """What the actions of one server carry into the journal: how to find, stop and start it."""
+    return {"engine": "mysql", "instance": instance, "datadir": s.datadir, "socket": s.socket,
+            "pid": s.pid, "argv": list(s.argv), "cwd": s.cwd or "/", "owner": s.owner,
+            "log_error": s.log_error,
+            "supervisor": list(s.supervisor[1]) if s.supervisor else None}
+
+
+def option_target(s) -> tuple[str, bool]:
+    """Where large_pages goes: a drop-in in the last include directory the server reads,
+    else the last option file with a server group, else /etc/mysql/my.cnf."""
+    if s.options.includedirs:
+        return f"{s.options.includedirs[-1].rstrip('/')}/99-hpadvise.cnf", True
+    if s.options.group_files:
+        return s.options.group_files[-1], False
+    files, _ = default_files(s.argv, None)
+    return (files[0] if files and files[0] != "/etc/my.cnf" else "/etc/mysql/my.cnf"), False
+
+
+def server_greets(sock: str | None) -> bool:
+    """A MySQL/MariaDB server accepts connections on `sock`: it sends its handshake first."""
+    if not sock or not os.path.exists(sock):
+        return False
+    import socket as so
+    try:
+        with so.socket(so.AF_UNIX) as c:
+            c.settimeout(1)
+            c.connect(sock)
+            return bool(c.recv(1))
+    except OSError:
+        return False
+
+
+class MyOption(FileSetting):
+    """One server option in an option file: a drop-in file of its own in the server's include
+    directory, or the option's line in the [mysqld] group of the file that has one. Restore puts
+    the file's old bytes back (or removes the drop-in)."""
+    kind = "my_option"
+    how = "option file"
+
+    def __init__(self, path: str, name: str, value: str, dropin: bool, **server):
+        self.path, self.name, self.value, self.dropin, self.s = path, name, value, dropin, server
+        self.instance = server.get("instance")
+
+    def spec(self) -> dict:
+        return {**self.s, "kind": self.kind, "path": self.path, "name": self.name,
+                "value": self.value, "dropin": self.dropin}
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} in {self.path}"
+
+    def file(self) -> File:
+        return File(self.path, 0o644, 0, 0)
+
+    @staticmethod
+    def normal(value: str | None) -> str:
+        return (value or "").upper()  # ON, on and On are one value (mysys/my_getopt.c)
+
+    def read_value(self, text: str) -> str | None:
+        value = None
+        for line in text.splitlines():
+            name, eq, v = line.strip().partition("=")
+            if norm(name) in (self.name, f"loose_{self.name}"):
+                value = strip_value(v) if eq else "ON"
+        return value
+
+    def render(self, current: str | None) -> str:
+        if self.dropin:
+            return (f"# Written by hpadvise apply (undo: hpadvise rollback)\n[mysqld]\n"
+                    f"{self.name} = {self.value}\n")
+        lines = (current or "").splitlines()
+        group = None
+        for n, line in enumerate(lines):
+            st = line.strip()
+            if st.startswith("["):
+                group = st.strip("[] ").lower()
+            elif group == "mysqld" and norm(st.partition("=")[0]) == self.name:
+                lines[n] = f"{self.name} = {self.value}"
+                return "\n".join(lines) + "\n"
+        for n, line in enumerate(lines):
+            if line.strip().lower() == "[mysqld]":
+                lines.insert(n + 1, f"{self.name} = {self.value}")
+                return "\n".join(lines) + "\n"
+        return "\n".join(lines + ["[mysqld]", f"{self.name} = {self.value}"]) + "\n"
+
+
+class MyRestart(Restart):
+    """Restart a server and check from smaps and its error log that it got its huge pages.
+    Through systemd when it is a unit; otherwise a clean shutdown (SIGTERM) and the same
+    command line again as the same user (its mysqld_safe parent's, when it has one)."""
+    kind = "my_restart"
+
+    @property
+    def label(self) -> str:
+        return f"restart {self.instance or 'mysql:' + str(self.s.get('datadir'))}"
+
+    def _pid(self) -> int | None:
+        """The server's current pid: a live (not zombie) mariadbd/mysqld with the same command
+        line, or the pid we knew if it still runs."""
+        live = [p for p in ProcTable(SysRoot("/")).by_name("mariadbd", "mysqld")
+                if proc_state(p.pid) not in ("Z", "X", "?")]
+        for p in live:
+            if p.cmdline and tuple(p.cmdline) == tuple(self.s["argv"]):
+                return p.pid
+        return next((p.pid for p in live if p.pid == self.s.get("pid")), None)
+
+    def _start(self) -> tuple[list[str], dict]:
+        """The command line that starts the server again, and its subprocess arguments."""
+        argv = self.s.get("supervisor") or self.s["argv"]
+        pw = pwd.getpwnam(self.s["owner"]) if self.s.get("owner") else None
+        kw: dict = {"cwd": self.s.get("cwd") or "/", "start_new_session": True,
+                    "stdin": subprocess.DEVNULL, "stdout": subprocess.DEVNULL,
+                    "stderr": subprocess.DEVNULL,
+                    "env": {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
+                            "HOME": pw.pw_dir if pw else "/"}}
+        if pw and os.geteuid() == 0 and pw.pw_uid != 0 and not self.s.get("supervisor"):
+            kw.update(user=pw.pw_uid, group=pw.pw_gid, extra_groups=[])
+        return argv, kw
+
+    def set(self, value=True) -> None:
+        pid = self._pid()
+        unit = systemd_unit(pid) if pid else None
+        if unit:
+            r = subprocess.run(["systemctl", "restart", unit], capture_output=True, text=True,
+                               timeout=900)
+            if r.returncode != 0:
+                raise ActionError(f"{self.label} failed: {r.stderr.strip()[-300:]}")
+            return
+        if pid:
+            os.kill(pid, signal.SIGTERM)  # mysqld shuts down cleanly on SIGTERM
+            deadline = time.time() + 900
+            while os.path.exists(f"/proc/{pid}") and proc_state(pid) != "Z":
+                if time.time() > deadline:
+                    raise ActionError(f"{self.label}: pid {pid} did not stop within 15 minutes")
+                time.sleep(0.1)
+        argv, kw = self._start()
+        try:
+            proc = subprocess.Popen(argv, **kw)
+        except OSError as exc:
+            raise ActionError(f"{self.label}: cannot start {argv[0]}: {exc.strerror}") from None
+        deadline = time.time() + 900
+        while time.time() < deadline:
+            if server_greets(self.s.get("socket")):
+                self.s["pid"] = self._pid()
+                return
+            if proc.poll() is not None and not self.s.get("supervisor"):
+                raise ActionError(f"{self.label}: the server exited at start"
+                                  + _log_tail(self.s.get("log_error")))
+            time.sleep(0.2)
+        raise ActionError(f"{self.label}: not accepting connections after 15 minutes")
+
+    def verify(self, value=True) -> tuple[bool, str]:
+        from .discovery import Server, fallback_lines
+        pid = self._pid()
+        if not pid:
+            return False, "not running"
+        maps = [m for m in Proc(SysRoot("/"), pid).smaps or [] if m.hugetlb]
+        srv = Server(pid=pid, datadir=self.s.get("datadir"),
+                     settings={"log_error": self.s.get("log_error") or ""})
+        bad = fallback_lines(SysRoot("/"), srv) or []
+        if bad:
+            return False, f"fell back to normal pages: {bad[-1].strip()[-160:]}"
+        if not maps:
+            return False, "no huge page mappings in smaps"
+        kb_ = sum(m.size_kb for m in maps)
+        return True, f"{len(maps)} huge page mappings, {fmt_bytes(kb_ * 1024)}"
+
+    def shell(self, new=True) -> list[str]:
+        """The same restart for a root shell: the unit, or SIGTERM, wait until the process is
+        gone, start the same command line as its user, and wait for its socket."""
+        pid = self._pid()
+        unit = systemd_unit(pid) if pid else None
+        if unit:
+            return [f"systemctl restart {shlex.quote(unit)}"]
+        argv, _ = self._start()
+        cmd = " ".join(shlex.quote(a) for a in argv)
+        owner = self.s.get("owner")
+        if owner and owner != "root" and not self.s.get("supervisor"):
+            cmd = f"runuser -u {shlex.quote(owner)} -- {cmd}"
+        sock = shlex.quote(self.s.get("socket") or "/run/mysqld/mysqld.sock")
+        out = []
+        if pid:  # gone, or a zombie its parent has not reaped yet
+            out += [f"kill -TERM {pid}",
+                    f"while kill -0 {pid} 2>/dev/null && ! grep -qs '^State:[[:space:]]*Z' "
+                    f"/proc/{pid}/status; do sleep 0.2; done"]
+        cwd = shlex.quote(self.s.get("cwd") or "/")
+        out += [f"(cd {cwd} && setsid {cmd} </dev/null >/dev/null 2>&1 &)",
+                # as set() does: up to 15 minutes for InnoDB recovery before it answers
+                f"n=0; until [ -S {sock} ]; do n=$((n + 1)); [ $n -le 4500 ] || {{ echo "
+                f"'hpadvise: the server did not start; see its error log' >&2; exit 1; }}; "
+                "sleep 0.2; done"]
+        return out
+
+
+def _log_tail(path: str | None) -> str:
+    if not path:
+        return ""
+    try:
+        lines = [ln for ln in Path(path).read_text(errors="replace").splitlines()
+                 if "ERROR" in ln or "[ERROR]" in ln]
+    except OSError:
+        return ""
+    return f": {lines[-1].strip()[-200:]}" if lines else ""

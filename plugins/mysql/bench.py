@@ -1,0 +1,217 @@
+"""MariaDB for `validate`: a throwaway server (mariadb-install-db into a temp directory, its own
+option file, socket and port, run as the `mysql` user; never the system's own service), every
+index read for the prewarm, and TPC-C for sysbench. Used by the tests too."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+from hpadvise.benchmarks.target import BenchTarget, free_port, owned_tmpdir, wait_gone
+from hpadvise.errors import InputError
+from hpadvise.procs import Proc, backing_of
+from hpadvise.sysroot import SysRoot
+
+from .actions import MyOption, MyRestart, server_greets
+
+
+def maria_bindir() -> str | None:
+    """Where mariadbd / mariadb-install-db live (Debian: /usr/sbin and /usr/bin)."""
+    for server in ("mariadbd", "mysqld"):
+        p = shutil.which(server) or (f"/usr/sbin/{server}" if os.access(f"/usr/sbin/{server}",
+                                                                        os.X_OK) else None)
+        if p:
+            return p
+    return None
+
+
+class ScratchMaria:
+    """A throwaway MariaDB server. root@localhost has no password and is reachable only over
+    its socket."""
+
+    def __init__(self, settings: dict[str, str] | None = None, user: str = "mysql",
+                 base: str | None = None):
+        self.server = maria_bindir()
+        install = shutil.which("mariadb-install-db") or shutil.which("mysql_install_db")
+        if self.server is None or install is None:
+            raise InputError("MariaDB server binaries not found; install the server package "
+                             "(Debian: apt-get install mariadb-server)")
+        self.pw, self.tmp = owned_tmpdir(user, "hpadvise-my-", base, "MariaDB")
+        self.user = user
+        self.datadir = f"{self.tmp}/data"
+        self.socket = f"{self.tmp}/mysqld.sock"
+        self.port = free_port()
+        self.log = f"{self.tmp}/error.log"
+        self.cnf = f"{self.tmp}/my.cnf"
+        self.proc: subprocess.Popen | None = None
+        self.settings = {"datadir": self.datadir, "socket": self.socket, "port": str(self.port),
+                         "bind-address": "127.0.0.1", "pid-file": f"{self.tmp}/mysqld.pid",
+                         "log-error": self.log, "innodb-buffer-pool-size": "128M",
+                         "innodb-log-file-size": "64M", "max-connections": "200",
+                         **(settings or {})}
+        self.write_cnf()
+        try:
+            r = subprocess.run([install, f"--defaults-file={self.cnf}", f"--user={user}",
+                                "--auth-root-authentication-method=normal", "--skip-test-db"],
+                               capture_output=True, text=True, cwd="/")
+            if r.returncode != 0:
+                raise RuntimeError(f"mariadb-install-db failed: {r.stderr.strip()[-400:]}")
+        except BaseException:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            raise
+
+    def write_cnf(self) -> None:
+        with open(self.cnf, "w") as f:
+            f.write("[mysqld]\n" + "".join(f"{k} = {v}\n" for k, v in self.settings.items()))
+        os.chmod(self.cnf, 0o644)
+
+    def configure(self, settings: dict[str, str]) -> None:
+        self.settings.update(settings)
+        self.write_cnf()
+
+    @property
+    def argv(self) -> list[str]:
+        return [self.server, f"--defaults-file={self.cnf}", f"--user={self.user}"]
+
+    def start(self, check: bool = True, timeout: float = 120) -> bool:
+        self.proc = subprocess.Popen(self.argv, cwd="/", start_new_session=True,
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.ready():
+                return True
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        if check:
+            raise RuntimeError(f"mariadbd did not start: {self.logtail()}")
+        return False
+
+    def ready(self) -> bool:
+        return server_greets(self.socket)
+
+    def logtail(self) -> str:
+        try:
+            return Path(self.log).read_text(errors="replace")[-800:]
+        except OSError:
+            return ""
+
+    @property
+    def pid(self) -> int | None:
+        try:
+            pid = int(Path(f"{self.tmp}/mysqld.pid").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return None
+        return pid if os.path.exists(f"/proc/{pid}") else None
+
+    def running(self) -> bool:
+        return self.pid is not None
+
+    def sql(self, query: str, db: str | None = None) -> list[tuple]:
+        import mysql.connector
+
+        from .discovery import sql
+        conn = mysql.connector.connect(unix_socket=self.socket, user="root", database=db,
+                                       autocommit=True, connection_timeout=10)
+        try:
+            return sql(conn, query)
+        finally:
+            conn.close()
+
+    def stop(self) -> None:
+        pid = self.pid
+        if pid:
+            try:
+                os.kill(pid, 15)  # a clean shutdown; the tests do not wait for slow flushing
+            except ProcessLookupError:
+                pass
+            wait_gone(pid, 120)
+        if self.proc is not None:
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+            self.proc = None
+
+    def destroy(self) -> None:
+        self.stop()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+class MariaTarget(BenchTarget):
+    """A scratch MariaDB server; validate does not take a running MySQL/MariaDB instance."""
+    buffers_setting = "innodb_buffer_pool_size"
+    label = "scratch MariaDB server"
+    dbname = "hpadvise_validate"
+
+    def __init__(self, opts):
+        if opts.instance:
+            raise InputError("validate --db mysql runs on a scratch MariaDB server it creates; "
+                             "--instance works with --db postgres only for now")
+        if maria_bindir() is None:
+            raise InputError("MariaDB server binaries not found; install the server package "
+                             "(Debian: apt-get install mariadb-server)")
+        self.o = opts
+        self.buffers = opts.shared_buffers
+        self.m: ScratchMaria | None = None
+
+    def setup(self, progress) -> None:
+        progress("creating the scratch MariaDB server")
+        self.m = ScratchMaria({"innodb-buffer-pool-size": self.o.shared_buffers,
+                               "max-connections": str(self.o.clients + 20),
+                               "innodb-buffer-pool-dump-at-shutdown": "OFF",
+                               "innodb-buffer-pool-load-at-startup": "OFF"})
+        self.m.start()
+        self.m.sql(f"CREATE DATABASE {self.dbname}")
+        self.instance_ref, self.owner, self.tmpdir = self.m.datadir, self.m.user, self.m.tmp
+
+    def _spec(self) -> dict:
+        m = self.m
+        return {"engine": "mysql", "instance": None, "datadir": m.datadir, "socket": m.socket,
+                "pid": m.pid, "argv": m.argv, "cwd": "/", "owner": m.user, "log_error": m.log,
+                "supervisor": None}
+
+    def server(self) -> str:
+        return f"MariaDB {self.m.sql('SELECT VERSION()')[0][0]}"
+
+    def restart(self) -> None:
+        MyRestart(**self._spec()).set(True)
+
+    def hugepages_off(self):
+        return [(MyOption(self.m.cnf, "large_pages", "OFF", False, **self._spec()),
+                 {"value": "OFF"})]
+
+    def prewarm(self) -> None:
+        """A full scan of every index (FORCE INDEX; PRIMARY is the clustered index holding the
+        rows), one session per CPU."""
+        from concurrent.futures import ThreadPoolExecutor
+        m, db = self.m, self.dbname
+        scans = [f"SELECT COUNT(*) FROM `{t}` FORCE INDEX (`{idx}`)" for t, idx in m.sql(
+            "SELECT DISTINCT TABLE_NAME, INDEX_NAME FROM information_schema.STATISTICS "
+            "WHERE TABLE_SCHEMA = DATABASE()", db)]
+        with ThreadPoolExecutor(max(1, os.cpu_count() or 1)) as ex:
+            list(ex.map(lambda q: m.sql(q, db), scans))
+
+    def driver(self, bench: str, scale: int):
+        from hpadvise.benchmarks.sysbench import Sysbench
+        d = Sysbench({"driver": "mysql", "socket": self.m.socket, "user": "root",
+                      "db": self.dbname}, scale=scale)
+        d.prepare()
+        return d
+
+    def backing(self) -> str | None:
+        pid = self.m.pid
+        maps = Proc(SysRoot("/"), pid).smaps if pid else None
+        return backing_of(maps, 2048).kind if maps is not None else None
+
+    def stop(self) -> None:
+        if self.m is not None:
+            self.m.stop()
+
+    def destroy(self) -> None:
+        if self.m is not None:
+            self.m.destroy()

@@ -1,0 +1,358 @@
+"""MySQL/MariaDB discovery: servers in the process table, their settings (over the socket, or
+from the option files and command line), the buffers they hold on huge pages, and the fallback
+warnings in their error log.
+
+- When a large-page mapping fails the server logs "Couldn't allocate N bytes (Large/HugeTLB
+  memory page size P); errno 12; continuing to smaller size" (mysys/my_largepage.c) and carries
+  on with 4 KiB pages: the fallback is silent unless someone reads the log.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from contextlib import closing
+from dataclasses import dataclass, field
+from urllib.parse import parse_qs, unquote, urlparse
+
+from hpadvise.engines import Demand, Instance, Targets, error_line, redact_dsn
+from hpadvise.errors import InputError
+from hpadvise.host import HostFacts
+from hpadvise.procs import Mapping, Proc, ProcTable, backing_of, binary_version
+from hpadvise.sizing import fmt_bytes, pages_for
+from hpadvise.sysroot import SysRoot
+
+from .conf import (FALLBACK_RE, QUERY_VARS, OptionFileError, OptionFiles, cmdline_settings,
+                   default_files, read_option_file, server_groups)
+from .findings import CODES
+from .sizing import Allocation, allocations, pages_needed, version_tuple
+
+NAME = "mysql"
+PROCESS_NAMES = ("mariadbd", "mysqld")
+
+
+@dataclass
+class Server:
+    pid: int | None
+    datadir: str | None = None
+    socket: str | None = None
+    port: int | None = None
+    owner: str | None = None
+    owner_uid: int | None = None
+    flavour: str = "mariadb"
+    version: str | None = None
+    argv: tuple[str, ...] = ()
+    cwd: str | None = None
+    settings: dict[str, str] = field(default_factory=dict)
+    origins: dict[str, str] = field(default_factory=dict)
+    options: OptionFiles = field(default_factory=OptionFiles)
+    counted: dict[str, list[int]] = field(default_factory=dict)
+    connected_as: str | None = None
+    supervisor: tuple[int, tuple[str, ...]] | None = None  # mysqld_safe parent
+    engines: tuple[str, ...] = ()
+    next_start: dict[str, str] | None = None  # what the option files + command line say now
+    # What discovery observed, for the findings (the instance's engine state is this object).
+    huge_maps: list[Mapping] = field(default_factory=list)  # its hugetlb mappings
+    anon_huge_kb: int | None = None  # THP in its private memory
+    thp_enabled: str | None = None  # "0" when the server switched THP off for itself
+    fallback: list[str] | None = None  # fallback lines of its error log; None: unreadable
+    observe_note: str | None = None
+    allocations: list[Allocation] = field(default_factory=list)
+    required_pages: int = 0  # pages of the allocations that must be on huge pages
+
+    @property
+    def vt(self) -> tuple[int, ...] | None:
+        return version_tuple(self.version)
+
+    @property
+    def log_error(self) -> str | None:
+        le = self.settings.get("log_error")
+        if not le or le in ("ON", "stderr"):
+            return None
+        return le if os.path.isabs(le) or not self.datadir else os.path.join(self.datadir, le)
+
+
+def parse_dsn(dsn: str) -> dict:
+    """mysql://user:password@host:port/ or mysql://user@localhost/?unix_socket=/path."""
+    u = urlparse(dsn)
+    if u.scheme not in ("mysql", "mariadb"):
+        raise InputError(f"{redact_dsn(dsn)}: a MySQL DSN starts with mysql:// or mariadb://")
+    q = parse_qs(u.query)
+    kw: dict = {"user": unquote(u.username) if u.username else "root"}
+    if u.password:
+        kw["password"] = unquote(u.password)
+    if "unix_socket" in q:
+        kw["unix_socket"] = q["unix_socket"][0]
+    else:
+        kw["host"] = u.hostname or "127.0.0.1"
+        kw["port"] = u.port or 3306
+    return kw
+
+
+def connect(server: Server | None = None, dsn: str | None = None, timeout: int = 3):
+    """A mysql-connector connection (imported only when there is a server to talk to): over
+    the server's socket as root (unix_socket authentication on Debian), or with a DSN."""
+    import mysql.connector
+    kw = parse_dsn(dsn) if dsn else {"unix_socket": server.socket, "user": "root"}
+    return mysql.connector.connect(connection_timeout=timeout, autocommit=True, **kw)
+
+
+def sql(conn, query: str) -> list[tuple]:
+    """The rows of one statement on an open connection."""
+    cur = conn.cursor()
+    cur.execute(query)
+    return cur.fetchall() if cur.with_rows else []
+
+
+def is_my_dsn(dsn: str) -> bool:
+    return bool(re.match(r"^(mysql|mariadb)://", dsn))
+
+
+def dsn_error(exc: Exception, dsn: str | None) -> str:
+    """A driver's error as one line without the DSN's password, whatever the driver echoed."""
+    return error_line(exc, dsn, parse_dsn(dsn).get("password") if dsn else None)
+
+
+def fallback_lines(sr: SysRoot, server: Server) -> list[str] | None:
+    """Fallback warnings the server logged since it started (its "as process PID" line), or
+    None when the error log is not a readable file."""
+    path = server.log_error
+    if not path:
+        return None
+    # The tail only: an error log can be gigabytes; startup warnings of the running process
+    # follow its "as process PID" line, which a server that has logged 8 MiB since is unlikely
+    # to have pushed out (smaps remains the evidence then).
+    text = sr.read_tail(path, 8 << 20, quiet_missing=True)
+    if text is None:
+        return None
+    lines = text.splitlines()
+    start = 0
+    if server.pid:
+        for n in range(len(lines) - 1, -1, -1):
+            if f"as process {server.pid}" in lines[n]:
+                start = n
+                break
+    return [ln for ln in lines[start:] if FALLBACK_RE.search(ln)]
+
+
+class Discovery:
+    def __init__(self, connect_timeout: int = 3):
+        self.connect_timeout = connect_timeout
+
+    def discover(self, host: HostFacts, procs: ProcTable, targets: Targets) -> list[Instance]:
+        sr = procs.sr
+        servers = []
+        mine = procs.by_name(*PROCESS_NAMES)
+        pids = {p.pid for p in mine}
+        for p in mine:
+            if p.ppid in pids or not p.cmdline:
+                continue
+            servers.append(self._from_process(sr, procs, p))
+        out = []
+        used = set()
+        for dsn in targets.dsns:
+            if not is_my_dsn(dsn):
+                continue
+            match = self._by_dsn(dsn, servers)
+            if isinstance(match, Instance):
+                out.append(match)
+                continue
+            used.add(id(match))
+            out.append(self._running(sr, procs, match, host, dsn))
+        for s in servers:
+            if id(s) not in used:
+                out.append(self._running(sr, procs, s, host, None))
+        return out
+
+    def _from_process(self, sr: SysRoot, procs: ProcTable, p: Proc) -> Server:
+        argv = p.cmdline
+        owner = procs.user(p.uid)
+        s = Server(pid=p.pid, argv=argv, owner=owner, owner_uid=p.uid,
+                   flavour="mariadb" if p.comm == "mariadbd" else "mysql",
+                   cwd=sr.readlink(f"/proc/{p.pid}/cwd"))
+        parent = Proc(sr, p.ppid) if p.ppid else None
+        if parent is not None and parent.comm in ("mysqld_safe", "mariadbd-safe") \
+                and parent.cmdline:
+            s.supervisor = (parent.pid, parent.cmdline)
+        return s
+
+    def _by_dsn(self, dsn: str, servers: list[Server]):
+        probe = Server(pid=None)
+        try:
+            self._query(probe, dsn)
+        except Exception as exc:
+            inst = Instance(NAME, f"mysql:{redact_dsn(dsn)}", redact_dsn(dsn), False)
+            inst.errors.append(f"cannot connect to {redact_dsn(dsn)}: "
+                               f"{dsn_error(exc, dsn)}; check user, password, "
+                               "host and port")
+            return inst
+        for s in servers:
+            s_dir = s.cwd or s.datadir or cmdline_settings(s.argv).get("datadir", ("",))[0]
+            if s_dir and os.path.realpath(s_dir) == os.path.realpath(probe.datadir or "\0"):
+                return s
+        probe.pid = None
+        return probe
+
+    def _read_files(self, sr: SysRoot, s: Server) -> None:
+        """Option files and command line; what the server reported itself (origin "server")
+        wins over them."""
+        files, extra = default_files(s.argv, None)
+        groups = server_groups(s.flavour, s.vt)
+        of = OptionFiles()
+        for f in files + extra:
+            read_option_file(sr, f, groups, of)
+        s.options = of
+        for k in [k for k, o in s.origins.items() if o != "server"]:
+            s.settings.pop(k, None)
+            s.origins.pop(k, None)
+        merged = {**of.settings, **cmdline_settings(s.argv)}
+        s.next_start = {k: v for k, (v, _) in merged.items()}
+        for k, (v, origin) in merged.items():
+            if s.origins.get(k) != "server":
+                s.settings[k], s.origins[k] = v, origin
+
+    def _query(self, s: Server, dsn: str | None) -> None:
+        with closing(connect(s, dsn, self.connect_timeout)) as conn:
+            cur = conn.cursor()
+            cur.execute("SHOW GLOBAL VARIABLES")
+            allv = {k.lower(): v for k, v in cur.fetchall()}
+            for k in QUERY_VARS:
+                if k in allv:
+                    s.settings[k] = str(allv[k])
+                    s.origins[k] = "server"
+            cur.execute("SELECT CURRENT_USER()")
+            s.connected_as = cur.fetchone()[0]
+            cur.execute("SELECT ENGINE FROM information_schema.ENGINES "
+                        "WHERE SUPPORT IN ('YES', 'DEFAULT')")
+            s.engines = tuple(r[0].lower() for r in cur.fetchall())
+            if "innodb" not in s.engines:
+                s.settings["innodb"], s.origins["innodb"] = "OFF", "server"
+            try:  # exact block counts: used + unused = all blocks (mf_keycache.c)
+                cur.execute("SELECT SEGMENT_NUMBER, USED_BLOCKS + UNUSED_BLOCKS FROM "
+                            "information_schema.KEY_CACHES WHERE KEY_CACHE_NAME = 'default'")
+                rows = cur.fetchall()
+                segs = [int(b) for n, b in rows if n is not None]
+                total = [int(b) for n, b in rows if n is None]
+                if segs or total:
+                    s.counted["key_cache"] = segs or total
+            except Exception:
+                pass  # MySQL has no KEY_CACHES table: the formula estimates it
+            cur.execute("SHOW GLOBAL STATUS LIKE 'Aria_pagecache_blocks_u%'")
+            st = {k.lower(): int(v) for k, v in cur.fetchall()}
+            if len(st) == 2:
+                s.counted["aria"] = [sum(st.values())]
+        s.version = s.settings.get("version") or s.version
+        if "mariadb" in (s.version or "").lower():
+            s.flavour = "mariadb"
+        s.datadir = s.settings.get("datadir", s.datadir)
+        if s.settings.get("port", "").isdigit():
+            s.port = int(s.settings["port"])
+        s.socket = s.settings.get("socket") or s.socket
+
+    def _running(self, sr: SysRoot, procs: ProcTable, s: Server, host: HostFacts,
+                 dsn: str | None) -> Instance:
+        errors: list[str] = []
+        try:
+            self._read_files(sr, s)
+        except OptionFileError as exc:
+            errors.append(str(exc))
+        # mysqld changes into its data directory at start (sql/mysqld.cc, my_setwd), so its
+        # cwd names the datadir even when no option says it.
+        s.datadir = s.cwd or s.settings.get("datadir") or s.datadir or "/var/lib/mysql"
+        s.socket = s.settings.get("socket") or "/run/mysqld/mysqld.sock"
+        if s.settings.get("port", "").isdigit():
+            s.port = int(s.settings["port"])
+        note = None
+        if s.pid is not None:
+            if not sr.live:
+                note = "offline audit of a snapshot"
+            elif errors:
+                note = "option files unreadable: not connecting to a guessed socket"
+            else:
+                expected = s.datadir
+                try:
+                    self._query(s, dsn)
+                    if os.path.realpath(s.datadir.rstrip("/")) != os.path.realpath(expected.rstrip("/")):
+                        raise RuntimeError(f"the server on {s.socket} serves {s.datadir}, not "
+                                           f"{expected}")
+                except Exception as exc:
+                    msg = dsn_error(exc, dsn)
+                    if dsn:
+                        errors.append(f"cannot connect to {redact_dsn(dsn)}: {msg}")
+                    note = msg
+                    s.datadir = expected
+        if s.version is None and s.pid and sr.live:
+            s.version = binary_version(sr, s.pid, r"Ver\s+(\S+)", ("--no-defaults", "--version"))
+            if s.version and "mariadb" in s.version.lower():
+                s.flavour = "mariadb"
+        if s.version and s.options.versioned and not errors:
+            try:  # [mysqld-X.Y] groups apply to this version only: read again knowing it
+                self._read_files(sr, s)
+            except OptionFileError as exc:
+                errors.append(str(exc))
+        inst = self._instance(s, running=True)
+        inst.errors += errors
+        if s.pid is None:
+            inst.findings.append(CODES["my.not_local"](
+                "Its huge pages must be reserved on the host that runs it; the demand below is "
+                "computed from its settings.", f"datadir={s.datadir}", inst.id))
+        if note:
+            inst.findings.append(CODES["my.no_connection"](
+                "Without a connection the values come from my.cnf and its includes and the "
+                "command line, and cache block counts are estimated. Pass --dsn "
+                "mysql://user:password@host:port/ to connect.", note, inst.id))
+        if not errors:
+            try:
+                self._observe(inst, s, sr, procs, host)
+                self._size(inst, s, host)
+            except OptionFileError as exc:
+                inst.errors.append(str(exc))
+        return inst
+
+    def _instance(self, s: Server, running: bool) -> Instance:
+        networked = s.settings.get("skip_networking", "OFF").upper() in ("OFF", "0") \
+            and s.port is not None
+        iid = f"mysql:{s.port}" if networked else f"mysql:{s.datadir}"
+        shown = {k: s.settings[k] for k in ("innodb_buffer_pool_size", "large_pages",
+                                            "innodb_log_buffer_size", "key_buffer_size",
+                                            "aria_pagecache_buffer_size") if k in s.settings}
+        shown["data_directory"] = s.datadir
+        if s.port:
+            shown["port"] = s.port
+        shown["flavour"] = s.flavour
+        return Instance(NAME, iid, f"{s.datadir} ({s.flavour}, port {s.port or '?'})",
+                        running, pid=s.pid, owner=s.owner, version=s.version, settings=shown,
+                        state=s)
+
+    def _observe(self, inst: Instance, s: Server, sr: SysRoot, procs: ProcTable,
+                 host: HostFacts) -> None:
+        if not s.pid:
+            return
+        p = Proc(sr, s.pid)
+        maps = p.smaps
+        if maps is None:
+            s.observe_note = f"smaps unreadable: run as root or as {s.owner}"
+        else:
+            s.huge_maps = [m for m in maps if m.hugetlb]
+            b = backing_of(maps, host.thp.pmd_size_kb, host.base_page_bytes // 1024)
+            inst.backing, inst.backing_page_kb = b.kind, b.page_kb
+            s.anon_huge_kb = sum(m.anon_huge_kb for m in maps)
+        s.thp_enabled = p.status.get("THP_enabled")
+        inst.page_tables_kb = p.vm_pte_kb
+        s.fallback = fallback_lines(sr, s)
+
+    def _size(self, inst: Instance, s: Server, host: HostFacts) -> None:
+        page_kb = host.default_hugepage_kb or 2048
+        allocs = allocations(s.settings, s.flavour, s.vt, s.counted)
+        sizes = sorted(set(host.page_sizes_kb) | {page_kb})
+        pages = {kb_: pages_needed(allocs, kb_) for kb_ in sizes}
+        exact = all(a.exact for a in allocs) and bool(s.vt)
+        held = sum(pages_for(m.size_kb, m.kernel_page_kb) for m in s.huge_maps
+                   if m.kernel_page_kb == page_kb)
+        parts = ", ".join(f"{a.what} {fmt_bytes(a.bytes)}" for a in allocs)
+        inst.demand = Demand(inst.id, sum(a.bytes for a in allocs), page_kb, pages, exact,
+                             f"large-page allocations of {s.flavour} {s.version or '?'}: {parts}",
+                             selectable=False, held_pages=held)
+        s.allocations = allocs
+        s.required_pages = pages_needed([a for a in allocs if not a.allowance], page_kb)
+

@@ -1,0 +1,144 @@
+"""MySQL/MariaDB findings and the setting change the plan asks of a server.
+
+- MariaDB >= 10.6.17 switches THP off for itself (prctl PR_SET_THP_DISABLE, MDEV-33279):
+  /proc/PID/status then reads "THP_enabled: 0".
+- MySQL < 8.0 and MariaDB < 10.5 used SysV shared memory (shmget SHM_HUGETLB) for large pages,
+  which needs RLIMIT_MEMLOCK and vm.hugetlb_shm_group (MySQL 5.7 manual, 8.12.3.3 Enabling
+  Large Page Support); later versions use mmap and need neither (measured: ulimit -l 0 works).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from hpadvise.engines import Change, Finding, Instance
+from hpadvise.findings import TRANSHUGE, Code, Codes
+from hpadvise.host import HostFacts
+from hpadvise.profiles import Profile
+from hpadvise.sizing import fmt_bytes, fmt_page
+
+from .conf import DOCS, OptionFileError, parse_size
+from .sizing import bool_on
+
+if TYPE_CHECKING:
+    from .discovery import Server
+
+SYSV_DOCS = "MySQL 5.7 manual, 8.12.3.3 Enabling Large Page Support"
+
+CODES = Codes(
+    Code("my.no_innodb", "info", "InnoDB is not loaded", "information_schema.ENGINES"),
+    Code("my.large_pages.fallback", "crit", "large_pages = ON fell back to normal pages",
+         "mysys/my_largepage.c (continuing to smaller size)"),
+    Code("my.large_pages.active", "ok", "Buffers on huge pages", DOCS),
+    Code("my.large_pages.off", "warn", "large_pages = OFF", DOCS),
+    Code("my.log.unreadable", "info", "Cannot read the error log", DOCS),
+    Code("my.thp.disabled_by_server", "info", "The server turned THP off for itself",
+         "MDEV-33279"),
+    Code("my.thp.anon", "info", "Part of the server's memory is on THP", TRANSHUGE),
+    Code("my.sysv_shm", "warn", "This version takes large pages through SysV shared memory",
+         SYSV_DOCS, ("info",)),
+    Code("my.pending_restart", "warn", "Option files differ from the running server",
+         "my.cnf vs SHOW GLOBAL VARIABLES"),
+    Code("my.demand.estimate", "info", "Page count is an estimate", DOCS),
+    Code("my.not_local", "info", "Server is not running on this host"),
+    Code("my.no_connection", "info", "Settings read from the option files"),
+)
+
+# Settings whose value at the next start changes the page count or large_pages itself.
+SIZED = ("large_pages", "innodb_buffer_pool_size", "innodb_log_buffer_size", "key_buffer_size",
+         "aria_pagecache_buffer_size")
+
+
+def findings(inst: Instance, s: Server, host: HostFacts) -> list[Finding]:
+    f: list[Finding] = []
+    iid = inst.id
+    lp = bool_on(s.settings.get("large_pages"))
+    fallback = s.fallback or []
+    huge = s.huge_maps
+    d = inst.demand
+    if s.settings.get("innodb", "ON").upper() == "OFF":
+        f.append(CODES["my.no_innodb"](
+            "No buffer pool to place on huge pages; only the MyISAM/Aria caches count.", "",
+            iid))
+    if inst.running and s.pid:
+        held_kb = sum(m.size_kb for m in huge)
+        # what must be on huge pages: the allowance may or may not be mapped
+        want_kb = s.required_pages * d.page_kb if d else 0
+        if lp and (fallback or (inst.backing is not None and held_kb < want_kb)):
+            ev = fallback[-1].strip()[-200:] if fallback else \
+                f"smaps: {fmt_bytes(held_kb * 1024)} on huge pages of " \
+                f"{fmt_bytes(want_kb * 1024)} expected"
+            f.append(CODES["my.large_pages.fallback"](
+                "The server could not map some buffers on huge pages and carried on with "
+                "4 KiB pages, logging only a warning. Size the pool with the count below "
+                "and restart.", ev, iid))
+        elif lp and huge:
+            f.append(CODES["my.large_pages.active"](
+                "Running on huge pages now.",
+                f"smaps: {fmt_bytes(held_kb * 1024)} in /anon_hugepage mappings", iid,
+                title=f"{len(huge)} buffers on {fmt_page(inst.backing_page_kb)} huge pages"))
+        elif not lp:
+            f.append(CODES["my.large_pages.off"](
+                "The buffer pool is on 4 KiB pages: more TLB misses and page-table memory. "
+                "Set large_pages = ON with a pool of the size below.",
+                f"large_pages={s.settings.get('large_pages', 'OFF')} "
+                f"({s.origins.get('large_pages', 'default')})", iid))
+        if s.fallback is None and lp and inst.backing != "hugetlb":
+            f.append(CODES["my.log.unreadable"](
+                "The fallback warning goes only to the error log.",
+                str(s.log_error or "log_error not set (stderr)"), iid))
+        if s.thp_enabled == "0":
+            f.append(CODES["my.thp.disabled_by_server"](
+                "MariaDB >= 10.6.17 calls prctl(PR_SET_THP_DISABLE) after allocating its "
+                "buffers, whatever the host's THP setting.", "/proc/PID/status THP_enabled: 0",
+                iid))
+        elif (s.anon_huge_kb or 0) > 0:
+            f.append(CODES["my.thp.anon"](
+                "THP pages are not reserved; khugepaged and compaction work to keep them, "
+                "which MySQL and MariaDB advise against for latency.",
+                f"AnonHugePages {fmt_bytes(s.anon_huge_kb * 1024)}", iid))
+    vt = s.vt
+    sysv = (s.flavour == "mysql" and vt and vt < (8, 0)) or \
+        (s.flavour == "mariadb" and vt and vt < (10, 5))
+    if sysv:
+        gid = host.sysctls.get("vm.hugetlb_shm_group")
+        f.append(CODES["my.sysv_shm"](
+            "It needs RLIMIT_MEMLOCK above the buffer pool for the server user and "
+            "vm.hugetlb_shm_group set to the server's group.",
+            f"vm.hugetlb_shm_group={gid}, memlock {host.memlock_soft}/{host.memlock_hard}", iid,
+            severity="warn" if str(gid) in ("0", "None") else "info"))
+    if inst.running and s.next_start is not None:
+        pending = []
+        for k in SIZED:
+            if s.origins.get(k) != "server" or k not in s.next_start:
+                continue
+            now, nxt = s.settings[k], s.next_start[k]
+            if k == "large_pages":
+                same = bool_on(now) == bool_on(nxt)
+            else:
+                try:
+                    same = parse_size(k, now) == parse_size(k, nxt)
+                except OptionFileError:
+                    same = False
+            if not same:
+                pending.append(f"{k}: {now} now, {nxt} at the next start")
+        if pending:
+            f.append(CODES["my.pending_restart"](
+                "The page count reflects what the server runs with now; the next start "
+                "uses the option files. Restart it to size for them.", "; ".join(pending), iid))
+    if d and not d.exact:
+        f.append(CODES["my.demand.estimate"](d.source, "", iid))
+    return f
+
+
+def changes(inst: Instance, s: Server, profile: Profile) -> list[Change]:
+    """large_pages as the profile wants it, judged on what the next start gets (the option
+    files), not what the server runs with now: an edited file awaiting a restart must not hide
+    a needed change."""
+    want = profile.engine("mysql").get("large_pages", "ON")
+    src = s.next_start if s.next_start is not None else s.settings
+    cur = "ON" if bool_on(src.get("large_pages")) else "OFF"
+    if cur != want:
+        return [Change("setting", "large_pages", cur, want,
+                       "put the buffer pool on the reserved huge pages", inst.id, restart=True)]
+    return []

@@ -1,0 +1,76 @@
+"""PostgreSQL: discover clusters, count the huge pages their shared memory needs, check that
+they really run on them, set huge_pages / huge_page_size, restart, and benchmark.
+
+One module per job: conf (postgresql.conf grammar and units), sizing (the page count),
+discovery (clusters and what they run on), findings (what check says, the setting changes),
+actions (apply's ALTER SYSTEM and restart), bench (validate's scratch cluster and drivers).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hpadvise.engines import Change, Engine, Finding, Instance, Targets
+from hpadvise.host import HostFacts
+from hpadvise.procs import ProcTable
+from hpadvise.profiles import Profile
+
+from . import findings as _findings
+from .actions import PgRestart, PgSetting, spec_of
+from .discovery import Cluster, Discovery
+
+
+class PostgresEngine(Engine):
+    """PostgreSQL: static huge pages for the main shared memory segment.
+
+    Sizing: `shared_memory_size_in_huge_pages` (PG >= 15) from the running server or from
+    `postgres -C` on a stopped one; PG <= 14 gets the documented estimate or, when running, the
+    size of its shared mapping. Recommends `huge_pages = on`: `try` falls back silently."""
+
+    name = "postgres"
+    description = "PostgreSQL (shared_buffers and the rest of the main shared memory segment)"
+    process_names = ("postgres", "postmaster")
+    profile_schema = {"huge_pages": (str, ("on", "try", "off"), "on")}
+    codes = _findings.CODES
+    action_kinds = (PgSetting, PgRestart)
+    benches = ("pgbench", "tpcc")
+
+    def __init__(self, connect_timeout: int = 3):
+        self.connect_timeout = connect_timeout
+
+    def discover(self, host: HostFacts, procs: ProcTable, targets: Targets) -> list[Instance]:
+        return Discovery(self.connect_timeout).discover(host, procs, targets)
+
+    @staticmethod
+    def _cluster(inst: Instance) -> Cluster | None:
+        c = inst.state
+        return c if isinstance(c, Cluster) and c.settings else None
+
+    def findings(self, inst: Instance, host: HostFacts, profile: Profile) -> list[Finding]:
+        c = self._cluster(inst)
+        return _findings.findings(inst, c, host) if c else []
+
+    def changes(self, inst: Instance, page_kb: int, host: HostFacts,
+                profile: Profile) -> list[Change]:
+        c = self._cluster(inst)
+        return _findings.changes(inst, c, page_kb, host, profile) if c else []
+
+    def actions(self, inst: Instance, changes: list[Change]) -> list[tuple[PgSetting, Any]]:
+        """ALTER SYSTEM for each setting the plan changes on this instance."""
+        spec = spec_of(inst.state, inst.id)
+        out = []
+        for ch in changes:
+            if ch.kind == "setting" and ch.instance == inst.id:
+                a = PgSetting(ch.target, str(ch.recommended), **spec)
+                out.append((a, a.wanted))
+        return out
+
+    def restart_action(self, inst: Instance) -> PgRestart | None:
+        c = inst.state
+        if not isinstance(c, Cluster) or not inst.running or not c.owner:
+            return None
+        return PgRestart(**spec_of(c, inst.id))
+
+    def bench_target(self, opts):
+        from .bench import PgTarget
+        return PgTarget(opts)

@@ -1,0 +1,308 @@
+"""PostgreSQL for `validate`: a throwaway cluster (initdb into a temp directory, own socket and
+port, run as an unprivileged OS user: PostgreSQL refuses to run as root), or a running instance
+benchmarked in a scratch database; pg_prewarm over block ranges; pgbench or TPC-C for sysbench.
+Used by the tests too; never the system's own service unless named with --instance."""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+from hpadvise.benchmarks.target import (BenchTarget, check_run, free_port, need_binary,
+                                        owned_tmpdir, run_as)
+from hpadvise.errors import InputError
+from hpadvise.procs import Proc, backing_of
+from hpadvise.sysroot import SysRoot
+
+from .actions import PgRestart, PgSetting, main_segment, read_pid
+
+
+def pg_bindir() -> str | None:
+    for d in sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True):  # Debian layout
+        if os.access(f"{d}/postgres", os.X_OK):
+            return d
+    p = shutil.which("pg_config")
+    if p:
+        return subprocess.run([p, "--bindir"], capture_output=True, text=True).stdout.strip()
+    return None
+
+
+class ScratchCluster:
+    """initdb into a temp directory owned by `user`; listens only on its own socket."""
+
+    def __init__(self, settings: dict[str, str] | None = None, user: str = "postgres",
+                 base: str | None = None):
+        self.bindir = pg_bindir()
+        if self.bindir is None:
+            raise InputError("PostgreSQL server binaries not found; install the server package "
+                             "(Debian: apt-get install postgresql)")
+        self.pw, self.tmp = owned_tmpdir(user, "hpadvise-pg-", base, "PostgreSQL")
+        self.user = user
+        self.datadir = f"{self.tmp}/data"
+        self.port = free_port()
+        self.log = f"{self.tmp}/log"
+        self.config_file, self.major = None, None
+        try:
+            self._run([f"{self.bindir}/initdb", "-D", self.datadir, "-A", "trust", "-U",
+                       "postgres", "--no-sync"], check=True)
+        except BaseException:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            raise
+        self.configure({"port": str(self.port), "unix_socket_directories": f"'{self.tmp}'",
+                        "listen_addresses": "''", **(settings or {})})
+
+    @property
+    def run_as(self) -> dict:
+        return run_as(self.pw)
+
+    def _run(self, cmd, check=False, **kw):
+        if check:
+            return check_run(cmd, **self.run_as, **kw)
+        kw.setdefault("cwd", "/")
+        return subprocess.run(cmd, capture_output=True, text=True, **self.run_as, **kw)
+
+    def configure(self, settings: dict[str, str]) -> None:
+        """Append settings to postgresql.conf (later lines win)."""
+        with open(f"{self.datadir}/postgresql.conf", "a") as f:
+            for k, v in settings.items():
+                f.write(f"{k} = {v}\n")
+
+    def postgres_C(self, param: str, *extra: str) -> str:
+        r = self._run([f"{self.bindir}/postgres", "-D", self.datadir, "-C", param, *extra])
+        if r.returncode != 0:
+            raise RuntimeError(r.stderr.strip())
+        return r.stdout.strip()
+
+    def start(self, check=True) -> subprocess.CompletedProcess:
+        r = self._run([f"{self.bindir}/pg_ctl", "-D", self.datadir, "-l", self.log, "-w",
+                       "-t", "120", "start"])
+        if check and r.returncode != 0:
+            raise RuntimeError(f"start failed: {r.stderr.strip()} {self.logtail()}")
+        return r
+
+    def logtail(self) -> str:
+        try:
+            return Path(self.log).read_text()[-800:]
+        except OSError:
+            return ""
+
+    @property
+    def pid(self) -> int | None:
+        try:
+            return int(Path(f"{self.datadir}/postmaster.pid").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return None
+
+    def running(self) -> bool:
+        pid = self.pid
+        return bool(pid) and os.path.exists(f"/proc/{pid}")
+
+    def psql(self, sql: str, db: str = "postgres") -> str:
+        r = self._run([f"{self.bindir}/psql", "-h", self.tmp, "-p", str(self.port), "-U",
+                       "postgres", "-d", db, "-Atc", sql], check=True)
+        return r.stdout.strip()
+
+    def stop(self) -> None:
+        if self.running():
+            pid = self.pid
+            self._run([f"{self.bindir}/pg_ctl", "-D", self.datadir, "-m", "immediate", "-w",
+                       "stop"])
+            for _ in range(200):  # until the postmaster is really gone
+                if not pid or not os.path.exists(f"/proc/{pid}"):
+                    break
+                time.sleep(0.05)
+
+    def destroy(self) -> None:
+        self.stop()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+class RunningCluster:
+    """A running cluster named with --instance, seen through the same few operations as a
+    scratch one. validate works in a database it creates and drops (never one it did not
+    create)."""
+
+    def __init__(self, cluster, bindir: str):
+        import pwd
+        self.datadir, self.port, self.user = cluster.datadir, cluster.port, cluster.owner
+        self.tmp = cluster.socket_dir or "/var/run/postgresql"
+        self.config_file, self.major = cluster.config_file, cluster.major
+        self.bindir = bindir
+        self.run_as = run_as(pwd.getpwnam(self.user))
+        self.dbname = f"hpadvise_validate_{os.getpid()}"
+        self.created = False
+
+    def psql(self, sql: str, db: str = "postgres") -> str:
+        r = subprocess.run([f"{self.bindir}/psql", "-h", self.tmp, "-p", str(self.port), "-U",
+                            self.user, "-d", db, "-Atc", sql], capture_output=True, text=True,
+                           cwd="/", **self.run_as)
+        if r.returncode != 0:
+            raise RuntimeError(f"psql: {r.stderr.strip()[-300:]}")
+        return r.stdout.strip()
+
+    @property
+    def pid(self) -> int | None:
+        return read_pid(self.datadir)
+
+    def create_db(self) -> None:
+        if self.psql(f"SELECT 1 FROM pg_database WHERE datname = '{self.dbname}'"):
+            raise InputError(f"database {self.dbname} exists already and is not validate's; "
+                             "refusing to use or drop it")
+        self.psql(f"CREATE DATABASE {self.dbname}")
+        self.created = True
+
+    def stop(self) -> None:
+        pass  # a real instance keeps running
+
+    def destroy(self) -> None:
+        if self.created:
+            self.psql(f"DROP DATABASE IF EXISTS {self.dbname} WITH (FORCE)")
+            self.created = False
+
+
+def prewarm_queries(rels: list[tuple[int, int]], sessions: int) -> list[str]:
+    """Split (relation oid, blocks) into `sessions` pg_prewarm queries of about equal blocks,
+    cutting relations into block ranges where needed (pg_prewarm(regclass, mode, fork,
+    first_block, last_block); PostgreSQL docs, pg_prewarm)."""
+    total = sum(n for _, n in rels)
+    share = max(1, -(-total // sessions))
+    queries: list[list[str]] = [[]]
+    room = share
+    for oid, n in rels:
+        first = 0
+        while first < n:
+            take = min(room, n - first)
+            queries[-1].append(f"pg_prewarm({oid}::regclass, 'buffer', 'main', {first}, "
+                               f"{first + take - 1})")
+            first += take
+            room -= take
+            if room == 0:
+                queries.append([])
+                room = share
+    return [f"SELECT {' + '.join(q)}" for q in queries if q]
+
+
+class PgTarget(BenchTarget):
+    buffers_setting = "shared_buffers"
+
+    def __init__(self, opts):
+        self.o = opts
+        self.bindir = need_binary(pg_bindir(), "PostgreSQL server binaries", "postgresql")
+        if opts.bench == "pgbench":
+            need_binary(f"{self.bindir}/pgbench", "pgbench", "postgresql")
+        self.c: ScratchCluster | RunningCluster | None = None
+        self.running = None
+        if opts.instance:
+            self.running = _find_instance(opts)
+            self.buffers = self.running.settings.get("shared_buffers", "128MB")
+            self.label = f"instance {opts.instance}"
+            self.instance_ref = self.running.datadir
+            self.restarts_instance = True
+        else:
+            self.buffers = opts.shared_buffers
+            self.label = "scratch cluster"
+
+    def setup(self, progress) -> None:
+        o = self.o
+        if self.running is not None:
+            progress("creating a scratch database")
+            self.c = RunningCluster(self.running, self.bindir)
+            self.c.create_db()
+            self.dbname = self.c.dbname
+        else:
+            progress("creating the scratch cluster")
+            self.c = ScratchCluster({"shared_buffers": o.shared_buffers,
+                                     "max_connections": str(max(o.max_connections,
+                                                                o.clients + 10)),
+                                     "huge_pages": "try"})
+            self.c.start()
+            self.dbname = "postgres"
+        self.instance_ref, self.owner, self.tmpdir = self.c.datadir, self.c.user, self.c.tmp
+        self.c.psql("CREATE EXTENSION IF NOT EXISTS pg_prewarm", self.dbname)
+
+    def _spec(self) -> dict:
+        c = self.c
+        return {"engine": "postgres", "instance": None, "datadir": c.datadir, "port": c.port,
+                "socket_dir": c.tmp, "owner": c.user, "config_file": c.config_file,
+                "major": c.major}
+
+    def server(self) -> str:
+        return f"PostgreSQL {self.c.psql('SHOW server_version')}"
+
+    def restart(self) -> None:
+        PgRestart(**self._spec()).set(True)
+
+    def hugepages_off(self):
+        return [(PgSetting("huge_pages", "off", **self._spec()), {"value": "off"})]
+
+    def prewarm(self) -> None:
+        """pg_prewarm over block ranges, one session per CPU, then CHECKPOINT."""
+        from concurrent.futures import ThreadPoolExecutor
+        c, db = self.c, self.dbname
+        workers = max(1, os.cpu_count() or 1)
+        rels = [ln.split("|") for ln in c.psql(
+            "SELECT c.oid, pg_relation_size(c.oid) / current_setting('block_size')::int "
+            "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = 'public' AND c.relkind IN ('r', 'i')", db).splitlines() if ln]
+        with ThreadPoolExecutor(workers) as ex:
+            list(ex.map(lambda q: c.psql(q, db), prewarm_queries(
+                [(int(oid), int(n)) for oid, n in rels], workers)))
+        c.psql("CHECKPOINT")
+
+    def driver(self, bench: str, scale: int):
+        c = self.c
+        if bench == "pgbench":
+            from hpadvise.benchmarks.pgbench import Pgbench
+            d = Pgbench(f"{self.bindir}/pgbench", c.tmp, c.port, c.user, self.dbname, c.run_as)
+            d.init(scale)
+            return d
+        from hpadvise.benchmarks.sysbench import Sysbench
+        d = Sysbench({"driver": "pgsql", "host": c.tmp, "port": c.port, "user": c.user,
+                      "db": self.dbname}, scale=scale)
+        d.prepare()
+        return d
+
+    def backing(self) -> str | None:
+        pid = self.c.pid
+        m = main_segment(Proc(SysRoot("/"), pid).shared_mappings if pid else None)
+        return backing_of([m], 2048).kind if m is not None else None
+
+    def stop(self) -> None:
+        if self.c is not None:
+            self.c.stop()
+
+    def destroy(self) -> None:
+        if self.c is not None:
+            self.c.destroy()
+
+
+def _find_instance(opts):
+    """The running cluster --instance names, checked for what validate needs of it."""
+    from hpadvise import apply as ap_mod
+    from hpadvise.engines import Targets
+    from hpadvise.plan import inspect
+    report = inspect(SysRoot("/"), opts.profile, Targets(), ["postgres"])
+    try:
+        inst = ap_mod.select_instances(report, ["postgres"], opts.instance, None)[0]
+    except InputError:
+        if os.path.exists(os.path.join(opts.instance, "PG_VERSION")):
+            raise InputError(f"the cluster in {opts.instance} is not running; start it, "
+                             "or leave out --instance to use a scratch cluster") from None
+        raise
+    c = inst.state
+    if not inst.running or c is None or not c.owner:
+        raise InputError(f"instance {opts.instance} is not running; start it, or let "
+                         "validate create a scratch cluster (leave out --instance)")
+    if c.connected_as is None:
+        raise InputError(f"cannot connect to {inst.id} as {c.owner}; validate needs a "
+                         "superuser connection over its socket")
+    if not opts.allow_restart:
+        raise InputError("every variant needs a restart of the server (huge pages are "
+                         "reserved at start; THP reaches shared memory at new faults): "
+                         "add --allow-restart, or leave out --instance to use a scratch "
+                         "cluster")
+    return c

@@ -1,0 +1,371 @@
+"""PostgreSQL discovery: postmasters in the process table, their settings (over the socket,
+or from the configuration files), stopped clusters named by their data directory, and what
+their shared memory sits on now.
+
+- The main segment is an anonymous shared mmap (src/backend/port/sysv_shmem.c,
+  CreateAnonymousSharedMemory): "/anon_hugepage (deleted)" on hugetlb, "/dev/zero (deleted)"
+  otherwise. huge_pages=try falls back to normal pages logging only at DEBUG1 (sysv_shmem.c),
+  so the truth is the postmaster's smaps.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+
+from hpadvise.engines import Instance, Targets, error_line, redact_dsn
+from hpadvise.host import HostFacts
+from hpadvise.procs import Mapping, Proc, ProcTable, backing_of
+from hpadvise.sysroot import SysRoot
+
+from .actions import connect_socket, main_segment
+from .conf import (DEFAULTS, QUERY_GUCS, ConfError, ConfUnreadable, debian_conf, parse_int,
+                   parse_memory, read_conf, with_unit)
+from .findings import CODES
+from .sizing import page_kb_of, size_running, size_stopped
+
+NAME = "postgres"
+
+
+@dataclass
+class Cluster:
+    datadir: str
+    pid: int | None = None
+    port: int | None = None
+    socket_dir: str | None = None
+    owner: str | None = None
+    owner_uid: int | None = None
+    config_file: str | None = None
+    major: int | None = None
+    settings: dict[str, str] = field(default_factory=dict)  # raw GUC text, from SHOW or files
+    origins: dict[str, str] = field(default_factory=dict)  # GUC -> "file:line" or "server"
+    pending_restart: tuple[str, ...] = ()
+    connected_as: str | None = None
+    # What discovery observed, for the findings (the instance's engine state is this object).
+    shm_mapping: Mapping | None = None  # the main shared memory segment in the smaps
+    observe_note: str | None = None  # why the backing could not be seen
+    estimate_reason: str | None = None  # why the count is an estimate, not PostgreSQL's own
+
+
+def _arg(argv: tuple[str, ...], guc: str, short: str | None = None) -> str | None:
+    """Value of `-D dir`, `-Ddir` or `-c guc=value` / `--guc=value` on a postgres command line."""
+    for i, a in enumerate(argv):
+        if short and a == short and i + 1 < len(argv):
+            return argv[i + 1]
+        if short and a.startswith(short) and len(a) > 2:
+            return a[2:]
+        if a == "-c" and i + 1 < len(argv) and argv[i + 1].startswith(guc + "="):
+            return argv[i + 1].split("=", 1)[1]
+        if a.startswith(f"--{guc}="):
+            return a.split("=", 1)[1]
+    return None
+
+
+def _postmasters(procs: ProcTable) -> list[Proc]:
+    pg = procs.by_name("postgres", "postmaster")
+    pids = {p.pid for p in pg}
+    return [p for p in pg if p.ppid not in pids]
+
+
+def dsn_error(exc: Exception, dsn: str | None) -> str:
+    """A driver's error as one line without the DSN's password, whatever the driver echoed."""
+    pw = None
+    if dsn:
+        try:
+            from psycopg.conninfo import conninfo_to_dict
+            pw = conninfo_to_dict(dsn).get("password")
+        except Exception:
+            pw = None
+    return error_line(exc, dsn, str(pw) if pw else None)
+
+
+def is_pg_dsn(dsn: str) -> bool:
+    return not re.match(r"^(mysql|mariadb)(\+\w+)?://", dsn)
+
+
+class Discovery:
+    """One discovery pass; `live` is False on a snapshot (nothing to connect to or run)."""
+
+    def __init__(self, connect_timeout: int = 3):
+        self.connect_timeout = connect_timeout
+        self.live = True
+
+    def discover(self, host: HostFacts, procs: ProcTable, targets: Targets) -> list[Instance]:
+        sr = procs.sr
+        self.live = sr.live
+        clusters: list[Cluster] = []
+        for pm in _postmasters(procs):
+            if not pm.cmdline:  # exited while we looked (or a zombie): nothing to inspect
+                continue
+            clusters.append(self._from_process(sr, procs, pm))
+        out: list[Instance] = []
+        dsn_for: dict[int, str] = {}
+        extra: list[Instance] = []
+        for dsn in targets.dsns:
+            if not is_pg_dsn(dsn):
+                continue
+            inst = self._from_dsn(dsn, clusters, dsn_for, host, procs)
+            if inst is not None:
+                extra.append(inst)
+        for d in targets.datadirs:
+            real = os.path.realpath(d)
+            if any(os.path.realpath(c.datadir) == real for c in clusters if c.datadir):
+                continue
+            extra.append(self._stopped(sr, procs, d, host))
+        for i, c in enumerate(clusters):
+            out.append(self._running(sr, procs, c, host, dsn_for.get(i)))
+        return out + extra
+
+    def _from_process(self, sr: SysRoot, procs: ProcTable, pm: Proc) -> Cluster:
+        argv = pm.cmdline
+        datadir = _arg(argv, "data_directory", "-D")
+        if datadir is None:
+            env = pm.environ() or {}
+            datadir = env.get("PGDATA")
+        c = Cluster(datadir=datadir or "?", pid=pm.pid, owner=procs.user(pm.uid),
+                    owner_uid=pm.uid, config_file=_arg(argv, "config_file"))
+        port = _arg(argv, "port", "-p")
+        if datadir:
+            pidfile = sr.read(f"{datadir}/postmaster.pid", quiet_missing=True)
+            if pidfile:
+                # Layout: src/include/utils/pidfile.h (LOCK_FILE_LINE_*).
+                lines = pidfile.splitlines()
+                if len(lines) >= 5:
+                    port = port or lines[3].strip()
+                    c.socket_dir = lines[4].strip() or None
+            ver = sr.read(f"{datadir}/PG_VERSION", quiet_missing=True)
+            if ver and ver.strip().isdigit():
+                c.major = int(ver.strip())
+        c.port = int(port) if port and port.isdigit() else None
+        return c
+
+    def _connect(self, c: Cluster, dsn: str | None):
+        if dsn:
+            import psycopg  # imported only when there is a server to talk to
+            return psycopg.connect(dsn, connect_timeout=self.connect_timeout,
+                                   application_name="hpadvise", autocommit=True)
+        return connect_socket(c.socket_dir, c.port, c.owner, self.connect_timeout)
+
+    def _query(self, conn, c: Cluster) -> None:
+        rows = conn.execute(
+            "SELECT name, setting, unit, pending_restart FROM pg_settings WHERE name = ANY(%s)",
+            [list(QUERY_GUCS)]).fetchall()
+        pending = []
+        for name, setting, unit, pend in rows:
+            c.settings[name] = with_unit(setting, unit)
+            c.origins[name] = "server"
+            if pend:
+                pending.append(name)
+        try:
+            # pending_restart flips only at a reload; pg_file_settings re-reads the files now,
+            # so an ALTER SYSTEM not yet reloaded shows too ("applied" false = needs restart).
+            # Earlier lines overridden by later ones are "not applied" too: last one per name.
+            rows = conn.execute(
+                "SELECT DISTINCT ON (name) name, applied, error FROM pg_file_settings "
+                "WHERE name = ANY(%s) ORDER BY name, seqno DESC", [list(QUERY_GUCS)]).fetchall()
+            # A postmaster-context change reads "setting could not be applied" (guc-file.l).
+            pending += [n for n, applied, err in rows if not applied and n not in pending
+                        and err in (None, "setting could not be applied")]
+        except Exception:
+            pass  # needs superuser or pg_read_all_settings
+        c.pending_restart = tuple(pending)
+        c.connected_as = conn.info.user
+        if c.settings.get("data_directory"):
+            c.datadir = c.settings["data_directory"]
+        if c.settings.get("port", "").isdigit():
+            c.port = int(c.settings["port"])
+        vnum = c.settings.get("server_version_num", "")
+        if vnum.isdigit():
+            c.major = int(vnum) // 10000
+
+    def _from_dsn(self, dsn, clusters, dsn_for, host, procs) -> Instance | None:
+        probe = Cluster(datadir="?")
+        try:
+            with self._connect(probe, dsn) as conn:
+                self._query(conn, probe)
+        except Exception as exc:
+            inst = Instance(NAME, f"postgres:{redact_dsn(dsn)}", redact_dsn(dsn), running=False)
+            inst.errors.append(f"cannot connect to {redact_dsn(dsn)}: "
+                               f"{dsn_error(exc, dsn)}; check host, port, user "
+                               "and password (or PGPASSWORD / ~/.pgpass)")
+            return inst
+        for i, c in enumerate(clusters):
+            if c.datadir != "?" and os.path.realpath(c.datadir) == os.path.realpath(probe.datadir):
+                dsn_for[i] = dsn
+                return None
+        # A server this host does not run (remote, or another container): report its settings.
+        probe.pid = None
+        inst = self._instance(probe, host, running=True)
+        inst.id = f"postgres:{redact_dsn(dsn)}"
+        inst.findings.append(CODES["pg.not_local"](
+            "Its huge pages must be reserved on the host that runs it; the demand below is "
+            "computed from its settings.", f"data_directory={probe.datadir}", inst.id))
+        size_running(inst, probe, host, None)
+        return inst
+
+    def _running(self, sr, procs, c: Cluster, host, dsn: str | None) -> Instance:
+        note = None
+        if not sr.live:  # an offline snapshot: the server it shows is not ours to talk to
+            note = "offline audit of a snapshot"
+        elif not dsn and (c.port is None or c.socket_dir is None):
+            # Without postmaster.pid the socket is unknown; a guessed default could reach
+            # another server entirely.
+            note = "postmaster.pid unreadable: socket unknown (run as root or pass --dsn)"
+        else:
+            expected = c.datadir
+            try:
+                with self._connect(c, dsn) as conn:
+                    self._query(conn, c)
+                if expected != "?" and os.path.realpath(c.datadir) != os.path.realpath(expected):
+                    raise RuntimeError(f"the server on that socket serves {c.datadir}, "
+                                       f"not {expected}")
+            except Exception as exc:
+                msg = dsn_error(exc, dsn)
+                if dsn:
+                    inst = self._instance(c, host, running=True)
+                    inst.errors.append(f"cannot connect to {redact_dsn(dsn)}: {msg}")
+                    return inst
+                note = msg
+            if note is None and sr.recorded is not None:
+                try:  # a snapshot keeps the config files for its offline audit
+                    self._read_files(sr, Cluster(c.datadir, config_file=c.config_file))
+                except ConfError:
+                    pass
+        conf_error = unreadable = None
+        if note is not None:
+            try:
+                self._read_files(sr, c)
+            except ConfUnreadable as exc:
+                unreadable = str(exc)
+            except ConfError as exc:
+                conf_error = str(exc)
+        inst = self._instance(c, host, running=True)
+        if note is not None:
+            inst.findings.append(CODES["pg.no_connection"](
+                "Without a connection the running values are read from postgresql.conf, "
+                "postgresql.auto.conf and their includes, which may differ from what the server "
+                "loaded. Pass --dsn to connect as another user.", note, inst.id,
+                title="Settings read from the configuration files"
+                + ("" if not sr.live else f" (could not connect as {c.owner})")))
+        if conf_error:
+            inst.errors.append(conf_error)
+        if unreadable:
+            inst.findings.append(CODES["pg.unreadable"](
+                "Neither a connection nor the configuration files were available; run as root "
+                f"or as {c.owner}, or pass --dsn.", unreadable, inst.id))
+            c.settings.clear()
+        self._observe(inst, c, procs, host)
+        size_running(inst, c, host, c.shm_mapping)
+        return inst
+
+    def _stopped(self, sr: SysRoot, procs: ProcTable, datadir: str, host: HostFacts) -> Instance:
+        c = Cluster(datadir=datadir)
+        inst = Instance(NAME, f"postgres:{datadir}", datadir, running=False)
+        p = sr.path(datadir)
+        if not p.is_dir():
+            inst.errors.append(f"--pgdata {datadir}: no such directory")
+            return inst
+        try:
+            st = p.stat()
+            c.owner_uid = st.st_uid
+            c.owner = procs.user(st.st_uid)
+            if not os.access(p, os.R_OK | os.X_OK):
+                inst.errors.append(f"--pgdata {datadir}: permission denied; run as root or as "
+                                   f"the cluster owner ({c.owner})")
+                return inst
+            ver = sr.read(f"{datadir}/PG_VERSION", quiet_missing=True)
+            if not ver or not ver.strip().isdigit():
+                inst.errors.append(f"--pgdata {datadir}: not a PostgreSQL data directory "
+                                   "(no PG_VERSION); give the directory initdb created")
+                return inst
+            c.major = int(ver.strip())
+            self._read_files(sr, c)
+        except ConfError as exc:
+            inst.errors.append(str(exc))
+            return inst
+        inst = self._instance(c, host, running=False)
+        inst.label = datadir
+        inst.id = f"postgres:{datadir}"
+        size_stopped(inst, c, host, self.live)
+        return inst
+
+    def _read_files(self, sr: SysRoot, c: Cluster) -> None:
+        if c.datadir == "?" and not c.config_file:
+            raise ConfError(f"cannot tell the data directory of postmaster {c.pid} (no -D, "
+                            "PGDATA unreadable); run as root or pass --dsn")
+        conf = c.config_file or f"{c.datadir}/postgresql.conf"
+        if not c.config_file and not sr.exists(conf):
+            conf = debian_conf(sr, c.datadir) or conf
+        c.config_file = conf
+        settings = read_conf(sr, conf)
+        auto = f"{c.datadir}/postgresql.auto.conf"
+        if sr.exists(auto):
+            read_conf(sr, auto, settings)
+        for k, v in DEFAULTS.items():
+            c.settings.setdefault(k, v)
+            c.origins.setdefault(k, "default")
+        for k, (v, origin) in settings.items():
+            c.settings[k], c.origins[k] = v, origin
+        # Validate what sizing depends on now, with the file and line in the message.
+        for k in ("shared_buffers", "wal_buffers", "huge_page_size", "min_dynamic_shared_memory"):
+            parse_memory(k, c.settings[k], c.origins[k])
+        for k in ("max_connections", "max_worker_processes", "max_wal_senders",
+                  "autovacuum_max_workers", "max_locks_per_transaction",
+                  "max_prepared_transactions"):
+            parse_int(k, c.settings[k], c.origins[k])
+        if c.settings["huge_pages"] not in ("on", "off", "try"):
+            raise ConfError(f"{c.origins['huge_pages']}: invalid value for huge_pages: "
+                            f"{c.settings['huge_pages']!r}; use on, off or try")
+        if c.port is None and c.settings.get("port", "").isdigit():
+            c.port = int(c.settings["port"])
+
+    def _instance(self, c: Cluster, host: HostFacts, running: bool) -> Instance:
+        iid = f"postgres:{c.port}" if running and c.port else f"postgres:{c.datadir}"
+        s = c.settings
+        shown = {k: s[k] for k in ("shared_buffers", "huge_pages", "huge_page_size",
+                                   "max_connections", "shared_memory_size",
+                                   "shared_memory_size_in_huge_pages", "shared_memory_type")
+                 if k in s}
+        shown["data_directory"] = c.datadir
+        if c.port:
+            shown["port"] = c.port
+        if c.pending_restart:
+            shown["pending_restart"] = list(c.pending_restart)
+        version = s.get("server_version") or (str(c.major) if c.major else None)
+        return Instance(NAME, iid, f"{c.datadir} (port {c.port or '?'})", running,
+                        pid=c.pid, owner=c.owner, version=version, settings=shown,
+                        state=c)
+
+    def _observe(self, inst: Instance, c: Cluster, procs: ProcTable, host: HostFacts) -> None:
+        pm = Proc(procs.sr, inst.pid) if inst.pid else None
+        if pm is None:
+            return
+        maps = pm.shared_mappings
+        if maps is None:
+            c.observe_note = ("smaps unreadable: run as root or as "
+                                            f"{inst.owner} to verify the backing")
+        else:
+            m = main_segment(maps)
+            if m is not None:
+                c.shm_mapping = m
+                b = backing_of([m], host.thp.pmd_size_kb, host.base_page_bytes // 1024)
+                inst.backing, inst.backing_page_kb = b.kind, b.page_kb
+        members = [pm] + procs.children(inst.pid)
+        ptes = [p.vm_pte_kb for p in members if p.vm_pte_kb is not None]
+        if ptes:
+            inst.page_tables_kb = sum(ptes)
+            # Page-table cost of the shared memory each backend touched: one 8-byte PTE per
+            # 4 KiB page (x86-64 paging) = RssShmem / 512; on huge pages one entry per huge page.
+            huge_kb = page_kb_of(0, host) or 2048
+            est = 0.0
+            for p in members:
+                pte, shm = p.vm_pte_kb or 0, p.rss_shmem_kb or 0
+                if inst.backing == "hugetlb":
+                    est += pte
+                else:
+                    est += max(0.0, pte - shm / 512) + shm * 8 / (huge_kb * 1024)
+            inst.page_tables_huge_kb = int(est)
+            inst.settings["processes"] = len(members)
+
+    # ---- sizing

@@ -1,0 +1,190 @@
+"""PostgreSQL sizing: how many huge pages a cluster's main shared memory segment needs.
+
+- PG >= 15 computes the count itself: shared_memory_size_in_huge_pages =
+  floor(shared memory bytes / huge page size) + 1 (src/backend/storage/ipc/ipci.c,
+  InitializeShmemGUCs). `postgres -C` reports it for a stopped cluster only ("lock file
+  postmaster.pid already exists" otherwise), and must run as the cluster owner.
+- PG <= 14 cannot report it: the documented per-item costs give an estimate that errs high.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from typing import TYPE_CHECKING
+
+from hpadvise.engines import Demand, Instance
+from hpadvise.host import HostFacts
+from hpadvise.procs import Mapping
+from hpadvise.sizing import pages_for
+
+from .conf import BLCKSZ, DEFAULTS, GUC_UNIT_BYTES, ConfError, parse_int, parse_memory
+
+if TYPE_CHECKING:
+    from .discovery import Cluster
+
+
+def page_kb_of(huge_page_size: int, host: HostFacts) -> int | None:
+    """The page size PostgreSQL will ask for: huge_page_size, or 0 = the kernel's default size
+    (GetHugePageSize in sysv_shmem.c reads Hugepagesize from /proc/meminfo)."""
+    return huge_page_size // 1024 if huge_page_size else host.default_hugepage_kb
+
+
+
+
+def pages_from_bytes(size_b: int, page_kb: int) -> int:
+    """ipci.c InitializeShmemGUCs: hp_required = size_b / hp_size + 1."""
+    return size_b // (page_kb * 1024) + 1
+
+
+def documented_estimate(s: dict[str, int]) -> int:
+    """Shared memory bytes for PG <= 14, which cannot report it: the per-item costs of the
+    PostgreSQL 9.2 docs, Table 17-2 "PostgreSQL Shared Memory Usage" (connections and
+    autovacuum workers (1800 + 270 * max_locks_per_transaction) each, prepared transactions
+    (770 + 270 * max_locks_per_transaction), buffers (block_size + 208), WAL buffers
+    (wal_block_size + 8), 770 kB fixed). Background workers and WAL senders count as
+    connections since 9.4. The table predates structures added since (SLRU buffers,
+    statistics, predicate locks): measured against PostgreSQL 15's own shared_memory_size on
+    this project's machine, they add ~28 kB per backend slot and ~2 MiB fixed, which are added
+    here so the estimate errs high. An estimate: verify with smaps after the first start."""
+    per_conn = 1800 + 270 * s["max_locks_per_transaction"] + 28 * 1024
+    conns = (s["max_connections"] + s["autovacuum_max_workers"] + 1 + s["max_worker_processes"]
+             + s["max_wal_senders"])
+    buffers = s["shared_buffers"] // BLCKSZ
+    wal = s["wal_buffers"]
+    if wal < 0:  # -1: 1/32 of shared_buffers, between 64 kB and one 16 MB WAL segment (xlog.c)
+        wal = min(max(s["shared_buffers"] // 32, 64 << 10), 16 << 20)
+    return (per_conn * conns + (770 + 270 * s["max_locks_per_transaction"])
+            * s["max_prepared_transactions"] + (BLCKSZ + 208) * buffers
+            + (BLCKSZ + 8) * (wal // BLCKSZ) + 770 * 1024 + (2 << 20)
+            + s["min_dynamic_shared_memory"])
+
+
+def size_running(inst: Instance, c: Cluster, host: HostFacts, mapping: Mapping | None) -> None:
+    """The demand of a running cluster: its own count when it reports one (PG >= 15), else
+    the size of its segment, else the files."""
+    s = c.settings
+    try:
+        hps = parse_memory("huge_page_size", s.get("huge_page_size", "0"))
+    except ConfError as exc:
+        inst.errors.append(str(exc))
+        return
+    page_kb = page_kb_of(hps, host)
+    if page_kb is None:
+        return
+    sizes = set(host.page_sizes_kb) | {page_kb}
+    pages: dict[int, int] = {}
+    exact = False
+    source = ""
+    shown = s.get("shared_memory_size_in_huge_pages", "")
+    if c.origins.get("shared_memory_size_in_huge_pages") == "server" and shown.isdigit() \
+            and int(shown) > 0:
+        pages[page_kb] = int(shown)
+        exact, source = True, "SHOW shared_memory_size_in_huge_pages"
+    size_b = None
+    if mapping is not None and not mapping.hugetlb:
+        size_b = mapping.size_kb * 1024  # the exact segment size, page-rounded by mmap
+        src2 = "size of the shared mapping in the postmaster's smaps"
+    elif c.origins.get("shared_memory_size") == "server" and s.get("shared_memory_size"):
+        size_b = parse_memory("shared_memory_size", s["shared_memory_size"])
+        src2 = "SHOW shared_memory_size (rounded up to 1 MB)"
+    elif mapping is not None:
+        size_b = mapping.size_kb * 1024  # hugetlb mapping: rounded up to its page size
+        src2 = "size of the huge page mapping in the postmaster's smaps"
+    if size_b is None:
+        if c.settings:  # from the files; never from defaults alone
+            size_from_files(inst, c, host)
+        return
+    held = 0
+    if inst.backing == "hugetlb" and mapping is not None:
+        # mmap rounded the segment up to whole huge pages: exactly what it holds.
+        held = pages_for(mapping.size_kb, mapping.kernel_page_kb)
+        if not source and mapping.kernel_page_kb == page_kb:
+            pages[page_kb] = held
+            exact, source = True, "huge pages mapped by the postmaster (smaps)"
+    for kb_ in sorted(sizes):
+        pages.setdefault(kb_, pages_from_bytes(size_b, kb_))
+    if not source:
+        source, exact = src2, mapping is not None and not mapping.hugetlb
+    inst.demand = Demand(inst.id, size_b, page_kb, pages, exact, source,
+                         selectable=(c.major or 0) >= 14, held_pages=held)
+
+def size_stopped(inst: Instance, c: Cluster, host: HostFacts, live: bool) -> None:
+    """The demand of a stopped cluster: `postgres -C` (PG >= 15, on the live host), else the
+    documented estimate."""
+    hps = parse_memory("huge_page_size", c.settings["huge_page_size"])
+    page_kb = page_kb_of(hps, host)
+    if page_kb is None:
+        return
+    if (c.major or 0) >= 15 and live:
+        counts, err = {}, None
+        for kb_ in sorted(set(host.page_sizes_kb) | {page_kb}):
+            n, err = postgres_C(c, kb_)
+            if n is None:
+                break
+            counts[kb_] = n
+        if counts:
+            inst.demand = Demand(inst.id, None, page_kb, counts, True,
+                                 "postgres -C shared_memory_size_in_huge_pages",
+                                 selectable=True)
+            inst.settings["shared_memory_size_in_huge_pages"] = counts[page_kb]
+            return
+        c.estimate_reason = err
+    size_from_files(inst, c, host)
+
+def size_from_files(inst: Instance, c: Cluster, host: HostFacts) -> None:
+    s = c.settings
+    for k, v in DEFAULTS.items():
+        s.setdefault(k, v)
+    vals = {k: (parse_memory(k, s[k]) if k in GUC_UNIT_BYTES else parse_int(k, s[k]))
+            for k in ("shared_buffers", "wal_buffers", "min_dynamic_shared_memory",
+                      "max_connections", "max_worker_processes", "max_wal_senders",
+                      "autovacuum_max_workers", "max_locks_per_transaction",
+                      "max_prepared_transactions")}
+    size_b = documented_estimate(vals)
+    page_kb = page_kb_of(parse_memory("huge_page_size", s["huge_page_size"]), host)
+    pages = {kb_: pages_from_bytes(size_b, kb_) for kb_ in set(host.page_sizes_kb) | {page_kb}}
+    why = c.estimate_reason or (
+        f"PostgreSQL {c.major} cannot report it" if (c.major or 0) < 15 else "")
+    inst.demand = Demand(inst.id, size_b, page_kb, pages, False,
+                         "estimate (PostgreSQL 9.2 docs, Table 17-2)" +
+                         (f": {why}" if why else ""), selectable=(c.major or 0) >= 14)
+
+def postgres_C(c: Cluster, page_kb: int) -> tuple[int | None, str]:
+    """PostgreSQL's own count for a stopped cluster, as the cluster owner."""
+    binary = postgres_binary(c.major)
+    if binary is None:
+        return None, "no postgres binary found (install the server package)"
+    euid = os.geteuid()
+    if euid not in (0, c.owner_uid):
+        return None, f"run as root or as {c.owner} to ask PostgreSQL itself"
+    # -D takes the directory holding postgresql.conf: /etc/postgresql/V/NAME on Debian.
+    target = os.path.dirname(c.config_file) if c.config_file else c.datadir
+    cmd = [binary, "-D", target, "-C", "shared_memory_size_in_huge_pages",
+           "-c", f"huge_page_size={page_kb}kB"]
+    kw = {}
+    if euid == 0:
+        import pwd
+        pw = pwd.getpwuid(c.owner_uid)
+        kw = {"user": pw.pw_uid, "group": pw.pw_gid, "extra_groups": [], "cwd": "/"}
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=30, **kw)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return None, f"{binary} -C failed: {exc}"
+    out = r.stdout.strip()
+    if r.returncode != 0 or not out.isdigit():
+        msg = next((ln for ln in r.stderr.splitlines() if "FATAL" in ln or "ERROR" in ln),
+                   r.stderr.strip()[:200])
+        raise ConfError(f"postgres -C on {c.datadir} failed: {msg.split('  ', 1)[-1].strip()}")
+    return int(out), ""
+
+# ---- findings
+
+
+def postgres_binary(major: int | None) -> str | None:
+    import shutil
+    if major:
+        p = f"/usr/lib/postgresql/{major}/bin/postgres"  # Debian/Ubuntu layout
+        if os.access(p, os.X_OK):
+            return p
+    return shutil.which("postgres")

@@ -9,7 +9,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from support import KernelKnobs, PgCluster, pg_bindir  # noqa: E402
 
-HOSTS = Path(__file__).resolve().parent / "fixtures" / "hosts"
+sys.path.insert(0, str(Path(__file__).resolve().parent / "fixtures"))
+import trees  # noqa: E402
 
 
 _LIVE = {"used": False}
@@ -26,9 +27,10 @@ def machine_left_as_found():
         k.restore()
 
 
-@pytest.fixture
-def hosts() -> Path:
-    return HOSTS
+@pytest.fixture(scope="session")
+def hosts(tmp_path_factory) -> Path:
+    """Every captured host state as a full tree (base + overlay), built once per session."""
+    return trees.build_all(tmp_path_factory.mktemp("hosts"))
 
 
 @pytest.fixture
@@ -48,7 +50,7 @@ def knobs():
 @pytest.fixture
 def my_factory():
     """Throwaway MariaDB servers (never the system's service), destroyed in teardown."""
-    from hpadvise.benchmarks.scratch import ScratchMaria, maria_bindir
+    from hpadvise.plugins.mysql.bench import ScratchMaria, maria_bindir
     if maria_bindir() is None:
         pytest.fail("MariaDB server binaries not found: run scripts/test.sh, which installs them")
     if os.geteuid() != 0:

@@ -1,12 +1,16 @@
 """Conformance of every registered engine, and third-party registration."""
 
 import builtins
+import json
 import os
 
 import pytest
 
 from hpadvise import host, plan
+from hpadvise import journal as jr
+from hpadvise.actions import KINDS, Action, File, FileSetting, from_spec
 from hpadvise.engines import Engine, Instance, Targets, registry
+from hpadvise.findings import CORE, Codes
 from hpadvise.procs import ProcTable
 from hpadvise.sysroot import SysRoot
 
@@ -47,10 +51,80 @@ def test_engine_conformance(name, tmp_path, hosts, no_live_fs):
     assert (eng.__doc__ or "").strip(), "the docstring is the user documentation"
     for key, spec in eng.profile_schema.items():
         assert len(spec) == 3, key
+    assert isinstance(eng.codes, Codes) and eng.codes, "declare the finding codes it raises"
+    assert not set(eng.codes) & set(CORE)
+    for cls in eng.action_kinds:
+        assert cls.kind and cls.kind not in KINDS, cls
+        assert cls.shell is not Action.shell, f"{cls.kind}: no shell()"
+    if eng.benches:
+        assert type(eng).bench_target is not Engine.bench_target
     (tmp_path / "proc").mkdir()
     sr = SysRoot(tmp_path)
     facts = host.collect(SysRoot(hosts / "no-pools"))
     assert eng.discover(facts, ProcTable(sr), Targets()) == []
+
+
+def _engine_actions(hosts) -> list:
+    """(engine, action, value) for every action the plans of the captured trees make."""
+    out = []
+    for tree in sorted(hosts.iterdir()):
+        r = plan.inspect(SysRoot(tree))
+        for inst in r.instances:
+            eng = r.engines[inst.engine]
+            out += [(eng, a, v) for a, v in eng.actions(inst, r.changes)]
+            ra = eng.restart_action(inst) if inst.running else None
+            if ra is not None:
+                out.append((eng, ra, True))
+    return out
+
+
+def test_every_engine_action_kind_round_trips_through_the_journal(hosts, tmp_path):
+    """Each registered engine's action kinds, made by its own plan on a captured host, survive
+    the journal: written, read back, rebuilt by the engine, they are the same action (spec,
+    label, instance, shell lines). A file-backed setting is set, verified and restored byte for
+    byte on a copy of its file."""
+    acts = _engine_actions(hosts)
+    seen = {a.kind for _, a, _ in acts}
+    for eng in registry.all():
+        missing = {c.kind for c in eng.action_kinds} - seen
+        assert not missing, f"{eng.name}: no captured tree makes {missing}"
+    jdir = tmp_path / "journal"
+    jdir.mkdir()
+    j = jr.Journal.create(str(jdir), {"argv": ["conformance"]})
+    for eng, a, v in acts:
+        assert a.instance, f"{a.kind} names no instance"
+        assert a.spec()["engine"] == eng.name
+        j.done(j.intent(a, None, v), v)
+    back = jr.Journal.load(j.path)
+    assert len(back.entries) == len(acts)
+    for (eng, a, v), e in zip(acts, back.entries):
+        b = from_spec(e.spec)
+        assert type(b) is type(a) and json.dumps(b.spec()) == json.dumps(a.spec())
+        assert (b.label, b.instance) == (a.label, a.instance)
+        assert b.shell(e.new) == a.shell(v) and a.shell(v)
+        if isinstance(a, FileSetting):
+            copy = tmp_path / f"{a.kind}-{e.n}"
+            text = SysRoot(_tree_of(hosts, a.file().path)).read(a.file().path, quiet_missing=True)
+            if text is not None:
+                copy.write_text(text)
+            before = copy.read_bytes() if copy.exists() else None
+            b.file = lambda copy=copy: File(str(copy))  # the setting, on a copy of its file
+            old = b.get()
+            # The file path only: an engine's own set() may first try the server itself
+            # (ALTER SYSTEM), and the servers of a captured host may be this host's.
+            FileSetting.set(b, e.new)
+            ok, actual = b.verify(e.new)
+            assert ok and not b.same(old, e.new), (a.kind, old, actual)
+            b.restore(old)
+            assert (copy.read_bytes() if copy.exists() else None) == before
+
+
+def _tree_of(hosts, path: str):
+    """The captured tree that holds `path` (the live root when none does)."""
+    for tree in sorted(hosts.iterdir()):
+        if (tree / path.lstrip("/")).exists():
+            return tree
+    return "/"
 
 
 def test_discovery_on_a_snapshot_does_not_touch_the_live_host(hosts, no_live_fs):

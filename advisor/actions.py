@@ -17,6 +17,7 @@ import shlex
 import tempfile
 from typing import Any, ClassVar
 
+from .secrets import redact_text
 from .errors import InputError
 from .sizing import fmt_page
 
@@ -28,6 +29,8 @@ class ActionError(Exception):
 class Action:
     kind: ClassVar[str] = ""
     restart: ClassVar[bool] = False  # restarts are deferred to the end of a rollback
+    # Its values are whole files, which may hold secrets: the journal keeps them apart.
+    sealed: ClassVar[bool] = False
     instance: str | None = None  # ID of the instance this action belongs to; None: the host
 
     def spec(self) -> dict:
@@ -230,6 +233,7 @@ class File(Action):
     The old value is the file's bytes (base64) or None when it did not exist, so restore puts
     it back byte for byte or removes it."""
     kind = "file"
+    sealed = True
 
     def __init__(self, path: str, mode: int = 0o644, uid: int | None = None,
                  gid: int | None = None):
@@ -299,8 +303,8 @@ class File(Action):
             raise ActionError(f"cannot write {self.path}: {exc.strerror}") from None
 
     def describe(self, old, new) -> str:
-        a = (self.decode(old) or "").splitlines(keepends=True)
-        b = (self.decode(new) or "").splitlines(keepends=True)
+        a = redact_text(self.decode(old) or "").splitlines(keepends=True)
+        b = redact_text(self.decode(new) or "").splitlines(keepends=True)
         diff = "".join(difflib.unified_diff(a, b, f"{self.path} (now)" if old is not None
                                             else "/dev/null", f"{self.path} (new)"))
         return diff.rstrip("\n")
@@ -359,6 +363,7 @@ class FileSetting(Action):
     puts the bytes back exactly (or removes a file that did not exist). The change takes effect
     at the server's next start."""
     how: ClassVar[str] = ""  # how it is written, for describe()
+    sealed = True
 
     name: str
     value: str
@@ -401,9 +406,30 @@ class FileSetting(Action):
     def same(self, old: dict, new: dict) -> bool:
         return self.normal(old["value"]) == self.normal(new["value"])
 
+    def appendix(self) -> str | None:
+        """Text that sets the value when appended to the file (where the last occurrence
+        wins), for a script written by someone who cannot read the file; None: no such form."""
+        return None
+
     def shell(self, new: dict) -> list[str]:
         f = self.file()
-        return f.shell(File.encode(self.render(File.decode(f.get()))))
+        why = None
+        try:
+            current = f.get()
+            text = File.decode(current) or ""
+            if redact_text(text) != text:  # never print a password the file holds
+                why = f"{f.path} holds a secret, which a script must not repeat"
+        except ActionError as exc:  # not readable here
+            why = str(exc)
+        if why is None:
+            return f.shell(File.encode(self.render(text)))
+        tail = self.appendix()
+        if tail is None:
+            raise ActionError(f"{why}, and {self.label} has no form that can be appended: "
+                              "set it by hand")
+        return [f"# {why}: appended, where the last occurrence wins",
+                f"cat >> {shlex.quote(f.path)} <<'HPADVISE_EOF'", tail.rstrip("\n"),
+                "HPADVISE_EOF"]
 
     def describe(self, old, new) -> str:
         if not old:

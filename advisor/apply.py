@@ -20,7 +20,6 @@ from .plan import Report
 from .sizing import fmt_bytes, fmt_page
 
 THP_DIR = "/sys/kernel/mm/transparent_hugepage"
-SYSCTL_FILE = "/etc/sysctl.d/60-hpadvise.conf"
 UNIT_NAME = "hpadvise-hugepages.service"
 
 
@@ -32,10 +31,15 @@ class Step:
     phase: str  # runtime | persist | engine | restart
     old: Any = None
     error: str | None = None
+    unread: str | None = None  # why the old value could not be read (plans made without root)
+    # planned | done | unchanged (already so when its turn came) | failed | undone (rolled
+    # back after a later step failed) | not reached
+    status: str = "planned"
 
     @property
     def needed(self) -> bool:
-        return self.error is None and not self.action.same(self.old, self.new)
+        return self.error is None and (self.unread is not None
+                                       or not self.action.same(self.old, self.new))
 
 
 @dataclass
@@ -90,6 +94,7 @@ def select_instances(report: Report, engines: list[str], wanted: str | list[str]
 
 
 def prepare(report: Report, engines: dict[str, Engine], *, restart: bool, persist: bool,
+            read_only: bool = False,
             sys_root: str = "", persist_root: str = "") -> ApplyPlan:
     ap = ApplyPlan(report, report.instances, [])
     if report.blocked:
@@ -150,7 +155,13 @@ def prepare(report: Report, engines: dict[str, Engine], *, restart: bool, persis
         try:
             s.old = s.action.get() if s.phase != "restart" else None
         except ActionError as exc:
-            raise InputError(f"{exc}; nothing was changed") from None
+            if not read_only:
+                raise InputError(f"{exc}; nothing was changed") from None
+            # A plan to print (--dry-run, --print-script) as a user who cannot read it all:
+            # the step is kept, and the user is told what was assumed.
+            s.unread = str(exc)
+            ap.notices.append(f"assumed: {exc}, so its current value is unknown; the change "
+                              "is planned without comparing (run as root to compare)")
     # a restart is only needed when something it depends on changes
     if not any(s.needed for s in ap.steps if s.phase != "restart"):
         for s in ap.steps:
@@ -166,7 +177,12 @@ def _on_huge_pages(report: Report, step: Step) -> bool:
 
 def _persist(ap: ApplyPlan, root: str) -> None:
     """Files that make the runtime changes survive a reboot (docs/design.md, "Changing the system")."""
+    from .boot import SYSCTL_LATE, SYSCTL_NAME, persistence
+    from .plan import plan_knobs
     report, host = ap.report, ap.report.host
+    knobs = plan_knobs(report)
+    per = persistence(host.boot, knobs, host.default_hugepage_kb) if host.boot else None
+    sysctl_name = per.sysctl_name if per else SYSCTL_NAME
     boot: list[tuple[str, str]] = []  # (sysfs path, value) that are not sysctls
     sysctl_lines = []
     for pp in report.pools:
@@ -181,15 +197,25 @@ def _persist(ap: ApplyPlan, root: str) -> None:
                          str(pp.target_pages)))
     p = report.profile
     changing = {c.target.split("/")[1] for c in report.changes if c.kind == "thp"}
-    for knob, want in (("enabled", p.thp_enabled), ("defrag", p.thp_defrag),
-                       ("shmem_enabled", p.thp_shmem_enabled)):
-        if want != "keep":  # THP knobs are not sysctls: a unit or the kernel command line
+    tuned = dict(per.tuned) if per else {}
+    for knob in ("enabled", "defrag", "shmem_enabled"):
+        want = knobs.get(f"thp.{knob}")  # the plan's value, resolved against the instances
+        if want and f"thp.{knob}" not in tuned:  # not sysctls: a unit or the command line
             boot.append((f"{THP_DIR}/{knob}", want))
     if sysctl_lines:
         text = ("# Written by hpadvise apply (profile " + p.name + "); `hpadvise rollback` "
                 "removes it.\n" + "\n".join(sysctl_lines) + "\n")
-        ap.steps.append(Step(File(f"{root}{SYSCTL_FILE}"), File.encode(text),
-                             "huge page pool at boot", "persist"))
+        why = "huge page pool at boot" + (
+            " (named to sort after the sysctl files that also set it)"
+            if sysctl_name != SYSCTL_NAME else "")
+        ap.steps.append(Step(File(f"{root}/etc/sysctl.d/{sysctl_name}"), File.encode(text),
+                             why, "persist"))
+        other = SYSCTL_LATE if sysctl_name == SYSCTL_NAME else SYSCTL_NAME
+        if os.path.exists(f"{root}/etc/sysctl.d/{other}"):  # an earlier apply's, now stale
+            ap.steps.append(Step(File(f"{root}/etc/sysctl.d/{other}"), None,
+                                 "replaced by " + sysctl_name, "persist"))
+    if tuned:
+        _tuned_profile(ap, root, host.boot, tuned)
     for key, value in host.cmdline_params:
         if key in ("hugepages", "hugepagesz", "default_hugepagesz", "transparent_hugepage",
                    "transparent_hugepage_shmem"):
@@ -274,6 +300,53 @@ def grub_cmdline(text: str, boot: list[tuple[str, str]]) -> tuple[str, list[tupl
     return text, left
 
 
+def _tuned_profile(ap: ApplyPlan, root: str, boot, knobs: dict[str, str]) -> None:
+    """TuneD re-applies its active profile at every start, over what sysctl files and units
+    set: the plan goes into a child profile that includes the active one and overrides just
+    these knobs (tuned.conf(5): `include=`, then the [vm], [sysctl] and [sysfs] plugins), made
+    the active profile the way tuned-adm records it (/etc/tuned/active_profile, profile_mode
+    manual). Rollback restores both files."""
+    from .boot import TUNED_PROFILE
+    sections: dict[str, list[str]] = {}
+    for knob, value in sorted(knobs.items()):
+        if knob == "thp.enabled":
+            sections.setdefault("vm", []).append(f"transparent_hugepages={value}")
+        elif knob.startswith("thp."):
+            sections.setdefault("sysfs", []).append(f"{THP_DIR}/{knob[4:]}={value}")
+        elif knob == f"pool.{ap.report.host.default_hugepage_kb}":
+            sections.setdefault("sysctl", []).append(f"vm.nr_hugepages={value}")
+        else:
+            sections.setdefault("sysfs", []).append(
+                f"/sys/kernel/mm/hugepages/hugepages-{knob[5:]}kB/nr_hugepages={value}")
+    parent = boot.tuned_profile if boot.tuned_profile != TUNED_PROFILE else \
+        _tuned_parent(root)
+    text = [f"# Written by hpadvise apply (profile {ap.report.profile.name}); `hpadvise "
+            "rollback` restores the previous TuneD profile.", "[main]",
+            f"summary=hpadvise: huge pages and THP over {parent}", f"include={parent}"]
+    for sec, lines in sections.items():
+        text += ["", f"[{sec}]", *lines]
+    d = f"{root}/etc/tuned/{TUNED_PROFILE}"
+    ap.steps.append(Step(File(f"{d}/tuned.conf"), File.encode("\n".join(text) + "\n"),
+                         f"TuneD would re-apply {parent}'s values at its start", "persist"))
+    ap.steps.append(Step(File(f"{root}/etc/tuned/active_profile"),
+                         File.encode(TUNED_PROFILE + "\n"), "make it TuneD's profile",
+                         "persist"))
+    ap.steps.append(Step(File(f"{root}/etc/tuned/profile_mode"), File.encode("manual\n"),
+                         "chosen by hand, as tuned-adm profile records it", "persist"))
+    ap.notices.append(f"TuneD applies profile {TUNED_PROFILE} (over {parent}) at its next "
+                      f"start; `tuned-adm profile {TUNED_PROFILE}` applies it now")
+
+
+def _tuned_parent(root: str) -> str:
+    """The profile hpadvise's own child profile includes (a second apply keeps it)."""
+    try:
+        with open(f"{root}/etc/tuned/hpadvise/tuned.conf") as f:
+            mt = re.search(r"^include=(.+)$", f.read(), re.M)
+            return mt.group(1).strip() if mt else "balanced"
+    except OSError:
+        return "balanced"
+
+
 def _grub_update(root: str) -> str:
     try:
         osr = open(f"{root}/etc/os-release").read()
@@ -288,6 +361,9 @@ def _grub_update(root: str) -> str:
 def describe(ap: ApplyPlan) -> list[str]:
     out = []
     for s in ap.changes:
+        if s.unread:
+            out.append(f"{s.action.label}: set (current value unknown: {s.unread})")
+            continue
         out.append(s.action.describe(s.old, s.new) + (f"   # {s.why}" if s.why and
                                                        s.action.kind not in ("file",) else ""))
     return out
@@ -304,15 +380,30 @@ def execute(ap: ApplyPlan, directory: str, header: dict,
         j = jr.Journal.create(directory, header)
         done: list[str] = []
         for s in steps:
+            s.status = "not reached"
+
+        def fail(s: Step, status: str, msg: str, undo: bool = True) -> Result:
+            s.status = "failed"
+            if undo:
+                _undo(j)
+                for x in steps:
+                    if x.status == "done" and x.phase != "restart":
+                        x.status = "undone"
+            j.finish(status, msg)
+            return Result(j.id, done, [msg], status)
+
+        for s in steps:
             if s.phase == "restart":
                 msg = _restart(ap, j, s, say)
                 if msg:
-                    j.finish("restart-failed", msg)
-                    return Result(j.id, done, [msg], "restart-failed")
+                    return fail(s, "restart-failed", msg, undo=False)
+                s.status = "done"
                 done.append(s.action.describe(None, None))
                 continue
             old = s.action.get()  # fresh: the host may have moved since the plan was made
+            s.old, s.unread = old, None
             if s.action.same(old, s.new):
+                s.status = "unchanged"
                 continue
             e = j.intent(s.action, old, s.new)
             say(f"{s.action.label} ...")
@@ -321,26 +412,63 @@ def execute(ap: ApplyPlan, directory: str, header: dict,
                 ok, actual = s.action.verify(s.new)
             except ActionError as exc:
                 j.done(e, None)
-                msg = f"{exc}; rolled back what this apply had changed"
-                _undo(j)
-                j.finish("failed", msg)
-                return Result(j.id, done, [msg], "failed")
+                return fail(s, "failed", f"{exc}; rolled back what this apply had changed")
             j.done(e, actual)
             if isinstance(s.action, Pool) and not ok:
-                msg = _shortfall(s, actual)
-                _undo(j)
-                j.finish("shortfall", msg)
-                return Result(j.id, done, [msg], "shortfall")
+                return fail(s, "shortfall", _shortfall(s, actual))
             if not ok:
-                msg = f"{s.action.label}: set {s.new!r} but reads back {actual!r}"
-                _undo(j)
-                j.finish("failed", msg)
-                return Result(j.id, done, [msg], "failed")
+                return fail(s, "failed", f"{s.action.label}: set {s.new!r} but reads back "
+                                         f"{actual!r}")
+            s.status = "done"
             if s.action.kind != "compact":
                 done.append(s.action.describe(old, s.new) if s.action.kind != "file"
                             else f"wrote {s.action.label}")
         j.finish("ok")
         return Result(j.id, done, [], "ok")
+
+
+def verify_boot(ap: ApplyPlan, persist_root: str) -> list[str]:
+    """After an apply that persisted to the real /etc: read the boot sources again and compare
+    the next boot's value of every planned knob with the plan. Each mismatch is one line."""
+    if persist_root not in ("", "/"):
+        return []  # persisted elsewhere (a test root): the host's boot is not the question
+    from .boot import read as read_boot
+    from .plan import plan_knobs
+    from .sysroot import SysRoot
+    host = ap.report.host
+    b = read_boot(SysRoot("/"), host.default_hugepage_kb)
+    out = []
+    for knob, value in plan_knobs(ap.report).items():
+        s = b.at_boot(knob)
+        if s is None or s.value != value:
+            got = f"{s.value} from {s.source}" if s else "nothing sets it"
+            out.append(f"at next boot {knob} would be {got}, not the planned {value}")
+    return out
+
+
+def changes_json(ap: ApplyPlan) -> list[dict]:
+    """Each change of the plan as `apply --format json` reports it: what, before, after, and
+    its status. File contents are shown with secrets replaced."""
+    from .secrets import redact_text
+
+    def plain(action: Action, v: Any) -> Any:
+        if action.kind == "file":
+            text = File.decode(v)
+            return None if text is None else redact_text(text)
+        if isinstance(v, dict) and "value" in v:
+            return v["value"]
+        return v
+    out = []
+    for s in ap.steps:
+        if not s.needed and s.status == "planned":
+            continue
+        a = s.action
+        out.append({"target": a.label, "kind": a.kind, "instance": a.instance,
+                    "phase": s.phase, "why": s.why,
+                    "before": None if a.restart or s.unread else plain(a, s.old),
+                    "before_unknown": s.unread,
+                    "after": None if a.restart else plain(a, s.new), "status": s.status})
+    return out
 
 
 def _undo(j: jr.Journal) -> None:

@@ -16,15 +16,16 @@ the registry is first used, so ``hpadvise --help`` does not pay for database dri
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from .findings import SEVERITIES, Codes, Finding  # noqa: F401  (part of the engine API)
+from .secrets import redact_dsn  # noqa: F401  (part of the engine API)
 
 if TYPE_CHECKING:
     from .actions import Action
+    from .cgroups import HugetlbLimit, MemoryLimit
     from .host import HostFacts
     from .procs import ProcTable
     from .profiles import Profile
@@ -77,6 +78,9 @@ class Instance:
     demand: Demand | None = None
     findings: list[Finding] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)  # input errors: they make the exit code 2
+    # hugetlb cgroup limits on its process (filled in by the core from /proc/PID/cgroup).
+    cgroup: tuple[HugetlbLimit, ...] = ()
+    memory_limit: MemoryLimit | None = None  # the tightest memory limit on it, if any
     # The engine's own typed state for this instance (a dataclass of its package). The core
     # never reads it; only the engine that made the instance does.
     state: Any = field(default=None, repr=False)
@@ -87,14 +91,6 @@ class Targets:
     """What the user pointed hpadvise at, beyond what it discovers by itself."""
     dsns: tuple[str, ...] = ()
     datadirs: tuple[str, ...] = ()
-
-
-def redact_dsn(dsn: str) -> str:
-    """A DSN as it may be shown: passwords replaced, in URI and key=value forms (every engine's
-    DSNs; secrets never reach output, JSON or the journal)."""
-    dsn = re.sub(r"(://[^:/@]*):[^@/]*@", r"\1:***@", dsn)
-    dsn = re.sub(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", r"\1***", dsn, flags=re.I)
-    return re.sub(r"([?&]password=)[^&]*", r"\1***", dsn, flags=re.I)
 
 
 def error_line(exc: BaseException, dsn: str | None = None, password: str | None = None) -> str:
@@ -111,6 +107,8 @@ class Engine:
     `discover`; the other hooks have safe defaults (docs/writing-an-engine.md)."""
 
     name: ClassVar[str] = ""
+    # Other names users know the engine by (`--db mariadb`).
+    aliases: ClassVar[tuple[str, ...]] = ()
     description: ClassVar[str] = ""
     process_names: ClassVar[tuple[str, ...]] = ()
     # This engine's section in profiles: key -> (type, allowed values or None, default).
@@ -128,9 +126,10 @@ class Engine:
     def findings(self, inst: Instance, host: HostFacts, profile: Profile) -> list[Finding]:
         return []
 
-    def changes(self, inst: Instance, page_kb: int, host: HostFacts,
+    def changes(self, inst: Instance, page_kb: int | None, host: HostFacts,
                 profile: Profile) -> list[Change]:
-        """Settings of the engine itself that the plan needs, given the chosen page size."""
+        """Settings of the engine itself that the plan needs, given the chosen page size.
+        page_kb None: the instance must not use huge pages (its cgroup cannot hold them)."""
         return []
 
     def uses_pool(self, inst: Instance, profile: Profile) -> bool:
@@ -140,6 +139,19 @@ class Engine:
     def thp_needs(self, inst: Instance, profile: Profile) -> dict[str, tuple[set[str], str]]:
         """THP knob values this instance can live with: knob -> (acceptable values, why).
         The plan resolves them against the profile and the other instances."""
+        return {}
+
+    def what_if(self, args: list[str], host: HostFacts, version: str | None) -> Instance:
+        """A planned instance with these settings (`hpadvise size ENGINE ARGS`): not running,
+        its demand sized as for a running one, exactly where the engine's own binary can tell
+        (and the Demand says which). Bad settings are an InputError."""
+        from .errors import InputError
+        raise InputError(f"{self.name}: sizing a planned configuration is not supported; "
+                         "engines that can: postgres, mysql, jvm")
+
+    def huge_page_settings(self, inst: Instance, page_kb: int, host: HostFacts) -> dict[str, str]:
+        """The server's own settings that put it on huge pages of page_kb, whatever it runs
+        with now (for a deployment elsewhere: `hpadvise k8s`)."""
         return {}
 
     def advice(self, inst: Instance, changes: list[Change]) -> list[str]:
@@ -226,6 +238,25 @@ class Registry:
             raise InputError(f"no engine named {name!r} is installed "
                              f"(installed: {', '.join(sorted(engines)) or 'none'})")
         return engines[name]()
+
+    def resolve(self, given: list[str] | None, what: str = "--db") -> list[str] | None:
+        """`--db` values as users write them (repeatable, comma-separated, any case, aliases,
+        `all`) -> engine names; None for every engine. Unknown names are an InputError."""
+        engines = self._load()
+        alias = {a: n for n, cls in engines.items() for a in (n, *cls.aliases)}
+        out: list[str] = []
+        for part in (p.strip().lower() for g in given or () for p in g.split(",")):
+            if not part:
+                continue
+            if part == "all":
+                return None
+            if part not in alias:
+                from .errors import InputError
+                raise InputError(f"{what} {part}: no such engine; installed: "
+                                 f"{', '.join(sorted(alias))}, or all")
+            if alias[part] not in out:
+                out.append(alias[part])
+        return out or None
 
     def all(self) -> list[Engine]:
         return [cls() for _, cls in sorted(self._load().items())]

@@ -75,6 +75,8 @@ HUGETLBPAGE = "Documentation/admin-guide/mm/hugetlbpage.rst"
 
 # The core's codes: the host and the plan, whatever engines run.
 KERNEL_PARAMS = "Documentation/admin-guide/kernel-parameters.txt"
+CGROUP_DOCS = ("Documentation/admin-guide/cgroup-v2.rst (HugeTLB); "
+               "Documentation/admin-guide/cgroup-v1/hugetlb.rst")
 CORE = Codes(
     Code("pool.os_floor", "crit", "Plan would starve the OS of memory",
          "the profile's pool.os_floor / os_floor_pct"),
@@ -85,8 +87,24 @@ CORE = Codes(
     Code("pool.unused", "warn", "Reserved huge pages are used by nothing found", HUGETLBPAGE),
     Code("commit.limit", "warn", "With the planned pools CommitLimit falls below what is "
          "committed", "mm/util.c vm_commit_limit(); Documentation/mm/overcommit-accounting.rst"),
-    Code("cgroup.hugetlb_limit", "warn", "A cgroup limits huge pages below the demand",
-         "Documentation/admin-guide/cgroup-v2.rst (HugeTLB)"),
+    Code("cgroup.hugetlb.sigbus", "crit", "The instance will crash with SIGBUS: its cgroup's "
+         "fault limit is below its huge pages", CGROUP_DOCS),
+    Code("cgroup.hugetlb.reserve_short", "crit", "The instance cannot reserve its huge pages: "
+         "its cgroup's reservation limit is below them", CGROUP_DOCS),
+    Code("cgroup.memory.short", "warn", "Off huge pages, the instance's buffers exceed its "
+         "cgroup's memory limit", "Documentation/admin-guide/cgroup-v2.rst (Memory: "
+         "memory.max; HugeTLB pages are charged to the hugetlb controller only)"),
+    Code("cgroup.hugetlb.hit", "crit", "The instance's cgroup hit its huge page limit",
+         CGROUP_DOCS),
+    Code("host.container", "info", "hpadvise runs inside a container and sees part of the "
+         "host", "pid_namespaces(7); Documentation/admin-guide/cgroup-v2.rst (HugeTLB)"),
+    Code("boot.overridden", "crit", "The next boot would undo the plan", "sysctl.d(5), "
+         "sysctl(8) (--system), tuned.conf(5), kernel-parameters.txt"),
+    Code("boot.not_persisted", "warn", "A planned knob would not survive a reboot",
+         KERNEL_PARAMS, also=("info",)),
+    Code("boot.instance_breaks", "crit", "After a reboot the pool is too small for the "
+         "instances on huge pages now", HUGETLBPAGE),
+    Code("boot.differs", "warn", "A knob is not what the next boot sets", "sysctl.d(5)"),
     Code("thp.conflict", "warn", "Instances need different THP values", TRANSHUGE),
     Code("thp.resolved", "info", "THP value chosen so that every instance can live with it",
          TRANSHUGE),

@@ -13,6 +13,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from .boot import Boot
+from .boot import read as read_boot
+from .cgroups import HugetlbLimit
+from .cgroups import limits as cgroup_limits
 from .sysroot import Note, SysRoot, kb
 
 THP = "/sys/kernel/mm/transparent_hugepage"
@@ -137,14 +141,6 @@ class Mount:
 
 
 @dataclass(frozen=True)
-class CgroupHugetlb:
-    cgroup: str
-    size: str  # as the kernel names it: "2MB", "1GB"
-    limit_bytes: int | None  # None = "max" (no limit)
-    usage_bytes: int | None
-
-
-@dataclass(frozen=True)
 class HostFacts:
     kernel: str | None
     base_page_bytes: int
@@ -159,12 +155,18 @@ class HostFacts:
     memlock_hard: str | None
     cpu_flags: frozenset[str]
     virtualization: str | None
-    container: str | None
+    container: str | None  # a marker file's hint (docker, podman, kubernetes)
     hugetlbfs_mounts: tuple[Mount, ...]
-    cgroup_hugetlb: tuple[CgroupHugetlb, ...]
+    cgroup_hugetlb: tuple[HugetlbLimit, ...]  # the limits on hpadvise's own process
     buddy: tuple[BuddyZone, ...]
     vmstat: dict[str, int]
     notes: tuple[str, ...] = field(default=())
+    # hpadvise runs inside a container (its own PID namespace), and what says so
+    in_container: bool = False
+    container_evidence: tuple[str, ...] = ()
+    # what sets the huge page and THP knobs at the next boot (boot.py)
+    boot: Boot | None = None
+    hostname: str | None = None
 
     def pool(self, size_kb: int) -> HugePool | None:
         return next((p for p in self.pools if p.size_kb == size_kb), None)
@@ -308,7 +310,27 @@ def read_virtualization(sr: SysRoot, flags: frozenset[str]) -> tuple[str | None,
         container = "docker"
     elif sr.exists("/run/.containerenv"):
         container = "podman"
+    elif sr.exists("/var/run/secrets/kubernetes.io/serviceaccount"):
+        container = "kubernetes"
     return virt, container
+
+
+def read_isolation(sr: SysRoot, hint: str | None) -> tuple[bool, tuple[str, ...]]:
+    """Whether hpadvise runs in a container, judged by what it can see rather than by marker
+    files alone (a VM built from a container image keeps /.dockerenv). The kernel's thread
+    creator, kthreadd, is PID 2 in the host's PID namespace and invisible in any other
+    (kernel/kthread.c; pid_namespaces(7)): a /proc without it belongs to a PID namespace of
+    its own, where the host's and other containers' processes cannot be seen."""
+    status = sr.read("/proc/2/status", quiet_missing=True)
+    if status is None and not sr.exists("/proc/1"):
+        return False, ()  # no /proc at all (an incomplete snapshot): nothing to judge
+    own_ns = not (status or "").startswith("Name:\tkthreadd")
+    evidence = []
+    if own_ns:
+        evidence.append("own PID namespace (no kthreadd at PID 2)")
+    if hint:
+        evidence.append(f"{hint} marker file")
+    return own_ns, tuple(evidence)
 
 
 def read_mounts(sr: SysRoot) -> tuple[Mount, ...]:
@@ -317,54 +339,6 @@ def read_mounts(sr: SysRoot) -> tuple[Mount, ...]:
         parts = line.split()
         if len(parts) >= 4 and parts[2] == "hugetlbfs":
             out.append(Mount(parts[0], parts[1], parts[3]))
-    return tuple(out)
-
-
-def _limit(text: str | None) -> int | None:
-    if text is None:
-        return None
-    text = text.strip()
-    if text == "max":
-        return None
-    try:
-        v = int(text)
-    except ValueError:
-        return None
-    # cgroup v1 reports "no limit" as the largest page-aligned long.
-    return None if v >= 2**63 - 2**21 else v
-
-
-def read_cgroup_hugetlb(sr: SysRoot, pid: str = "self") -> tuple[CgroupHugetlb, ...]:
-    """Hugetlb limits on the cgroup path of `pid`, walking up to the root: the tightest
-    ancestor wins (Documentation/admin-guide/cgroup-v2.rst, "HugeTLB"). Pages beyond the limit
-    fault with SIGBUS, which is how initdb dies in limited containers."""
-    text = sr.read(f"/proc/{pid}/cgroup", quiet_missing=True)
-    out: list[CgroupHugetlb] = []
-    for line in (text or "").splitlines():
-        hid, _, rest = line.partition(":")
-        controllers, _, path = rest.partition(":")
-        if hid == "0" and controllers == "":
-            base, files = "/sys/fs/cgroup", ("hugetlb.{}.max", "hugetlb.{}.current")
-        elif "hugetlb" in controllers.split(","):
-            base, files = "/sys/fs/cgroup/hugetlb", ("hugetlb.{}.limit_in_bytes",
-                                                     "hugetlb.{}.usage_in_bytes")
-        else:
-            continue
-        parts = [p for p in path.split("/") if p]
-        for depth in range(len(parts), -1, -1):
-            cg = "/" + "/".join(parts[:depth])
-            d = base + cg.rstrip("/")
-            for name in sr.listdir(d):
-                mt = re.fullmatch(r"hugetlb\.(\w+)\." + files[0].split(".")[-1], name)
-                if not mt or name.count(".") != 2:
-                    continue
-                size = mt.group(1)
-                limit = _limit(sr.read(f"{d}/{files[0].format(size)}", quiet_missing=True))
-                usage = sr.read(f"{d}/{files[1].format(size)}", quiet_missing=True)
-                if limit is not None:
-                    out.append(CgroupHugetlb(cg, size, limit,
-                                             int(usage) if usage and usage.strip().isdigit()
-                                             else None))
     return tuple(out)
 
 
@@ -414,13 +388,16 @@ def collect(sr: SysRoot) -> HostFacts:
     nodes = read_numa_nodes(sr)
     flags = read_cpu_flags(sr)
     virt, container = read_virtualization(sr, flags)
+    inside, evidence = read_isolation(sr, container)
     cmdline = sr.read("/proc/cmdline")
     soft, hard = read_memlock(sr)
     release = sr.read("/proc/sys/kernel/osrelease")
+    mem = read_meminfo(sr)
+    boot = read_boot(sr, mem.default_hugepage_kb)
     return HostFacts(
         kernel=release.strip() if release else None,
         base_page_bytes=read_base_page_bytes(sr),
-        mem=read_meminfo(sr),
+        mem=mem,
         pools=read_pools(sr, nodes),
         numa_nodes=nodes,
         thp=read_thp(sr),
@@ -430,9 +407,12 @@ def collect(sr: SysRoot) -> HostFacts:
         memlock_soft=soft, memlock_hard=hard,
         cpu_flags=flags,
         virtualization=virt, container=container,
+        in_container=inside, container_evidence=evidence,
         hugetlbfs_mounts=read_mounts(sr),
-        cgroup_hugetlb=read_cgroup_hugetlb(sr),
+        cgroup_hugetlb=cgroup_limits(sr, "self"),
         buddy=read_buddyinfo(sr),
         vmstat=read_vmstat(sr),
+        boot=boot,
+        hostname=(sr.read("/proc/sys/kernel/hostname", quiet_missing=True) or "").strip() or None,
         notes=tuple(str(n) for n in sr.notes),
     )

@@ -5,6 +5,10 @@ Each apply is one JSON-lines file `<id>.jsonl` (mode 0600) in the journal direct
 its intent is appended and fsynced with the old value; after it is made a "done" record
 follows. A process killed anywhere therefore leaves enough to restore the old state: rollback
 restores every intent, done or not, in reverse order (restoring an unchanged knob is a no-op).
+
+Whole files kept for an exact restore (an option file can hold a `[client] password`) are not
+written into the records: they go to `<id>.sealed/` (0700, files 0600) before the record that
+points at them ({"sealed": NAME}), so the journal itself never holds a secret.
 """
 
 from __future__ import annotations
@@ -69,6 +73,13 @@ def open_dir(directory: str) -> str:
     return directory
 
 
+def readable_dir(directory: str) -> None:
+    """For commands that only read the journal: one clear line when it cannot be read."""
+    if os.path.isdir(directory) and not os.access(directory, os.R_OK | os.X_OK):
+        raise InputError(f"cannot read the journal in {directory}: permission denied (applies "
+                         "are recorded by root; run this with sudo)")
+
+
 @dataclass
 class Entry:
     n: int
@@ -77,6 +88,16 @@ class Entry:
     new: Any
     done: bool = False
     actual: Any = None
+    sealed: bool = False
+
+
+def _write_private(path: str, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 @dataclass
@@ -108,15 +129,46 @@ class Journal:
             f.flush()
             os.fsync(f.fileno())
 
+    @property
+    def sealed_dir(self) -> str:
+        return self.path[:-len(".jsonl")] + ".sealed"
+
+    def _seal(self, e: Entry, what: str, value: Any) -> Any:
+        """Keep `value` in a private side file and return the pointer the record holds."""
+        if not e.sealed:
+            return value
+        d = self.sealed_dir
+        os.makedirs(d, mode=0o700, exist_ok=True)
+        name = f"{e.n}-{what}.json"
+        _write_private(os.path.join(d, name), json.dumps(value).encode())
+        dfd = os.open(d, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+        return {"sealed": name}
+
+    def _unseal(self, value: Any) -> Any:
+        if not (isinstance(value, dict) and list(value) == ["sealed"]):
+            return value
+        p = os.path.join(self.sealed_dir, os.path.basename(value["sealed"]))
+        try:
+            with open(p) as f:
+                return json.load(f)
+        except (OSError, ValueError) as exc:
+            raise InputError(f"journal {self.path}: its sealed copy {p} is unreadable "
+                             f"({exc}); nothing was changed") from None
+
     def intent(self, action: Action, old: Any, new: Any) -> Entry:
-        e = Entry(len(self.entries) + 1, action.spec(), old, new)
-        self._append({"type": "intent", "n": e.n, "action": e.spec, "old": old, "new": new})
+        e = Entry(len(self.entries) + 1, action.spec(), old, new, sealed=action.sealed)
+        self._append({"type": "intent", "n": e.n, "action": e.spec,
+                      "old": self._seal(e, "old", old), "new": self._seal(e, "new", new)})
         self.entries.append(e)
         return e
 
     def done(self, e: Entry, actual: Any) -> None:
         e.done, e.actual = True, actual
-        self._append({"type": "done", "n": e.n, "actual": actual})
+        self._append({"type": "done", "n": e.n, "actual": self._seal(e, "actual", actual)})
         _test_hook_after_step(e.n)
 
     def finish(self, status: str, message: str = "") -> None:
@@ -146,11 +198,13 @@ class Journal:
                 elif j is None:
                     raise ValueError("no header")
                 elif t == "intent":
-                    e = Entry(rec["n"], rec["action"], rec["old"], rec["new"])
+                    e = Entry(rec["n"], rec["action"], j._unseal(rec["old"]),
+                              j._unseal(rec["new"]))
                     by_n[e.n] = e
                     j.entries.append(e)
                 elif t == "done":
-                    by_n[rec["n"]].done, by_n[rec["n"]].actual = True, rec.get("actual")
+                    by_n[rec["n"]].done = True
+                    by_n[rec["n"]].actual = j._unseal(rec.get("actual"))
                 elif t == "end":
                     j.status = rec["status"]
                 elif t == "rolledback":

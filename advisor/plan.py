@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
+from .cgroups import verdict as cgroup_verdict
 from .engines import Change, Engine, Instance
 from .findings import CORE, SEVERITIES, Finding
 from .host import HostFacts
@@ -71,19 +72,139 @@ def build(host: HostFacts, instances: list[Instance], profile: Profile,
         eng = engines.get(inst.engine)
         uses = eng is None or eng.uses_pool(inst, profile)
         kb = choose_page_kb(inst, host, profile) if uses else None
-        if kb is not None:
+        held_back = kb is not None and _cgroup(r, inst, kb)
+        if kb is not None and not held_back:
             chosen[inst.id] = kb
         if eng is None:
             continue
         r.findings.extend(eng.findings(inst, host, profile))
-        if kb is not None or not uses:
+        if held_back:  # its cgroup cannot hold the pages: no huge pages for it
+            r.changes.extend(eng.changes(inst, None, host, profile))
+        elif kb is not None or not uses:
             r.changes.extend(eng.changes(inst, kb or host.default_hugepage_kb or 2048, host,
                                          profile))
 
     _pools(r, chosen)
     _thp(r, engines)
     _host_findings(r)
+    _boot(r)
     return r
+
+
+def plan_knobs(r: Report) -> dict[str, str]:
+    """The value the plan wants for each boot-time knob ("pool.<kB>", "thp.<knob>"), as apply
+    persists it. Pools planned per NUMA node are left out (they persist per node)."""
+    out = {f"pool.{pp.size_kb}": str(pp.target_pages) for pp in r.pools if not pp.per_node}
+    thp = {c.target.split("/")[1]: c.recommended for c in r.changes if c.kind == "thp"}
+    p = r.profile
+    for knob, want in (("enabled", p.thp_enabled), ("defrag", p.thp_defrag),
+                       ("shmem_enabled", p.thp_shmem_enabled)):
+        value = thp.get(knob) or getattr(r.host.thp, knob).value
+        if want != "keep" and value:
+            out[f"thp.{knob}"] = str(value)
+    return out
+
+
+def knob_now(host: HostFacts, knob: str) -> str | None:
+    """A boot-time knob's value now (a pool: its persistent pages, without surplus)."""
+    if knob.startswith("pool."):
+        pool = next((p for p in host.pools if f"pool.{p.size_kb}" == knob), None)
+        return None if pool is None or pool.persistent_pages is None else \
+            str(pool.persistent_pages)
+    return getattr(host.thp, knob.split(".", 1)[1]).value
+
+
+def _boot(r: Report) -> None:
+    """The next boot against now and the plan (boot.py reads who sets what at boot)."""
+    from .boot import after_apply, persistence
+    b, host = r.host.boot, r.host
+    if b is None:
+        return
+    plan = plan_knobs(r)
+    per = persistence(b, plan, host.default_hugepage_kb)
+    after = after_apply(b, per)
+    blocked = {k: (s, why) for k, s, why in per.blocked}
+    for knob, value in plan.items():
+        s = after.at_boot(knob)
+        if s is not None and s.value == value:
+            continue
+        if s is None or s.stage < 0:  # THP without systemd, GRUB or TuneD to persist it
+            known = s is not None
+            r.findings.append(CORE["boot.not_persisted"](
+                "Nothing here sets it at boot and apply cannot either (no systemd unit, no GRUB "
+                "kernel parameter, no TuneD): the kernel starts with "
+                + (f"{s.value} ({s.source})" if known else "its built-in default, which is "
+                   "unknown here (no kernel config readable)") + ". Add it to a boot script "
+                "such as /etc/rc.local (apply prints the line).",
+                f"{knob}: planned {value}; {b.sysctl_engine}, kernel command line from "
+                f"{b.cmdline_source}", title=f"{_knob_name(knob)} = {value} would not survive "
+                "a reboot" if known else f"{_knob_name(knob)} = {value}: unknown after a reboot",
+                severity="warn" if known else "info"))
+            continue
+        what, why = blocked.get(knob, (s, "it applies after hpadvise's setting"))
+        r.findings.append(CORE["boot.overridden"](
+            f"{what.source} sets {_knob_name(knob)} = {what.value} at boot and {why}: the next "
+            f"boot undoes the plan ({value}). Remove that setting, or make it {value}; apply "
+            "refuses to persist what it cannot make stick.",
+            f"at next boot: {s.value} from {s.source}; plan: {value}",
+            title=f"The next boot would set {_knob_name(knob)} to {s.value}, not the planned "
+                  f"{value}"))
+        r.blocked.append(f"{what.source} overrides {_knob_name(knob)} at boot; remove it first")
+    for pool in host.pools:  # as things stand: can the instances on huge pages start again?
+        knob = f"pool.{pool.size_kb}"
+        s = b.at_boot(knob)
+        at_boot = int(s.value) if s is not None and s.value.isdigit() else 0
+        users = [i for i in r.instances if i.running and i.backing == "hugetlb" and i.demand
+                 and (i.backing_page_kb or i.demand.page_kb) == pool.size_kb]
+        need = sum(i.demand.held_pages or i.demand.pages.get(pool.size_kb, 0) for i in users)
+        now = knob_now(host, knob)
+        if users and at_boot < need:
+            r.findings.append(CORE["boot.instance_breaks"](
+                "After a reboot the pool is smaller than what the instances running on it hold "
+                "now: a server that falls back runs on 4 KiB pages, one that insists (huge_pages "
+                "= on, -XX:+UseLargePages with a hard failure) does not start. `hpadvise apply` "
+                "persists the pool.", f"{knob}: now {now}, at next boot {at_boot} "
+                f"({s.source if s else 'nothing sets it'}); held by "
+                f"{', '.join(i.id for i in users)}: {need}",
+                title=f"After a reboot the {_knob_name(knob)} would be {at_boot} pages; "
+                      f"{len(users)} instance(s) need {need}"))
+        elif now is not None and str(at_boot) != now and knob not in plan:
+            r.findings.append(CORE["boot.differs"](
+                "A value set by hand now is not what boot sets.", f"now {now}; at next boot "
+                f"{at_boot} from {s.source if s else 'nothing (the kernel starts with none)'}",
+                title=f"{_knob_name(knob)} is {now} now and {at_boot} after a reboot"))
+    for knob in ("thp.enabled", "thp.defrag", "thp.shmem_enabled"):
+        s, now = b.at_boot(knob), knob_now(host, knob)
+        if s is not None and now is not None and s.value != now and knob not in plan:
+            r.findings.append(CORE["boot.differs"](
+                "A value set by hand now is not what boot sets.", f"now {now}; at next boot "
+                f"{s.value} from {s.source}", title=f"{_knob_name(knob)} is {now} now and "
+                f"{s.value} after a reboot"))
+
+
+def boot_view(r: Report) -> list[dict]:
+    """Each boot-time knob three ways: now, at the next boot (and what sets it), the plan."""
+    b = r.host.boot
+    if b is None:
+        return []
+    plan = plan_knobs(r)
+    knobs = [f"pool.{p.size_kb}" for p in r.host.pools] + \
+        ["thp.enabled", "thp.defrag", "thp.shmem_enabled"]
+    out = []
+    for knob in knobs:
+        s = b.at_boot(knob)
+        at = s.value if s else ("0" if knob.startswith("pool.") else None)
+        src = s.source if s else ("nothing sets it" if knob.startswith("pool.") else
+                                  "the kernel's built-in default (unknown here)")
+        out.append({"knob": knob, "name": _knob_name(knob), "now": knob_now(r.host, knob),
+                    "at_boot": at, "source": src, "plan": plan.get(knob)})
+    return out
+
+
+def _knob_name(knob: str) -> str:
+    if knob.startswith("pool."):
+        return f"{fmt_page(int(knob.split('.')[1]))} pool"
+    return f"THP {knob.split('.', 1)[1]}"
 
 
 def _pools(r: Report, chosen: dict[str, int]) -> None:
@@ -112,17 +233,6 @@ def _pools(r: Report, chosen: dict[str, int]) -> None:
             r.changes.insert(0, Change("pool", f"hugepages-{size_kb}kB/nr_hugepages",
                                        pp.current_pages, pp.target_pages, " + ".join(parts)))
         _runtime_feasibility(r, pp)
-        for cg in host.cgroup_hugetlb:
-            if cg.size == _cg_size(size_kb) and cg.limit_bytes is not None \
-                    and cg.limit_bytes < pp.demand_pages * size_kb * 1024:
-                r.findings.append(CORE["cgroup.hugetlb_limit"](
-                    "Processes in this cgroup get SIGBUS when they touch huge pages beyond the "
-                    "limit (initdb in a limited container dies this way).",
-                    f"hugetlb.{cg.size} limit {cg.limit_bytes} < demand "
-                    f"{pp.demand_pages * size_kb * 1024}",
-                    title=f"cgroup {cg.cgroup} limits {fmt_page(size_kb)} huge pages to "
-                          f"{fmt_bytes(cg.limit_bytes)}"))
-
     # Safety rail: never plan pools that leave the OS less than the profile's floor.
     total_kb = host.mem.total_kb
     if total_kb:
@@ -174,9 +284,57 @@ def _per_node(r: Report, pp: PoolPlan, insts: list[Instance], pool) -> PoolPlan:
     return dataclasses.replace(pp, per_node=tuple(sorted(target.items())))
 
 
-def _cg_size(size_kb: int) -> str:
-    # Kernel naming of hugetlb cgroup files (mm/hugetlb_cgroup.c, mem_fmt): 2MB, 1GB.
-    return f"{size_kb // GIB_KB}GB" if size_kb >= GIB_KB else f"{size_kb // 1024}MB"
+def _cgroup(r: Report, inst: Instance, page_kb: int) -> bool:
+    """Findings for an instance whose hugetlb cgroup cannot hold its pages (cgroups.py explains
+    the two limits). True when the plan must not put it on huge pages."""
+    v = cgroup_verdict(inst.cgroup, page_kb, inst.demand.pages[page_kb])
+    if v is None:
+        return False
+    lim, need, iid = v.limit, v.need_bytes, inst.id
+    pages = f"{inst.demand.pages[page_kb]} x {fmt_page(page_kb)}"
+    if lim.max_events:
+        r.findings.append(CORE["cgroup.hugetlb.hit"](
+            "A process in this cgroup touched a huge page beyond the fault limit and was "
+            "killed with SIGBUS (PostgreSQL logs \"terminated by signal 7: Bus error\" and "
+            "restarts; a JVM dies).", f"{lim.mount}{lim.cgroup.rstrip('/')}/hugetlb.{lim.size}."
+            f"{'events: max' if lim.version == 2 else 'failcnt:'} {lim.max_events}", iid,
+            title=f"{iid}: its cgroup's {lim.size} huge page limit was hit {lim.max_events} "
+                  "times"))
+    if v.kind == "fits":
+        return False
+    cap = lim.rsvd_limit_bytes if v.kind == "reserve_short" else lim.limit_bytes
+    fix = (f"Raise {lim.file('max')} and {lim.file('rsvd.max')} to at least {need} bytes, "
+           f"or turn huge pages off for this instance (the plan does).")
+    evidence = (f"needs {need} bytes ({pages}); {lim.file('max')} = "
+                f"{lim.limit_bytes if lim.limit_bytes is not None else 'max'}, "
+                f"{lim.file('rsvd.max')} = "
+                f"{lim.rsvd_limit_bytes if lim.rsvd_limit_bytes is not None else 'max'}")
+    if v.kind == "sigbus":
+        r.findings.append(CORE["cgroup.hugetlb.sigbus"](
+            "Reservations are not limited, so the mapping succeeds and the server starts (it "
+            "even reports huge pages as free: /proc/meminfo is not per cgroup); the first touch "
+            "past the fault limit kills it with SIGBUS. " + fix + " Or set the reservation "
+            f"limit to {lim.limit_bytes} bytes, so that it fails cleanly at start instead.",
+            evidence, iid, title=f"{iid} will crash with SIGBUS: cgroup {lim.limit_cgroup} allows "
+            f"{fmt_bytes(cap)} of {lim.size} huge pages, it needs {fmt_bytes(need)}"))
+    else:
+        r.findings.append(CORE["cgroup.hugetlb.reserve_short"](
+            "Mapping its huge pages fails at start: a server set to fall back runs on normal "
+            "pages, one set to insist (PostgreSQL huge_pages = on) refuses to start. " + fix,
+            evidence, iid, title=f"{iid} cannot reserve its huge pages: cgroup "
+            f"{lim.rsvd_limit_cgroup} allows {fmt_bytes(cap)} of {lim.size}, it needs "
+            f"{fmt_bytes(need)}"))
+    mem = inst.memory_limit
+    if mem is not None and mem.limit_bytes < need:
+        r.findings.append(CORE["cgroup.memory.short"](
+            "With huge pages off its buffers live on normal pages, and those are charged to the "
+            "memory limit (huge pages are not): the kernel reclaims, swaps or OOM-kills inside "
+            f"the cgroup. Raise {mem.file} by at least {need} bytes along with turning huge "
+            "pages off, or raise the hugetlb limits instead.",
+            f"{mem.file} = {mem.limit_bytes}; buffers {need} bytes", iid,
+            title=f"{iid}: off huge pages, its {fmt_bytes(need)} of buffers exceed its cgroup's "
+                  f"memory limit of {fmt_bytes(mem.limit_bytes)}"))
+    return True
 
 
 def _runtime_feasibility(r: Report, pp: PoolPlan) -> None:
@@ -314,6 +472,22 @@ def _host_findings(r: Report) -> None:
                 f"resv {pool.resv_pages}" + ("" if pool.size_kb in users else ", no demand"),
                 title=f"{unused} reserved {fmt_page(pool.size_kb)} pages "
                       f"({fmt_bytes(unused * pool.size_bytes)}) are used by nothing found"))
+    if host.in_container:
+        def cap(n: int | None) -> str:
+            return "unlimited" if n is None else fmt_bytes(n)
+        own = "; ".join(f"{c.size}: faults {cap(c.limit_bytes)}, reservations "
+                        f"{cap(c.rsvd_limit_bytes)}" for c in host.cgroup_hugetlb)
+        r.findings.append(CORE["host.container"](
+            "It sees only the processes of its own PID namespace: databases on the host or in "
+            "other containers are not found (run it on the host, or in the database's own "
+            "container). The pools it reads (/proc/meminfo, /sys/kernel/mm/hugepages) are the "
+            "host's, shared by every container, and free pages may be promised to another pod; "
+            "the kernel command line is the host's, /etc is the container's. What this "
+            "container may use is its own cgroup's limit: "
+            + (own or "no hugetlb limit on hpadvise's own cgroup") + ".",
+            ", ".join(host.container_evidence),
+            title="hpadvise runs inside a container: the host's processes and boot "
+                  "configuration are out of its sight"))
     if host.thp.enabled.value is None:
         r.findings.append(CORE["thp.unavailable"](
             "Kernel without THP, or a container hiding /sys."))
@@ -327,6 +501,9 @@ def inspect(sr, profile_name: str = "oltp", targets=None, engine_names=None) -> 
     """The whole `check` flow: read the host, discover instances, build the plan."""
     from . import host as host_mod
     from . import profiles
+    from .cgroups import limits as cgroup_limits
+    from .cgroups import memory_limit
+    from .cgroups import mounts as cgroup_mounts
     from .engines import Targets, registry
     from .procs import ProcTable
 
@@ -338,6 +515,11 @@ def inspect(sr, profile_name: str = "oltp", targets=None, engine_names=None) -> 
     instances: list[Instance] = []
     for eng in engines.values():
         instances.extend(eng.discover(facts, procs, targets or Targets()))
+    hier = cgroup_mounts(sr)
+    for inst in instances:  # the hugetlb limits on each process decide what it can hold
+        if inst.pid is not None:
+            inst.cgroup = cgroup_limits(sr, inst.pid, hier)
+            inst.memory_limit = memory_limit(sr, inst.pid, hier)
     seen: set[str] = set()
     for inst in instances:  # IDs key the plan: two servers claiming one port stay apart
         if inst.id in seen and inst.pid:

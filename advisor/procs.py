@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 from functools import cached_property
 
+from .secrets import redact_args, redact_environ
 from .sysroot import SysRoot, kb
 
 
@@ -79,7 +80,8 @@ class Proc:
     @cached_property
     def cmdline(self) -> tuple[str, ...]:
         text = self.sr.read(self._p("cmdline"), quiet_missing=True) or ""
-        return tuple(a for a in text.split("\0") if a)
+        # Passwords on a command line never reach findings, JSON or the journal.
+        return redact_args([a for a in text.split("\0") if a])
 
     @cached_property
     def status(self) -> dict[str, str]:
@@ -135,7 +137,7 @@ class Proc:
         text = self.sr.read(self._p("environ"))
         if text is None:
             return None
-        return dict(e.partition("=")[::2] for e in text.split("\0") if "=" in e)
+        return redact_environ(dict(e.partition("=")[::2] for e in text.split("\0") if "=" in e))
 
 
 @dataclass(frozen=True)

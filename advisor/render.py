@@ -7,7 +7,7 @@ from dataclasses import asdict
 from importlib.metadata import PackageNotFoundError, version
 
 from .engines import SEVERITIES
-from .plan import SCHEMA_VERSION, Report
+from .plan import SCHEMA_VERSION, Report, boot_view
 from .sizing import fmt_bytes, fmt_page
 
 _STYLE = {"ok": "green", "info": "cyan", "warn": "yellow", "crit": "bold red"}
@@ -35,6 +35,8 @@ def to_dict(r: Report) -> dict:
         d = {k: getattr(i, k) for k in ("engine", "id", "label", "running", "pid", "owner",
                                          "version", "backing", "backing_page_kb",
                                          "page_tables_kb", "page_tables_huge_kb", "settings")}
+        d["cgroup"] = [asdict(c) for c in i.cgroup]
+        d["memory_limit"] = asdict(i.memory_limit) if i.memory_limit else None
         d["demand"] = None
         if i.demand:
             d["demand"] = asdict(i.demand)
@@ -53,11 +55,20 @@ def to_dict(r: Report) -> dict:
                       for p in r.pools],
             "changes": [asdict(c) for c in r.changes],
             "blocked": r.blocked,
+            "boot": boot_view(r),
         },
         "summary": {"worst": r.worst(), "counts": counts},
         "notes": r.notes,
         "errors": r.errors,
     }
+
+
+def _cg(c) -> str:
+    """One hugetlb limit as `check` shows it."""
+    lim = "unlimited" if c.limit_bytes is None else fmt_bytes(c.limit_bytes)
+    rsvd = "unlimited" if c.rsvd_limit_bytes is None else fmt_bytes(c.rsvd_limit_bytes)
+    hits = f", hit {c.max_events}x" if c.max_events else ""
+    return f"v{c.version} {c.cgroup} {c.size}: faults {lim}, reservations {rsvd}{hits}"
 
 
 def to_json(r: Report) -> str:
@@ -80,11 +91,17 @@ def render(r: Report, console, verbose: bool = False) -> None:
     from rich import box
     from rich.table import Table
 
+    # Instance IDs are what --instance takes: never cut, never broken across lines.
+    id_width = max((len(i.id) for i in r.instances), default=2)
+
     def table(title: str, *cols: str) -> Table:
         t = Table(title=title, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD,
                   expand=True)
         for c in cols:
-            t.add_column(c)
+            if c == "id":
+                t.add_column(c, no_wrap=True, min_width=id_width)
+            else:  # long words fold rather than end in an ellipsis
+                t.add_column(c, overflow="fold")
         return t
 
     h, m = r.host, r.host.mem
@@ -102,8 +119,13 @@ def render(r: Report, console, verbose: bool = False) -> None:
     t.add_row("cpu", f"1 GiB pages (pdpe1gb): {'yes' if 'pdpe1gb' in h.cpu_flags else 'no'}, "
                      f"2 MiB (pse): {'yes' if 'pse' in h.cpu_flags else 'no'}; NUMA nodes: "
                      f"{len(h.numa_nodes) or '?'}")
-    t.add_row("platform", ", ".join(x for x in (h.virtualization, h.container and
-                                                f"container hint: {h.container}") if x)
+    where = None
+    if h.in_container:
+        where = "inside a container: " + ", ".join(h.container_evidence)
+    elif h.container:
+        where = (f"{h.container} marker file, but the host's processes are visible: "
+                 "read as the host")
+    t.add_row("platform", ", ".join(x for x in (h.virtualization, where) if x)
               or "no virtualization seen")
     t.add_row("memlock", f"soft {_limit(h.memlock_soft)}, hard {_limit(h.memlock_hard)} "
                          "(this process; engines that need it check their own)")
@@ -112,8 +134,7 @@ def render(r: Report, console, verbose: bool = False) -> None:
     cmd = " ".join(f"{k}={v}" for k, v in h.cmdline_params)
     t.add_row("cmdline", cmd or "no hugepage/THP parameters")
     if h.cgroup_hugetlb:
-        t.add_row("cgroup", "; ".join(f"{c.cgroup} {c.size} limit {fmt_bytes(c.limit_bytes)}"
-                                      for c in h.cgroup_hugetlb))
+        t.add_row("cgroup", "hpadvise's own: " + "; ".join(_cg(c) for c in h.cgroup_hugetlb))
     console.print(t)
 
     t = table("Pools", "page size", "total", "free", "reserved", "surplus", "overcommit",
@@ -144,6 +165,16 @@ def render(r: Report, console, verbose: bool = False) -> None:
     t.add_row("counters", ", ".join(f"{k}={v}" for k, v in counters.items()) or "all zero")
     console.print(t)
 
+    view = boot_view(r)
+    if view:
+        t = table("Now, at next boot, planned", "knob", "now", "at next boot (set by)", "plan")
+        for k in view:
+            t.add_row(k["name"], _n(k["now"]), f"{_n(k['at_boot'])} ({k['source']})",
+                      _n(k["plan"]) if k["plan"] is not None else "-")
+        console.print(t)
+        for note in r.host.boot.notes if verbose else ():
+            console.print(f"  [dim]boot: {note}[/dim]")
+
     t = table("Instances", "id", "version", "owner", "state", "shared memory on", "needs",
               "page tables (now -> huge)")
     for i in r.instances:
@@ -167,6 +198,14 @@ def render(r: Report, console, verbose: bool = False) -> None:
                   "running" if i.running else "stopped",
                   backing if i.running else "-", need, pt)
     if r.instances:
+        console.print(t)
+    limited = [i for i in r.instances if i.cgroup or i.memory_limit]
+    if limited:
+        t = table("Cgroup limits", "id", "huge pages (tightest on the way to the root)",
+                  "memory")
+        for i in limited:
+            t.add_row(i.id, "; ".join(_cg(c) for c in i.cgroup) or "unlimited",
+                      fmt_bytes(i.memory_limit.limit_bytes) if i.memory_limit else "unlimited")
         console.print(t)
 
     order = {s: n for n, s in enumerate(reversed(SEVERITIES))}

@@ -1,26 +1,64 @@
 """Write what a recording SysRoot read as a tree that `SysRoot(tree)` reads back the same way.
 
 Used for offline audits (`hpadvise check --root DIR`) and to capture the unit-test fixtures
-from real machines (tests/fixtures/README.md)."""
+from real machines (tests/fixtures/capture.py).
+
+A snapshot holds process command lines, option files and server logs, so it is written for
+its owner only (directories 0700, files 0600) and without secrets (secrets.py): command lines
+and text files have their passwords replaced; process environments are left out unless asked
+for, and then have the values of secret-looking names replaced.
+"""
 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
+from .secrets import redact_args, redact_environ, redact_text
 from .sysroot import SysRoot
 
+_PROC_FILE = re.compile(r"/proc/(\d+|self)/(cmdline|environ)$")
 
-def write_snapshot(sr: SysRoot, directory: str) -> int:
+
+def clean(path: str, data: bytes, environ: bool) -> bytes | None:
+    """The bytes a snapshot may keep for `path`; None to leave the file out."""
+    m = _PROC_FILE.match(path)
+    text = data.decode("utf-8", "surrogateescape")
+    if m and m.group(2) == "cmdline":
+        args = text.split("\0")
+        end = [""] if args and args[-1] == "" else []
+        return "\0".join(redact_args([a for a in args if a]) + tuple(end)).encode(
+            "utf-8", "surrogateescape")
+    if m:  # environ
+        if not environ:
+            return None
+        env = redact_environ(dict(e.partition("=")[::2] for e in text.split("\0") if "=" in e))
+        return "".join(f"{k}={v}\0" for k, v in env.items()).encode("utf-8", "surrogateescape")
+    return redact_text(text).encode("utf-8", "surrogateescape")
+
+
+def write_snapshot(sr: SysRoot, directory: str, environ: bool = False) -> int:
     if sr.recorded is None:
         raise ValueError("SysRoot was not recording")
     out = Path(directory)
-    for p in sr.listed or ():
-        (out / p.lstrip("/")).mkdir(parents=True, exist_ok=True)
-    for p, data in sr.recorded.items():
-        dest = out / p.lstrip("/")
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        # /proc/self is a symlink on the host; in a snapshot it is a plain directory.
-        dest.write_bytes(data)
-        os.chmod(dest, 0o644)
-    return len(sr.recorded)
+    old = os.umask(0o077)
+    try:
+        out.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(out, 0o700)
+        for p in sr.listed or ():
+            (out / p.lstrip("/")).mkdir(mode=0o700, parents=True, exist_ok=True)
+        n = 0
+        for p, data in sr.recorded.items():
+            kept = clean(p, data, environ)
+            if kept is None:
+                continue
+            dest = out / p.lstrip("/")
+            dest.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            # /proc/self is a symlink on the host; in a snapshot it is a plain directory.
+            dest.write_bytes(kept)
+            os.chmod(dest, 0o600)
+            n += 1
+    finally:
+        os.umask(old)
+    return n

@@ -25,6 +25,20 @@ class Note:
         return f"{self.path}: {self.reason}"
 
 
+def snapshot_root(root: str) -> str:
+    """`root` if it is "/" or a tree `hpadvise snapshot` wrote; else an InputError."""
+    from .errors import InputError
+    if root == "/":
+        return root
+    if not os.path.isdir(root):
+        raise InputError(f"--root {root}: no such directory; give a directory written by "
+                         "`hpadvise snapshot`")
+    if not os.path.isfile(os.path.join(root, "proc/meminfo")):
+        raise InputError(f"--root {root}: not a snapshot (no proc/meminfo in it); make one "
+                         "with `hpadvise snapshot DIR`")
+    return root
+
+
 class SysRoot:
     def __init__(self, root: str | os.PathLike = "/", *, record: bool = False):
         self.root = Path(root)
@@ -62,6 +76,18 @@ class SysRoot:
         if self.recorded is not None:
             self.recorded[p] = data
         return data.decode("utf-8", "replace")
+
+    def read_bytes(self, p: str, *, quiet_missing: bool = False) -> bytes | None:
+        """A binary file's bytes (a compressed kernel config), or None like read()."""
+        try:
+            with open(self.path(p), "rb") as f:
+                data = f.read()
+        except OSError as exc:
+            self._fail(p, exc, quiet_missing)
+            return None
+        if self.recorded is not None:
+            self.recorded[p] = data
+        return data
 
     def read_tail(self, p: str, nbytes: int, *, quiet_missing: bool = False) -> str | None:
         """The last `nbytes` of a file that may be large (a server's error log), from a line

@@ -41,9 +41,11 @@ def render_terminal(result: dict, console) -> None:
                   f"{m.get('clients')} clients, {m.get('run_s')} s runs after "
                   f"{m.get('warm_s')} s warm-up, {_buffers(m)} {m.get('shared_buffers')}; stopped: "
                   f"{'interrupted' if m.get('interrupted') else m.get('stopped', '?')}[/dim]")
-    steal = _steal(result)
-    if steal:
-        console.print(f"[dim]{steal}[/dim]")
+    for line in (_steal(result), _dtlb(result), *knob_lines(result)):
+        if line:
+            console.print(f"[dim]{line}[/dim]")
+    for line in advice(result):
+        console.print(line)
 
 
 class LiveStatus:
@@ -184,6 +186,9 @@ def render_html(result: dict) -> str:
         f"<td><b>{html.escape(e['verdict'])}</b></td></tr>" for e in result["effects"])
     legend = " ".join(f'<span style="color:{COLORS[color[v] % len(COLORS)]}">&#9632; '
                       f'{html.escape(v)}</span>' for v in variants)
+    ratios = "".join(
+        f"<tr><td>{html.escape(a)}</td><td>{html.escape(b)}</td><td>"
+        + ", ".join(f"{r:.3f}" for _, r in rs) + "</td></tr>" for a, b, rs in block_ratios(result))
     m = result["meta"]
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>hpadvise validate</title>
 <style>body{{font-family:sans-serif;max-width:1000px;margin:2em auto}}table{{border-collapse:collapse}}
@@ -194,9 +199,12 @@ td,th{{border:1px solid #ccc;padding:4px 8px}}</style></head><body>
 warm-up, {_buffers(m)}
 {html.escape(str(m.get('shared_buffers')))}, {_server(m)}.
 Stopped: {'interrupted' if m.get('interrupted') else html.escape(str(m.get('stopped', '?')))}.
-{_steal(result)}</p>
+{_steal(result)} {html.escape(_dtlb(result))}</p>
 <h2>Verdict</h2><table><tr><th>A</th><th>B</th><th>blocks</th><th>effect of B</th>
 <th>95% CI</th><th>verdict</th></tr>{rows}</table>
+{"".join(f"<p>{html.escape(a)}</p>" for a in advice(result))}
+<h2>What each variant changed</h2><ul>{"".join(f"<li>{html.escape(k)}</li>" for k in knob_lines(result))}</ul>
+<h2>Per-block ratios (B / A)</h2><table><tr><th>A</th><th>B</th><th>per block</th></tr>{ratios}</table>
 <p>Effect: mean over blocks of ln(TPS_B / TPS_A), as a percentage, with a Student t 95%
 confidence interval; noise band ±{m.get('band_pct')}%.</p>
 <h2>Throughput</h2>{_svg_bars("mean TPS with 95% CI", tps, "")}
@@ -205,6 +213,73 @@ confidence interval; noise band ±{m.get('band_pct')}%.</p>
 <h2>Memory</h2>{pt}
 </body></html>
 """
+
+
+def knob_lines(result: dict) -> list[str]:
+    """Every knob each variant changed, what was skipped and why, and what was left alone."""
+    m = result["meta"]
+    out = [f"{v}: " + ("; ".join(k) if k else "nothing changed")
+           for v, k in (m.get("variant_knobs") or {}).items()]
+    if any(v.startswith("thp-") for v in m.get("variants", [])) and m.get("thp_defrag"):
+        out.append(f"THP defrag left as the host has it: {m['thp_defrag']}")
+    out += [f"{v} skipped: {why}" for v, why in (m.get("skipped") or {}).items()]
+    return out
+
+
+def advice(result: dict) -> list[str]:
+    """What the evidence implies, in the words `check` uses (so that they never disagree)."""
+    out = []
+    for e in result["effects"]:
+        if e["verdict"] != "improved":
+            continue
+        if e["b"] == "thp-shmem":
+            out.append(
+                f"Shared-memory THP gained {e['pct']:+.1f}%. shmem_enabled=always applies to the "
+                "whole host: every tmpfs, /dev/shm, SysV segment and memfd may get huge pages, "
+                "with their memory and compaction costs. Static huge pages (the recommended "
+                "variant, huge_pages = on) give shared buffers the same large pages without it; "
+                "hpadvise keeps shmem_enabled=never and puts the buffers on the pool.")
+        elif e["b"] == "thp-always":
+            out.append(
+                f"THP enabled=always gained {e['pct']:+.1f}% here. It reaches private memory "
+                "only (not PostgreSQL's shared buffers); hpadvise keeps madvise because always "
+                "brings latency spikes and memory bloat to other processes (Redis's and "
+                "MongoDB <= 7.0's documentation); a JVM can ask for THP itself under madvise.")
+    return out
+
+
+def block_ratios(result: dict) -> list[tuple[str, str, list[tuple[int, float]]]]:
+    """Per comparison, TPS_B / TPS_A block by block: the spread the CI comes from."""
+    by = {(s["block"], s["variant"]): s["tps"] for s in result["samples"]}
+    out = []
+    for e in result["effects"]:
+        blocks = sorted({b for b, v in by if v == e["a"]} & {b for b, v in by if v == e["b"]})
+        out.append((e["a"], e["b"], [(b, by[(b, e["b"])] / by[(b, e["a"])]) for b in blocks
+                                     if by[(b, e["a"])]]))
+    return out
+
+
+def _dtlb(result: dict) -> str:
+    """dTLB counters per variant (perf stat, where a PMU exists), or why there are none."""
+    state = result["meta"].get("dtlb_counters")
+    if not state:
+        return ""
+    if state != "present":
+        return f"dTLB counters: {state}."
+    parts = []
+    for v in result["meta"].get("variants", []):
+        runs = [s["dtlb"] for s in result["samples"] if s["variant"] == v and s.get("dtlb")]
+        if not runs:
+            continue
+        med = {}
+        for ev in ("dTLB-load-misses", "dTLB-store-misses", "dtlb_load_misses.walk_active"):
+            vals = sorted(r[ev] for r in runs if r.get(ev) is not None)
+            if vals:
+                med[ev] = vals[len(vals) // 2]
+        if med:
+            parts.append(f"{v}: " + ", ".join(f"{k} {x:,.0f}" for k, x in med.items()))
+    return "dTLB counters (perf stat -a, median per run): " + ("; ".join(parts) or
+                                                             "none counted") + "."
 
 
 def _steal(result: dict) -> str:

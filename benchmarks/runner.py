@@ -17,6 +17,7 @@ import os
 import re
 import shutil
 import signal
+import subprocess
 import tempfile
 import threading
 import time
@@ -27,16 +28,30 @@ from hpadvise import journal as jr
 from hpadvise.actions import Action, Pool, SysfsChoice
 from hpadvise.errors import InputError
 from hpadvise.host import read_cpu_times, read_meminfo, read_vmstat
+from hpadvise.probe import dtlb_events, parse_perf_csv, pmu_state
 from hpadvise.sysroot import SysRoot
 
 from . import stats
 from .target import BenchTarget
 
 THP = "/sys/kernel/mm/transparent_hugepage"
-VARIANTS = ("current", "recommended", "thp-always", "thp-never", "hugepages-off")
+GIB_KB = 1048576
+# What each variant changes (and nothing else):
+#   current        nothing: the host and server as they are
+#   recommended    the plan, as `apply` would make it (runtime and the server's settings)
+#   thp-always     THP `enabled` = always: private anonymous memory (defrag as the host has it)
+#   thp-never      THP `enabled` = never
+#   thp-shmem      THP `shmem_enabled` = always: shared memory, PostgreSQL's buffers among it
+#   hugepages-off  the server's own huge page setting off
+#   hugepages-1g   the server on 1 GiB static pages (an engine that can choose its page size)
+# THP `enabled` does not reach shared memory, `shmem_enabled` does (transhuge.rst): the split
+# is what a DBA means by "THP on" versus the shared-memory THP that helps PostgreSQL.
+VARIANTS = ("current", "recommended", "thp-always", "thp-never", "thp-shmem", "hugepages-off",
+            "hugepages-1g")
 DEFAULT_VARIANTS = ("current", "recommended", "thp-never", "thp-always")
 # Comparisons (A, B): the effect reported is B over A.
-PAIRS = (("current", "recommended"), ("thp-never", "thp-always"), ("current", "hugepages-off"))
+PAIRS = (("current", "recommended"), ("thp-never", "thp-always"), ("current", "thp-shmem"),
+         ("current", "hugepages-off"), ("recommended", "hugepages-1g"))
 # pgbench scale 1 is ~15 MiB of tables and indexes (scale 400 measured ~6 GB, docs/reference.md).
 MB_PER_SCALE = 15
 # One TPC-C warehouse with its share of ITEM is ~100 MiB loaded (TPC-C 5.11 clause 4.2.2 puts
@@ -44,11 +59,18 @@ MB_PER_SCALE = 15
 MB_PER_WAREHOUSE = 100
 
 
+class ValidateError(Exception):
+    """validate could not go on (not bad input): one line for the user, everything restored."""
+
+
 def parse_duration(text: str) -> int:
     mt = re.fullmatch(r"\s*(\d+)\s*(s|m|h)?\s*", text or "")
     if not mt:
         raise InputError(f"duration {text!r} is not a duration; write it like 90s, 10m or 1h")
-    return int(mt.group(1)) * {"s": 1, "m": 60, "h": 3600, None: 1}[mt.group(2)]
+    seconds = int(mt.group(1)) * {"s": 1, "m": 60, "h": 3600, None: 1}[mt.group(2)]
+    if seconds < 1:
+        raise InputError(f"duration {text!r} is no time at all; give at least 1s (e.g. 10m)")
+    return seconds
 
 
 def pairs_for(variants: list[str]) -> list[tuple[str, str]]:
@@ -97,6 +119,7 @@ class Sample:
     progress: list = field(default_factory=list)
     started: float | None = None     # epoch seconds when the benchmark started (warm-up incl.)
     steal_pct: float | None = None   # CPU steal during the measured part (VMs; /proc/stat)
+    dtlb: dict | None = None  # perf stat's dTLB counters over the measured part (a PMU only)
 
 
 @dataclass
@@ -152,6 +175,8 @@ class Validation:
         self.baseline: list[tuple[Action, object]] = []
         self.sr = SysRoot("/")
         self.meta: dict = {}
+        self.pmu = pmu_state()  # "present", or why dTLB counters cannot be had here
+        self._current = ""  # the variant being applied
 
     # ---- checks before anything changes
     def preflight(self) -> None:
@@ -186,6 +211,8 @@ class Validation:
             o.scale = max(1, int(sb * 0.75 / (per_mb << 20)))  # the data fits in the buffers
         if o.scale < 1:
             raise InputError(f"--scale {o.scale}: give at least 1")
+        if o.clients < 1:
+            raise InputError(f"--clients {o.clients}: give at least 1")
         if o.run_s is not None and o.run_s < 1:
             raise InputError(f"--run-seconds {o.run_s}: a run needs at least 1 second")
         if o.warm_s is not None and o.warm_s < 0:
@@ -244,13 +271,22 @@ class Validation:
                 if o.bench == "tpcc" else f"loading pgbench data (scale {o.scale})")
         self._update(phase=what)
         self.bench = t.driver(o.bench, o.scale)
-        self.meta = {"shared_buffers": t.buffers, "buffers_setting": t.buffers_setting,
+        skipped = self._skips()
+        o.variants = [v for v in o.variants if v not in skipped]
+        if len(o.variants) < 2:
+            raise InputError("fewer than two variants can run on this server: " + "; ".join(
+                f"{v}: {why}" for v, why in skipped.items()))
+        defrag = (self.sr.read(f"{THP}/defrag", quiet_missing=True) or "")
+        defrag = (re.search(r"\[(\S+)\]", defrag) or re.search(r"(\S+)", defrag or "?"))
+        self.meta = {"skipped": skipped,
+                     "thp_defrag": defrag.group(1) if defrag else None,"shared_buffers": t.buffers, "buffers_setting": t.buffers_setting,
                      "scale": o.scale, "db": o.db, "bench": o.bench, "target": t.label,
                      "workload": "tpcc" if o.bench == "tpcc" else o.workload,
                      "clients": o.clients, "run_s": o.run_s, "warm_s": o.warm_s,
                      "variants": o.variants, "pairs": pairs_for(o.variants),
                      "server_version": t.server(),
                      "target_ci_pct": o.target_ci_pct, "band_pct": o.band_pct,
+                     "dtlb_counters": self.pmu,
                      "setup_s": round(time.time() - self.state.started, 1)}
         self.state.started = time.time()  # the budget covers the runs, not the data load
 
@@ -281,11 +317,13 @@ class Validation:
         if v == "current":
             return []
         if v in ("thp-always", "thp-never"):
-            val = v.split("-")[1]
-            return [(SysfsChoice(f"{THP}/enabled"), val),
-                    (SysfsChoice(f"{THP}/shmem_enabled"), val)]
+            return [(SysfsChoice(f"{THP}/enabled"), v.split("-")[1])]
+        if v == "thp-shmem":
+            return [(SysfsChoice(f"{THP}/shmem_enabled"), "always")]
         if v == "hugepages-off":
             return self.target.hugepages_off()
+        if v == "hugepages-1g":
+            return self._gig_steps()
         # recommended: the plan for this server, as `apply` would make it
         from hpadvise import apply as ap_mod
         from hpadvise.engines import Targets
@@ -296,20 +334,63 @@ class Validation:
         plan = ap_mod.prepare(report, report.engines, restart=False, persist=False)
         return [(s.action, s.new) for s in plan.steps if s.phase in ("runtime", "engine")]
 
+    def _gig_steps(self) -> list[tuple[Action, object]]:
+        """The server on 1 GiB pages: the engine's setting, and a 1 GiB pool for its demand at
+        that size (the plan's count), on top of what the pool holds."""
+        from hpadvise.engines import Targets
+        from hpadvise.plan import inspect
+        from hpadvise import apply as ap_mod
+        steps = self.target.page_size_steps(GIB_KB)
+        report = inspect(self.sr, self.o.profile, Targets(), [self.o.db])
+        [inst] = ap_mod.select_instances(report, [self.o.db], self.target.instance_ref, None)
+        pool = Pool(GIB_KB)
+        return [(pool, pool.get() + inst.demand.pages[GIB_KB])] + list(steps)
+
+    def _skips(self) -> dict[str, str]:
+        """Variants that cannot change anything for this server, and why."""
+        out: dict[str, str] = {}
+        pid = self.target.pid()
+        status = self.sr.read(f"/proc/{pid}/status", quiet_missing=True) if pid else None
+        if status and re.search(r"^THP_enabled:\s*0", status, re.M):
+            for v in ("thp-always", "thp-never", "thp-shmem"):
+                out[v] = ("the server turned THP off for itself (prctl PR_SET_THP_DISABLE; "
+                          f"/proc/{pid}/status THP_enabled: 0): THP knobs cannot reach it")
+        if "hugepages-1g" in self.o.variants:
+            why = self.target.page_size_steps(GIB_KB)
+            if isinstance(why, str):
+                out["hugepages-1g"] = why
+            elif not self.sr.exists(f"/sys/kernel/mm/hugepages/hugepages-{GIB_KB}kB"):
+                out["hugepages-1g"] = "this host has no 1 GiB pages"
+        return {v: r for v, r in out.items() if v in self.o.variants}
+
     def _apply(self, steps: list[tuple[Action, object]]) -> None:
         j = jr.Journal.create(self.jdir, {"argv": ["validate"]})
         self.active = j
+        knobs = self.meta.setdefault("variant_knobs", {}).setdefault(self._current, [])
         for action, new in steps:
+            shown = new.get("value") if isinstance(new, dict) else new
+            if f"{action.label} = {shown}" not in knobs:
+                knobs.append(f"{action.label} = {shown}")
             old = action.get()
             if action.same(old, new):
                 continue
             e = j.intent(action, old, new)
             action.set(new)
             ok, actual = action.verify(new)
+            if not ok and isinstance(action, Pool) and self.target.restart_starts:
+                # the scratch server's own 4 KiB shared memory may be what fragments RAM: stop
+                # it (the variant's restart starts it again) and ask once more
+                self._update(phase="stopping the server to free memory for the pool")
+                self.target.stop()
+                action.set(new)
+                ok, actual = action.verify(new)
             j.done(e, actual)
             if not ok and isinstance(action, Pool):
-                raise RuntimeError(f"the kernel granted {actual} of {new} pages for "
-                                   f"{action.label}; free memory or reserve at boot")
+                stopped = " even with the scratch server stopped" \
+                    if self.target.restart_starts else ""
+                raise ValidateError(f"the kernel granted {actual} of {new} pages for "
+                                    f"{action.label}{stopped}; free memory, lower "
+                                    "--shared-buffers or reserve the pages at boot")
 
     def _unapply(self) -> None:
         if self.active is not None:
@@ -324,6 +405,7 @@ class Validation:
     def _one(self, block: int, v: str) -> Sample:
         o, t = self.o, self.target
         self._update(phase="switching")
+        self._current = v
         self._apply(self._variant_steps(v))
         try:
             self._restart()
@@ -335,14 +417,14 @@ class Validation:
                 shutil.chown(logdir, t.owner)
                 logprefix = f"{logdir}/pgbench_log"
             started = time.time()
-            run, mem, thp, steal = self._bench(o.warm_s, o.run_s, logprefix)
+            run, mem, thp, steal, dtlb = self._bench(o.warm_s, o.run_s, logprefix)
             backing = t.backing()
         finally:
             self._unapply()
         return Sample(block, v, run.tps, run.latency_avg_ms, run.p50_ms, run.p95_ms,
                       run.p99_ms, mem.get("page_tables_kb"), mem.get("anon_huge_kb"),
                       mem.get("shmem_huge_kb"), mem.get("hugetlb_kb"), backing, thp,
-                      run.progress, round(started, 1), steal)
+                      run.progress, round(started, 1), steal, dtlb)
 
     def _bench(self, warm_s: int, seconds: int, logprefix: str | None):
         """One benchmark invocation: warm_s seconds of warm-up that the driver leaves out of
@@ -366,12 +448,14 @@ class Validation:
         mem: dict = {}
         before: dict | None = None
         cpu0 = None
+        perf = None
         try:
             while proc.poll() is None:
                 now = time.time() - t0
                 if before is None and now >= warm_s:
                     before = _thp_counters(self.sr)
                     cpu0 = read_cpu_times(self.sr)
+                    perf = self._perf_start(seconds)
                     self._update(phase="measuring")
                 if not mem and now >= warm_s + seconds * 0.8:
                     mem = _meminfo(self.sr)
@@ -393,7 +477,34 @@ class Validation:
         steal = _steal_pct(cpu0, read_cpu_times(self.sr))
         before = before or after
         thp = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
-        return run, mem or _meminfo(self.sr), thp, steal
+        return run, mem or _meminfo(self.sr), thp, steal, self._perf_finish(perf)
+
+    def _perf_start(self, seconds: int):
+        """dTLB counters over the measured part, host-wide (`perf stat -a`: the server's
+        backends come and go), where the kernel exposes a CPU PMU; None elsewhere."""
+        if self.pmu != "present" or not shutil.which("perf"):
+            return None
+        out = tempfile.NamedTemporaryFile(prefix="hpadvise-perf-", suffix=".csv", delete=False)
+        out.close()
+        p = subprocess.Popen(["perf", "stat", "-x,", "-a", "-o", out.name, "-e",
+                              ",".join(dtlb_events()), "--", "sleep", str(seconds)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        return p, out.name
+
+    @staticmethod
+    def _perf_finish(perf) -> dict | None:
+        if perf is None:
+            return None
+        p, path = perf
+        try:
+            p.wait(timeout=30)
+            with open(path, errors="replace") as f:
+                return parse_perf_csv(f.read())
+        except (OSError, subprocess.TimeoutExpired):
+            p.kill()
+            return None
+        finally:
+            os.unlink(path)
 
     def _update(self, **kw) -> None:
         for k, v in kw.items():

@@ -33,6 +33,9 @@ class BenchTarget:
     owner: str = ""  # OS user running the server (owns the benchmark's log directory)
     tmpdir: str = ""  # a directory of the target's for the driver's logs
     restarts_instance: bool = False  # a real instance: restart it again when validate ends
+    # restart() also starts it when stopped: validate may stop a scratch server to give its
+    # memory back before growing a pool (its 4 KiB shared memory and page cache fragment RAM)
+    restart_starts: bool = False
 
     def buffers_bytes(self) -> int:
         from hpadvise.sizing import parse_bytes
@@ -52,6 +55,16 @@ class BenchTarget:
     def hugepages_off(self) -> list[tuple[Action, Any]]:
         """The engine's own steps for the "huge pages off" variant (action, value)."""
         raise NotImplementedError
+
+    def page_size_steps(self, page_kb: int) -> list[tuple[Action, Any]] | str:
+        """The engine's own steps that put the server on huge pages of `page_kb` (the
+        "hugepages-1g" variant), or why it cannot choose its page size."""
+        return "this engine cannot choose the page size its buffers use"
+
+    def pid(self) -> int | None:
+        """The server's main process, where THP_enabled in /proc/PID/status says whether it
+        turned THP off for itself."""
+        return None
 
     def prewarm(self) -> None:
         """Read every table and index into the buffers, so that runs start alike."""

@@ -226,6 +226,45 @@ def reservations(f: JvmFlags, heap: int, major: int | None, page: int,
     return [(w, b) for w, b in out if b >= page or w in ("heap", "code cache")]
 
 
+# Flags left out of the probe: it must not commit or touch a heap, nor map huge pages.
+_PROBE_SKIP = re.compile(r"-Xms|-XX:(InitialHeapSize|MinHeapSize)=|-XX:[+-](AlwaysPreTouch|"
+                         r"UseLargePages|UseTransparentHugePages)$")
+
+
+def probe(flags: list[str]) -> tuple[dict[str, str], int | None]:
+    """What this host's JVM makes of `flags`: `java FLAGS -XX:+PrintFlagsFinal -version`
+    prints every flag's final value (ergonomics applied) and the version, and rejects options it
+    does not know. Flags that would commit, touch or large-page a heap are left out of the
+    probe (they are applied from the command line as given)."""
+    import shutil
+    import subprocess
+
+    from hpadvise.errors import InputError
+    java = shutil.which("java")
+    if java is None:
+        raise InputError("no java found: install a JDK (Debian: default-jdk-headless) so that "
+                         "the JVM can check the flags itself")
+    cmd = [java, *[f for f in flags if not _PROBE_SKIP.match(f)], "-XX:+PrintFlagsFinal",
+           "-version"]
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd="/")
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise InputError(f"java could not be run: {exc}") from None
+    if r.returncode != 0:
+        first = next((ln for ln in (r.stderr + r.stdout).splitlines() if ln.strip()), "")
+        raise InputError(f"the JVM refuses these flags: {first.strip()}")
+    values = {}
+    for line in r.stdout.splitlines():
+        mt = re.match(r"\s*\S+\s+(\w+)\s+:?=\s+(\S+)", line)
+        if mt:
+            values[mt.group(1)] = mt.group(2)
+    mt = re.search(r'version "(\d+)(?:\.(\d+))?', r.stderr)
+    major = None
+    if mt:
+        major = int(mt.group(2)) if mt.group(1) == "1" and mt.group(2) else int(mt.group(1))
+    return values, major
+
+
 @dataclass
 class Jvm:
     pid: int
@@ -354,6 +393,39 @@ class JvmEngine(Engine):
                              f"-XX:+UseLargePages reservations (JDK {j.major or '?'}, {f.gc}): "
                              f"{parts}", selectable=False, held_pages=held)
 
+    def what_if(self, args: list[str], host: HostFacts, version: str | None) -> Instance:
+        """A planned JVM (`hpadvise size jvm -- FLAGS`): the flags as this host's JVM resolves
+        them (probe), sized like a running one with -XX:+UseLargePages."""
+        from hpadvise.errors import InputError
+        bad = [a for a in args if not a.startswith("-")]
+        if bad:
+            raise InputError(f"{bad[0]!r}: give JVM flags (after --), e.g. "
+                             "hpadvise size jvm -- -Xmx16g -XX:+UseLargePages")
+        values, major = probe(args)
+        if version and major and str(major) != version:
+            raise InputError(f"--version {version}: the installed JVM is {major}")
+        f = JvmFlags()
+        for a in args:
+            f.apply(a)
+        for name in ("UseG1GC", "UseParallelGC", "UseSerialGC", "UseZGC", "UseShenandoahGC"):
+            if values.get(name) == "true":
+                f.gc = name[3:-2]
+        f.tiered = values.get("TieredCompilation", "true") == "true"
+        heap = int(values["MaxHeapSize"]) if values.get("MaxHeapSize", "").isdigit() else \
+            f.xmx or (host.mem.total_kb or 0) * 1024 // 4
+        f.xmx = heap
+        if values.get("ReservedCodeCacheSize", "").isdigit():
+            f.code_cache = int(values["ReservedCodeCacheSize"])
+        j = Jvm(0, None, f, major, KNOWN.get(f.main or ""), heap,
+                "-Xmx" if any(a.startswith(("-Xmx", "-XX:MaxHeapSize")) for a in args)
+                else "the JVM's default (MaxRAMPercentage of this host)")
+        inst = Instance(self.name, "jvm:planned", f"planned JVM {major or ''} "
+                        f"({' '.join(args) or 'defaults'})", False,
+                        version=str(major) if major else None,
+                        settings={"heap_max": fmt_bytes(heap), "gc": f.gc}, state=j)
+        self._size(inst, j, host)
+        return inst
+
     def uses_pool(self, inst: Instance, profile: Profile) -> bool:
         j: Jvm | None = inst.state
         return j is not None and self.wants_static(j, profile)
@@ -433,17 +505,32 @@ class JvmEngine(Engine):
                 d.source + ("" if fl.xmx else f"; heap {j.heap_source}"), "", iid))
         return f
 
-    def changes(self, inst: Instance, page_kb: int, host: HostFacts,
+    def changes(self, inst: Instance, page_kb: int | None, host: HostFacts,
                 profile: Profile) -> list[Change]:
         j: Jvm | None = inst.state
         if j is None:
             return []
-        want = self.flags_to_add(j, profile, page_kb, host)
+        if page_kb is None:  # its cgroup cannot hold the pages: a JVM dies of SIGBUS there
+            want = ["-XX:-UseLargePages"] if j.flags.large_pages else []
+        else:
+            want = self.flags_to_add(j, profile, page_kb, host)
         if not want:
             return []
         return [Change("setting", "java options", "(as started)", " ".join(want),
                        "a running JVM cannot change them: add them where it is started",
                        inst.id, restart=True)]
+
+    def huge_page_settings(self, inst: Instance, page_kb: int, host: HostFacts) -> dict[str, str]:
+        j: Jvm | None = inst.state
+        if j is None:
+            return {}
+        f = j.flags
+        flags = ["-XX:+UseLargePages", f"-Xms{j.heap // MiB}m", f"-Xmx{j.heap // MiB}m"]
+        if page_kb != (host.default_hugepage_kb or 2048):
+            flags.append(f"-XX:LargePageSizeInBytes={'1g' if page_kb == 1048576 else f'{page_kb}k'}")
+        if f.code_cache:
+            flags.append(f"-XX:ReservedCodeCacheSize={f.code_cache // MiB}m")
+        return {"java options": " ".join(flags)}
 
     def flags_to_add(self, j: Jvm, profile: Profile, page_kb: int, host: HostFacts) -> list[str]:
         f = j.flags

@@ -7,9 +7,11 @@ Vendor guidance (each cited in the findings):
   Transparent Huge Pages (THP) support enabled in your kernel"): THP `always` causes latency
   spikes and copy-on-write memory blowup at fork (BGSAVE/AOF rewrite); use madvise or never.
   Redis >= 6.2.7 / 7.0 also switches THP off for itself (config `disable-thp yes`, prctl).
-- MongoDB >= 8.0 (Production Notes, "Enable Transparent Huge Pages (THP)" with the new TCMalloc):
-  enabled=always, defrag=defer+madvise, khugepaged/max_ptes_none=0.
-- MongoDB <= 7.0 (Production Notes, "Disable Transparent Huge Pages"): THP never.
+- MongoDB >= 8.0 (MongoDB Manual, "TCMalloc Performance Optimization for a Self-Managed
+  Deployment", section "Enable Transparent Hugepages (THP)": the upgraded TCMalloc with per-CPU
+  caches wants THP): enabled=always, defrag=defer+madvise, khugepaged/max_ptes_none=0.
+- MongoDB <= 7.0 (MongoDB Manual, "Disable Transparent Hugepages (THP) for Self-Managed
+  Deployments"): THP never; the same page says hosts with tuned need a custom tuned profile too.
 """
 
 from __future__ import annotations
@@ -25,8 +27,9 @@ from hpadvise.profiles import Profile
 from hpadvise.sizing import fmt_bytes
 
 REDIS_DOCS = "redis.io, Diagnosing latency issues"
-MONGO8 = "MongoDB 8.0 Production Notes, Enable Transparent Huge Pages"
-MONGO7 = "MongoDB 7.0 Production Notes, Disable Transparent Huge Pages"
+MONGO8 = ("MongoDB 8.0 Manual, TCMalloc Performance Optimization for a Self-Managed Deployment: "
+          "Enable Transparent Hugepages (THP)")
+MONGO7 = "MongoDB 7.0 Manual, Disable Transparent Hugepages (THP) for Self-Managed Deployments"
 
 REDIS_CODES = Codes(
     Code("redis.thp.ok", "ok", "THP enabled suits Redis", REDIS_DOCS),

@@ -23,6 +23,9 @@ DOCS = "libvirt Domain XML, Memory Backing; QEMU -m / memory-backend-file"
 CODES = Codes(
     Code("qemu.hugepages.active", "ok", "Guest RAM on huge pages", DOCS),
     Code("qemu.hugepages.none", "info", "Guest RAM on normal pages", DOCS),
+    Code("qemu.hugepages.short", "crit", "The pool cannot hold the guest RAM mapped on "
+         "hugetlbfs", "QEMU docs, memory-backend-file reserve= and prealloc=; "
+         "Documentation/admin-guide/mm/hugetlbpage.rst (MAP_NORESERVE)"),
 )
 _UNIT = {"b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}  # -m: MiB default
 
@@ -91,6 +94,10 @@ class QemuEngine(Engine):
             if maps is not None:
                 b = backing_of(maps, host.thp.pmd_size_kb, host.base_page_bytes // 1024)
                 inst.backing, inst.backing_page_kb, hugetlb_kb = b.kind, b.page_kb, b.hugetlb_kb
+                # what its hugetlb mappings hold now (faulted); the rest is mapped only
+                hugetlb_kb = sum(m.shared_hugetlb_kb + m.private_hugetlb_kb for m in maps
+                                 if m.hugetlb)
+                inst.state = b.hugetlb_kb  # mapped on hugetlbfs
             if mems:
                 sizes = sorted(set(host.page_sizes_kb) | {host.default_hugepage_kb or 2048})
                 pages = {kb: sum(pages_for(m, kb * 1024) for m in mems) for kb in sizes}
@@ -105,11 +112,37 @@ class QemuEngine(Engine):
 
     def findings(self, inst: Instance, host: HostFacts, profile: Profile) -> list[Finding]:
         if inst.backing == "hugetlb":
+            page = inst.backing_page_kb
+            mapped = pages_for((inst.state or 0) * 1024, page * 1024)
+            held = inst.demand.held_pages if inst.demand else 0
+            pool = next((p for p in host.pools if p.size_kb == page), None)
+            free = pool.free_pages if pool and pool.free_pages is not None else 0
+            if mapped - held > free:
+                # Not yet faulted pages come from the pool's free pages when the guest first
+                # touches them; without a reservation (reserve=off, MAP_NORESERVE) a touch
+                # that finds none kills the guest with SIGBUS (hugetlbpage.rst).
+                return [CODES["qemu.hugepages.short"](
+                    f"The guest maps {mapped} pages of {fmt_page(page)} on hugetlbfs and holds "
+                    f"{held}; the pool has {free} free, so touching the rest kills it with "
+                    f"SIGBUS. Grow the pool by {mapped - held - free} pages, or start it with "
+                    "prealloc=on so that a short pool fails at start instead.",
+                    f"smaps: {mapped} x {fmt_page(page)} mapped, {held} faulted; pool free "
+                    f"{free}", inst.id, title=f"{inst.id}: the pool is {mapped - held - free} "
+                    f"{fmt_page(page)} pages short of its RAM")]
+            every = "every page of its RAM is on them" if held >= mapped else \
+                f"{held} of {mapped} pages touched so far, the pool holds the rest"
             return [CODES["qemu.hugepages.active"](
-                "Backed by the static pool.", "smaps: hugetlb mappings", inst.id,
-                title=f"Guest RAM on {fmt_page(inst.backing_page_kb)} pages")]
+                f"Backed by the static pool: {every}.",
+                f"smaps: {mapped} x {fmt_page(page)} mapped, {held} held", inst.id,
+                title=f"Guest RAM on {fmt_page(page)} pages ({held} of {mapped} in use)")]
+        n1g = (inst.demand.pages.get(1048576) if inst.demand else None)
+        boot = f" hugepagesz=1G hugepages={n1g} on the host's kernel command line reserves " \
+            "them at boot, where 1 GiB pages are certain to be had;" if n1g else ""
         return [CODES["qemu.hugepages.none"](
             "Add <memoryBacking><hugepages><page size='1' unit='G'/></hugepages>"
-            "</memoryBacking> to the domain (or -object memory-backend-file with mem-path on "
-            "hugetlbfs); the pool below includes this guest.",
-            inst.settings.get("guest_ram") or "", inst.id)]
+            "</memoryBacking> to the domain (or -object memory-backend-file with mem-path on a "
+            "1 GiB hugetlbfs mount and prealloc=on);" + boot + " the pool below includes this "
+            "guest." + (" THP backs part of its RAM now, which the host may split or compact "
+                        "at any time." if inst.backing == "thp" else ""),
+            inst.settings.get("guest_ram") or "", inst.id,
+            title="Guest RAM on " + ("THP" if inst.backing == "thp" else "normal pages"))]

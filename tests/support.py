@@ -1,4 +1,5 @@
-"""Test helpers: throwaway PostgreSQL clusters, kernel knob save/restore, running the CLI.
+"""Test helpers: throwaway PostgreSQL clusters, kernel knob save/restore, throwaway hugetlb
+cgroups, running the CLI.
 
 Never touches the system's own PostgreSQL service: every cluster lives in a temp directory
 with its own socket directory and port, and is stopped and removed in teardown.
@@ -7,20 +8,25 @@ with its own socket directory and port, and is stopped and removed in teardown.
 from __future__ import annotations
 
 import glob
+import itertools
 import json
 import os
 import pwd
+import signal
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
+
+from hpadvise.benchmarks.target import free_port  # noqa: F401
+from hpadvise.cgroups import mounts
+from hpadvise.plugins.postgres.bench import ScratchCluster as PgCluster  # noqa: F401
+from hpadvise.plugins.postgres.bench import pg_bindir  # noqa: F401
+from hpadvise.sysroot import SysRoot
 
 THP = "/sys/kernel/mm/transparent_hugepage"
 REPO = Path(__file__).resolve().parent.parent
-
-
-from hpadvise.benchmarks.target import free_port  # noqa: E402,F401
-from hpadvise.plugins.postgres.bench import ScratchCluster as PgCluster  # noqa: E402,F401
-from hpadvise.plugins.postgres.bench import pg_bindir  # noqa: E402,F401
 
 
 class KernelKnobs:
@@ -101,3 +107,109 @@ def host_state(cluster=None, persist_root=None) -> dict:
             elif p.is_file():
                 state[str(p)] = p.read_bytes()
     return state
+
+
+class NoCgroup(Exception):
+    """This host offers no hugetlb cgroup of the kind asked for."""
+
+
+_cg_names = itertools.count()
+
+
+class Cgroup:
+    """A throwaway hugetlb cgroup: v2 under the host's cgroup2 mount, or v1 in a hugetlb
+    hierarchy this object mounts itself."""
+
+    def __init__(self, version: int):
+        self.version, self.mounted, self.enabled = version, None, False
+        if version == 2:
+            self.root = mounts(SysRoot("/")).get("v2")
+            if not self.root or "hugetlb" not in Path(f"{self.root}/cgroup.controllers"
+                                                      ).read_text().split():
+                raise NoCgroup("no cgroup v2 hierarchy with the hugetlb controller")
+            ctl = Path(f"{self.root}/cgroup.subtree_control")
+            if "hugetlb" not in ctl.read_text().split():
+                ctl.write_text("+hugetlb")
+                self.enabled = True
+        else:
+            self.root = tempfile.mkdtemp(prefix="hpadvise-cg1-")
+            # The controller moves to v1 only once no cgroup in v2 uses it, and v2 cgroups
+            # removed a moment ago (an earlier test's) are still being freed: retry a while.
+            deadline = time.time() + 30
+            while True:
+                r = subprocess.run(["mount", "-t", "cgroup", "-o", "hugetlb", "hpadvise-test",
+                                    self.root], capture_output=True, text=True)
+                if r.returncode == 0 or time.time() > deadline:
+                    break
+                time.sleep(0.2)
+            if r.returncode != 0:
+                os.rmdir(self.root)
+                raise NoCgroup(f"cannot mount a v1 hugetlb hierarchy: {r.stderr.strip()}")
+            self.mounted = self.root
+        self.name = f"hpadvise-test-{os.getpid()}-{next(_cg_names)}"
+        self.path = Path(self.root) / self.name
+        self.path.mkdir()
+
+    def limit(self, fault: int | None, rsvd: int | None) -> None:
+        names = ("max", "rsvd.max") if self.version == 2 else \
+            ("limit_in_bytes", "rsvd.limit_in_bytes")
+        for name, v in zip(names, (fault, rsvd)):
+            (self.path / f"hugetlb.2MB.{name}").write_text("max" if v is None and self.version
+                                                           == 2 else str(v if v is not None
+                                                                         else -1))
+
+    def run_in(self, cmd: str, **kw) -> subprocess.CompletedProcess:
+        """A shell command started inside the cgroup (its children stay there)."""
+        return subprocess.run(["sh", "-c", f"echo $$ > {self.path}/cgroup.procs && exec {cmd}"],
+                              capture_output=True, text=True, **kw)
+
+    def events(self) -> int:
+        if self.version == 2:
+            text = (self.path / "hugetlb.2MB.events").read_text()
+            return int(text.split("max")[1].split()[0])
+        return int((self.path / "hugetlb.2MB.failcnt").read_text())
+
+    def remove(self) -> None:
+        for _ in range(100):  # the servers' processes leave as they exit
+            try:
+                self.path.rmdir()
+                break
+            except OSError:
+                for pid in (self.path / "cgroup.procs").read_text().split():
+                    try:
+                        os.kill(int(pid), signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+                time.sleep(0.1)
+        if self.enabled:
+            Path(f"{self.root}/cgroup.subtree_control").write_text("-hugetlb")
+        if self.mounted:
+            self._unmount()
+
+    def _unmount(self) -> None:
+        """Unmount the v1 hierarchy and wait until the kernel gives hugetlb back to v2. The
+        kernel destroys a v1 hierarchy at unmount only if it has no children left, and a
+        removed cgroup lingers a moment while it is freed: then the hierarchy outlives the
+        unmount, holding the controller, until it is mounted and unmounted again."""
+        for _ in range(50):
+            subprocess.run(["umount", self.mounted], check=False)
+            deadline = time.time() + 1
+            while time.time() < deadline:
+                if self._v1_gone():
+                    os.rmdir(self.mounted)
+                    return
+                time.sleep(0.05)
+            subprocess.run(["mount", "-t", "cgroup", "-o", "hugetlb", "hpadvise-test",
+                            self.mounted], check=False)
+        os.rmdir(self.mounted)
+        raise RuntimeError("the v1 hugetlb hierarchy outlived its unmount: hugetlb is not "
+                           "back in cgroup v2 (mount and unmount it again by hand)")
+
+    @staticmethod
+    def _v1_gone() -> bool:
+        """hugetlb's hierarchy ID in /proc/cgroups is 0 again (bound to cgroup v2)."""
+        for line in Path("/proc/cgroups").read_text().splitlines():
+            f = line.split()
+            if f and f[0] == "hugetlb":
+                return f[1] == "0"
+        return True

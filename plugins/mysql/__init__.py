@@ -29,6 +29,7 @@ class MySQLEngine(Engine):
     in the error log and smaps."""
 
     name = "mysql"
+    aliases = ("mariadb",)
     description = "MySQL / MariaDB (InnoDB buffer pool, log buffers, key caches, Aria cache)"
     process_names = PROCESS_NAMES
     profile_schema = {"large_pages": (str, ("ON", "OFF"), "ON")}
@@ -51,10 +52,17 @@ class MySQLEngine(Engine):
         s = self._server(inst)
         return _findings.findings(inst, s, host) if s else []
 
-    def changes(self, inst: Instance, page_kb: int, host: HostFacts,
+    def changes(self, inst: Instance, page_kb: int | None, host: HostFacts,
                 profile: Profile) -> list[Change]:
         s = self._server(inst)
-        return _findings.changes(inst, s, profile) if s else []
+        return _findings.changes(inst, s, profile, page_kb is not None) if s else []
+
+    def what_if(self, args: list[str], host: HostFacts, version: str | None) -> Instance:
+        from .whatif import what_if
+        return what_if(args, host, version)
+
+    def huge_page_settings(self, inst: Instance, page_kb: int, host: HostFacts) -> dict[str, str]:
+        return {"large_pages": "ON"}  # the server takes the default huge page size
 
     def actions(self, inst: Instance, changes: list[Change]) -> list[tuple[MyOption, Any]]:
         s: Server = inst.state

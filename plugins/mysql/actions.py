@@ -86,6 +86,11 @@ class MyOption(FileSetting):
                 value = strip_value(v) if eq else "ON"
         return value
 
+    def appendix(self) -> str:
+        # Groups may repeat and "if an option is specified multiple times, the last instance
+        # takes precedence" (MySQL Reference Manual, 6.2.2.2 Using Option Files).
+        return f"[mysqld]\n{self.name} = {self.value}\n"
+
     def render(self, current: str | None) -> str:
         if self.dropin:
             return (f"# Written by hpadvise apply (undo: hpadvise rollback)\n[mysqld]\n"

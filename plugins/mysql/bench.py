@@ -181,6 +181,9 @@ class MariaTarget(BenchTarget):
     def restart(self) -> None:
         MyRestart(**self._spec()).set(True)
 
+    def pid(self) -> int | None:
+        return self.m.pid if self.m is not None else None
+
     def hugepages_off(self):
         return [(MyOption(self.m.cnf, "large_pages", "OFF", False, **self._spec()),
                  {"value": "OFF"})]

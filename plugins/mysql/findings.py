@@ -131,14 +131,15 @@ def findings(inst: Instance, s: Server, host: HostFacts) -> list[Finding]:
     return f
 
 
-def changes(inst: Instance, s: Server, profile: Profile) -> list[Change]:
-    """large_pages as the profile wants it, judged on what the next start gets (the option
-    files), not what the server runs with now: an edited file awaiting a restart must not hide
-    a needed change."""
-    want = profile.engine("mysql").get("large_pages", "ON")
+def changes(inst: Instance, s: Server, profile: Profile, huge: bool = True) -> list[Change]:
+    """large_pages as the profile wants it (OFF when its cgroup cannot hold the pages: `huge`
+    False), judged on what the next start gets (the option files), not what the server runs
+    with now: an edited file awaiting a restart must not hide a needed change."""
+    want = profile.engine("mysql").get("large_pages", "ON") if huge else "OFF"
     src = s.next_start if s.next_start is not None else s.settings
     cur = "ON" if bool_on(src.get("large_pages")) else "OFF"
     if cur != want:
-        return [Change("setting", "large_pages", cur, want,
-                       "put the buffer pool on the reserved huge pages", inst.id, restart=True)]
+        why = "put the buffer pool on the reserved huge pages" if want == "ON" and huge else \
+            ("its cgroup cannot hold its huge pages" if not huge else "profile")
+        return [Change("setting", "large_pages", cur, want, why, inst.id, restart=True)]
     return []

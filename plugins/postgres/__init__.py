@@ -50,10 +50,22 @@ class PostgresEngine(Engine):
         c = self._cluster(inst)
         return _findings.findings(inst, c, host) if c else []
 
-    def changes(self, inst: Instance, page_kb: int, host: HostFacts,
+    def changes(self, inst: Instance, page_kb: int | None, host: HostFacts,
                 profile: Profile) -> list[Change]:
         c = self._cluster(inst)
         return _findings.changes(inst, c, page_kb, host, profile) if c else []
+
+    def what_if(self, args: list[str], host: HostFacts, version: str | None) -> Instance:
+        from .whatif import what_if
+        return what_if(args, host, version)
+
+    def huge_page_settings(self, inst: Instance, page_kb: int, host: HostFacts) -> dict[str, str]:
+        """huge_pages = on (a short pool fails the start instead of falling back), and
+        huge_page_size when the size is not the kernel's default (PostgreSQL >= 14)."""
+        out = {"huge_pages": "on"}
+        if page_kb != host.default_hugepage_kb:
+            out["huge_page_size"] = "1GB" if page_kb == 1048576 else f"{page_kb}kB"
+        return out
 
     def actions(self, inst: Instance, changes: list[Change]) -> list[tuple[PgSetting, Any]]:
         """ALTER SYSTEM for each setting the plan changes on this instance."""

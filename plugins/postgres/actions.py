@@ -85,6 +85,11 @@ class PgSetting(FileSetting):
     def read_value(self, text: str) -> str | None:
         return parse_conf(text, self.file().path).get(self.name, (None,))[0]
 
+    def appendix(self) -> str:
+        # "If the same parameter appears multiple times, the last one wins" (PostgreSQL docs,
+        # 20.1.2 Parameter Interaction via the Configuration File); ALTER SYSTEM tidies it later.
+        return f"{self.name} = '{self.value}'\n"
+
     def render(self, current: str | None) -> str:
         lines = [ln for ln in (current or AUTO_CONF_HEAD).splitlines()
                  if not re.match(rf"\s*{self.name}\s*=", ln, re.I)]

@@ -205,6 +205,7 @@ class PgTarget(BenchTarget):
         else:
             self.buffers = opts.shared_buffers
             self.label = "scratch cluster"
+            self.restart_starts = True
 
     def setup(self, progress) -> None:
         o = self.o
@@ -234,10 +235,21 @@ class PgTarget(BenchTarget):
         return f"PostgreSQL {self.c.psql('SHOW server_version')}"
 
     def restart(self) -> None:
+        # pg_ctl restart starts a stopped cluster too ("trying to start server anyway")
         PgRestart(**self._spec()).set(True)
 
     def hugepages_off(self):
         return [(PgSetting("huge_pages", "off", **self._spec()), {"value": "off"})]
+
+    def page_size_steps(self, page_kb: int):
+        # huge_page_size (PostgreSQL >= 14) picks the page size; with huge_pages = on a
+        # missing pool fails the start instead of falling back.
+        size = "1GB" if page_kb == 1048576 else f"{page_kb}kB"
+        return [(PgSetting("huge_page_size", size, **self._spec()), {"value": size}),
+                (PgSetting("huge_pages", "on", **self._spec()), {"value": "on"})]
+
+    def pid(self) -> int | None:
+        return self.c.pid if self.c is not None else None
 
     def prewarm(self) -> None:
         """pg_prewarm over block ranges, one session per CPU, then CHECKPOINT."""

@@ -127,11 +127,18 @@ def findings(inst: Instance, c: Cluster, host: HostFacts) -> list[Finding]:
     return f
 
 
-def changes(inst: Instance, c: Cluster, page_kb: int, host: HostFacts,
+def changes(inst: Instance, c: Cluster, page_kb: int | None, host: HostFacts,
             profile: Profile) -> list[Change]:
     """huge_pages as the profile wants it (on: fail at start rather than fall back) and
-    huge_page_size for the page size the plan chose (0 = the kernel's default size)."""
+    huge_page_size for the page size the plan chose (0 = the kernel's default size). Without
+    a page size (its cgroup cannot hold the pages): huge_pages = off, since try maps them and
+    dies at the first touch past a fault limit."""
     out = []
+    if page_kb is None:
+        if c.settings.get("huge_pages") != "off":
+            out.append(Change("setting", "huge_pages", c.settings.get("huge_pages"), "off",
+                              "its cgroup cannot hold its huge pages", inst.id, restart=True))
+        return out
     want = profile.engine("postgres").get("huge_pages", "on")
     if c.settings.get("huge_pages") != want:
         out.append(Change("setting", "huge_pages", c.settings.get("huge_pages"), want,

@@ -145,7 +145,9 @@ def size_from_files(inst: Instance, c: Cluster, host: HostFacts) -> None:
     page_kb = page_kb_of(parse_memory("huge_page_size", s["huge_page_size"]), host)
     pages = {kb_: pages_from_bytes(size_b, kb_) for kb_ in set(host.page_sizes_kb) | {page_kb}}
     why = c.estimate_reason or (
-        f"PostgreSQL {c.major} cannot report it" if (c.major or 0) < 15 else "")
+        "its version is unknown (PG_VERSION unreadable), and only PostgreSQL 15 and later "
+        "report their size" if c.major is None else
+        f"PostgreSQL {c.major} cannot report it" if c.major < 15 else "")
     inst.demand = Demand(inst.id, size_b, page_kb, pages, False,
                          "estimate (PostgreSQL 9.2 docs, Table 17-2)" +
                          (f": {why}" if why else ""), selectable=(c.major or 0) >= 14)

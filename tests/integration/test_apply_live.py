@@ -6,8 +6,10 @@ import fcntl
 import json
 import os
 import subprocess
+from importlib import resources
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 from support import THP, check_json, host_state, instance, run_cli
@@ -28,7 +30,7 @@ def apply(c, j, p, *extra, env=None):
 
 
 def rollback(j, *extra):
-    return run_cli("rollback", "--journal-dir", str(j), *extra)
+    return run_cli("rollback", "--yes", "--journal-dir", str(j), *extra)
 
 
 def test_apply_restart_verify_idempotent_rollback(pg_factory, knobs, dirs):
@@ -43,6 +45,12 @@ def test_apply_restart_verify_idempotent_rollback(pg_factory, knobs, dirs):
     assert r.returncode == 0, r.stderr + r.stdout
     out = json.loads(r.stdout)
     assert out["status"] == "ok" and out["journal"]
+    jsonschema.validate(out, json.loads(
+        (resources.files("hpadvise") / "apply-schema.json").read_text()))
+    st = {(ch["kind"], ch["status"]) for ch in out["changes"]}
+    assert ("pool", "done") in st and ("pg_setting", "done") in st
+    [pool] = [ch for ch in out["changes"] if ch["kind"] == "pool"]
+    assert pool["after"] >= need and pool["before"] == 0
     # the server runs on huge pages now (smaps), with huge_pages=on
     report, _ = check_json()
     i = instance(report, c.datadir)
@@ -62,6 +70,8 @@ def test_apply_restart_verify_idempotent_rollback(pg_factory, knobs, dirs):
 
     r = run_cli("history", "--journal-dir", str(j))
     assert out["journal"] in r.stdout and "active" in r.stdout
+    [h] = json.loads(run_cli("history", "--journal-dir", str(j), "--json").stdout)
+    assert h["id"] == out["journal"] and h["rolled_back"] is None and h["status"] == "ok"
 
     # --dry-run says what rollback would restore, restarts last, and changes nothing
     during = host_state(c, p)
@@ -217,7 +227,7 @@ def test_bad_input(pg_factory, knobs, dirs, tmp_path):
                 "--journal-dir", str(j))
     assert r.returncode == 2 and "no postgres instance 'nosuch'" in r.stderr
     r = run_cli("apply", "--db", "oracle", "--yes", "--journal-dir", str(j))
-    assert r.returncode == 2 and "no engine named 'oracle'" in r.stderr
+    assert r.returncode == 2 and "--db oracle: no such engine" in r.stderr
     notdir = tmp_path / "file"
     notdir.write_text("")
     r = apply(c, notdir, p)

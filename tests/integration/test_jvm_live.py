@@ -101,6 +101,6 @@ def test_apply_prints_flags_and_reserves(java, knobs, tmp_path):
     assert "JDK_JAVA_OPTIONS" in r.stdout
     n = int(Path("/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages").read_text())
     assert n > 256 // 2
-    r = run_cli("rollback", env=env)
+    r = run_cli("rollback", "--yes", env=env)
     assert r.returncode == 0
     assert int(Path("/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages").read_text()) == 0

@@ -57,7 +57,7 @@ def test_one_plan_for_three_engines(pg_factory, my_factory, java, knobs, tmp_pat
                 and f["instance"] in ours]
     jv2.kill()
     jv2.wait()
-    r = run_cli("rollback", env=env, timeout=600)
+    r = run_cli("rollback", "--yes", env=env, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
     assert Path(my.cnf).read_bytes() == cnf_before
     assert host_state(persist_root=str(tmp_path / "root")) == before

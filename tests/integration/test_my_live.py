@@ -145,7 +145,7 @@ def test_apply_restart_verify_rollback(my_factory, knobs, tmp_path, includedir):
     r2 = run_cli("apply", "--db", "mysql", "--instance", m.datadir, "--yes", "--persist-root",
                  str(tmp_path / "root"), env=env)
     assert r2.returncode == 0 and "Nothing to change" in r2.stdout, r2.stdout + r2.stderr
-    r = run_cli("rollback", env=env, timeout=600)
+    r = run_cli("rollback", "--yes", env=env, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
     assert Path(m.cnf).read_bytes() == cnf_before
     assert dropin is None or not dropin.exists()

@@ -9,7 +9,9 @@ import signal
 import subprocess
 import sys
 import time
+from importlib import resources
 
+import jsonschema
 import pytest
 
 from support import host_state, run_cli
@@ -27,10 +29,13 @@ def test_short_validate_every_variant(knobs, tmp_path):
     r = run_cli("validate", "--duration", "150s", "--shared-buffers", "128MB", "--clients", "4",
                 "--run-seconds", "2", "--warmup-seconds", "2", "--variants",
                 "current,recommended,thp-always,thp-never,hugepages-off",
-                "--report", str(tmp_path / "r.html"), "--json", str(tmp_path / "r.json"),
+                "--report", str(tmp_path / "r.html"), "--json",
+                "--output", str(tmp_path / "r.json"),
                 timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     res = json.loads((tmp_path / "r.json").read_text())
+    jsonschema.validate(res, json.loads(
+        (resources.files("hpadvise") / "validate-schema.json").read_text()))
     runs = {v: s["runs"] for v, s in res["variants"].items()}
     assert set(runs) == {"current", "recommended", "thp-always", "thp-never", "hugepages-off"}
     assert min(runs.values()) >= 1 and len(set(runs.values())) == 1  # whole blocks
@@ -39,6 +44,13 @@ def test_short_validate_every_variant(knobs, tmp_path):
     assert by["current"]["backing"] == "4k" and by["hugepages-off"]["backing"] == "4k"
     assert by["thp-always"]["shmem_huge_kb"] > 0
     assert res["meta"]["warm_s"] == 2 and res["meta"]["run_s"] == 2
+    from hpadvise.probe import pmu_state
+    pmu = pmu_state()
+    assert res["meta"]["dtlb_counters"] == pmu and "dTLB counters" in r.stdout + r.stderr
+    if pmu == "present":  # a host with hardware counters: every run counted
+        assert all(s["dtlb"] for s in res["samples"])
+    else:  # this VM: said plainly, nothing pretended
+        assert pmu.startswith("no PMU in this VM") and not any(s["dtlb"] for s in res["samples"])
     for s in res["samples"]:
         assert s["tps"] > 0 and s["p50_ms"] <= s["p95_ms"] <= s["p99_ms"]
         # one pgbench per run: the warm-up's seconds are plotted but not in the TPS
@@ -68,7 +80,8 @@ def test_short_validate_mysql_tpcc(knobs, tmp_path):
     r = run_cli("validate", "--db", "mysql", "--bench", "tpcc", "--duration", "60s",
                 "--shared-buffers", "256MB", "--clients", "4", "--run-seconds", "3",
                 "--variants", "current,recommended",
-                "--report", str(tmp_path / "r.html"), "--json", str(tmp_path / "r.json"),
+                "--report", str(tmp_path / "r.html"), "--json",
+                "--output", str(tmp_path / "r.json"),
                 timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     res = json.loads((tmp_path / "r.json").read_text())
@@ -93,7 +106,7 @@ def test_short_validate_mysql_tpcc(knobs, tmp_path):
 def test_validate_bad_input_mysql():
     for args, needle in [
         (["--db", "mysql", "--bench", "pgbench"], "does not run on --db mysql"),
-        (["--db", "oracle"], "no engine named 'oracle'"),
+        (["--db", "oracle"], "--db oracle: no such engine"),
         (["--db", "redis"], "validate does not support engine redis"),
         (["--db", "mysql", "--instance", "3306"], "scratch MariaDB"),
         (["--db", "mysql", "--scale", "0"], "at least 1"),
@@ -135,7 +148,7 @@ def test_interrupt_restores_everything(knobs, tmp_path, sig):
     p = subprocess.Popen(
         [sys.executable, "-m", "hpadvise.cli", "validate", "--duration", "300s",
          "--shared-buffers", "128MB", "--clients", "4", "--run-seconds", "4",
-         "--variants", "current,recommended", "--json", str(tmp_path / "r.json")],
+         "--variants", "current,recommended", "--json", "--output", str(tmp_path / "r.json")],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     # wait until a run of the recommended variant has the pool and huge_pages=on in place
     deadline = time.time() + 120
@@ -179,7 +192,7 @@ def test_every_run_is_on_its_variants_pages(knobs, tmp_path):
     before = host_state()
     r = run_cli("validate", "--duration", "50s", "--shared-buffers", "128MB", "--clients", "2",
                 "--run-seconds", "2", "--variants", "current,recommended", "--json",
-                str(tmp_path / "r.json"), timeout=600)
+                "--output", str(tmp_path / "r.json"), timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     res = json.loads((tmp_path / "r.json").read_text())
     assert len({s["block"] for s in res["samples"]}) >= 2
@@ -199,7 +212,7 @@ def test_existing_instance_in_a_scratch_database(pg_factory, knobs, tmp_path):
     assert host_state(c) == before
     r = run_cli("validate", "--instance", str(c.port), "--allow-restart", "--duration", "25s",
                 "--clients", "2", "--run-seconds", "2", "--variants", "current,recommended",
-                "--json", str(tmp_path / "r.json"), timeout=600)
+                "--json", "--output", str(tmp_path / "r.json"), timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     res = json.loads((tmp_path / "r.json").read_text())
     assert {s["variant"]: s["backing"] for s in res["samples"]} == {
@@ -215,3 +228,52 @@ def test_instance_that_is_down(pg_factory, knobs):
     c = pg_factory({"shared_buffers": "64MB"})
     r = run_cli("validate", "--instance", c.datadir, "--allow-restart", "--duration", "20s")
     assert r.returncode == 2 and "is not running" in r.stderr
+
+
+def test_thp_variants_as_dbas_mean_them_and_1g_pages(knobs, tmp_path):
+    """thp-always changes THP `enabled` only (PostgreSQL's shared memory stays off THP),
+    thp-shmem changes `shmem_enabled` only (and the buffers go on THP), hugepages-1g puts the
+    server on 1 GiB pages; every knob each variant changed is named, and all are restored."""
+    if "pdpe1gb" not in open("/proc/cpuinfo").read():
+        pytest.skip("no 1 GiB pages on this CPU")
+    before, dirs = host_state(), scratch_dirs()
+    r = run_cli("validate", "--duration", "60s", "--shared-buffers", "128MB", "--clients", "2",
+                "--run-seconds", "2", "--warmup-seconds", "1",
+                "--variants", "current,thp-always,thp-shmem,hugepages-1g",
+                "--json", "--output", str(tmp_path / "r.json"), timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    res = json.loads((tmp_path / "r.json").read_text())
+    knobs_of = res["meta"]["variant_knobs"]
+    assert knobs_of["thp-always"] == ["transparent_hugepage/enabled = always"]
+    assert knobs_of["thp-shmem"] == ["transparent_hugepage/shmem_enabled = always"]
+    gig = knobs_of["hugepages-1g"]
+    assert any(k.startswith("pool 1 GiB = ") for k in gig)
+    assert any(k.startswith("huge_page_size") and k.endswith("= 1GB") for k in gig)
+    assert any(k.startswith("huge_pages") and k.endswith("= on") for k in gig)
+    assert res["meta"]["thp_defrag"] and not res["meta"]["skipped"]
+    on = {}
+    for s in res["samples"]:
+        on.setdefault(s["variant"], set()).add(s["backing"])
+    assert on["thp-always"] == {"4k"}  # enabled=always does not reach shared memory
+    # ShmemHugePages is host-wide: thp-always adds none to what the host had, thp-shmem does
+    shm = {v: max(s["shmem_huge_kb"] for s in res["samples"] if s["variant"] == v)
+           for v in ("current", "thp-always", "thp-shmem")}
+    assert shm["thp-always"] == shm["current"] < shm["thp-shmem"], shm
+    assert on["thp-shmem"] == {"thp"}
+    assert on["hugepages-1g"] == {"hugetlb"}
+    out = r.stdout + r.stderr
+    assert "transparent_hugepage/enabled = always" in out and "THP defrag left" in out
+    assert host_state() == before and scratch_dirs() == dirs
+
+
+def test_thp_variants_are_skipped_for_a_server_that_turned_thp_off(knobs):
+    """MariaDB turns THP off for itself (prctl): THP variants cannot reach it, and validate
+    says so instead of measuring nothing."""
+    before = host_state()
+    r = run_cli("validate", "--db", "mysql", "--bench", "tpcc", "--duration", "30s",
+                "--shared-buffers", "256MB", "--clients", "2", "--scale", "1",
+                "--variants", "current,thp-always", timeout=600)
+    assert r.returncode == 2, r.stdout[-1000:] + r.stderr[-1000:]
+    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("hpadvise: error")]
+    assert lines and "turned THP off for itself" in lines[0], r.stderr[-1000:]
+    assert host_state() == before

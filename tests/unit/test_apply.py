@@ -174,3 +174,21 @@ def test_pool_get_is_the_persistent_count(root):
     assert Pool(2048, root=str(root)).get() == 0
     h = host.collect(SysRoot(root))
     assert h.pool(2048).nr_pages == 72 and h.pool(2048).persistent_pages == 0
+
+
+def test_print_script_appends_to_an_option_file_it_cannot_read(tmp_path):
+    """A plan made by a user who cannot read the server's option file: the script appends the
+    setting (the last occurrence wins) and says why, instead of rewriting a file it never saw."""
+    from hpadvise.apply import Step, describe, ApplyPlan
+    from hpadvise.plugins.mysql.actions import MyOption
+    unreadable = tmp_path / "my.cnf"
+    unreadable.mkdir()  # reading it fails, for root too
+    a = MyOption(str(unreadable), "large_pages", "ON", False, instance="mysql:3306")
+    lines = a.shell(a.wanted)
+    assert lines[0].startswith(f"# cannot read {unreadable}") and "last occurrence" in lines[0]
+    assert "\n".join(lines[1:]) == f"cat >> {unreadable} <<'HPADVISE_EOF'\n[mysqld]\n" \
+        "large_pages = ON\nHPADVISE_EOF"
+    s = Step(a, a.wanted, "profile", "engine", unread="cannot read it")
+    assert s.needed
+    assert describe(ApplyPlan(None, [], [s])) == \
+        [f"large_pages in {unreadable}: set (current value unknown: cannot read it)"]

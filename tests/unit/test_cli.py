@@ -82,7 +82,7 @@ def test_fail_on_exit_codes(hosts, tmp_path, fail_on, state, code):
 
 @pytest.mark.parametrize("args,msg", [
     (["--profile", "nope"], "no profile named 'nope'"),
-    (["--db", "oracle"], "no engine named 'oracle'"),
+    (["--db", "oracle"], "--db oracle: no such engine"),
     (["--fail-on", "sometimes"], "Invalid value for '--fail-on'"),
 ])
 def test_usage_errors_exit_2_with_one_line(hosts, args, msg):
@@ -104,3 +104,29 @@ def test_bad_profile_file(hosts, tmp_path):
 def test_help_has_examples():
     r = run_cli("check", "--help")
     assert r.returncode == 0 and "hpadvise check --json --fail-on warn" in r.stdout
+
+
+def _schema(name):
+    return json.loads((resources.files("hpadvise") / f"{name}-schema.json").read_text())
+
+
+def test_engines_json_matches_its_schema():
+    r = run_cli("engines", "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    jsonschema.validate(d, _schema("engines"))
+    assert {"postgres", "mysql", "jvm"} <= {e["name"] for e in d}
+
+
+def test_every_output_schema_is_a_valid_schema():
+    for name in ("check", "apply", "engines", "validate"):
+        jsonschema.Draft202012Validator.check_schema(_schema(name))
+
+
+def test_version_and_case_insensitive_choices(hosts):
+    r = run_cli("--version")
+    assert r.returncode == 0 and r.stdout.startswith("hpadvise ")
+    r = run_cli("check", "--root", str(hosts / "pg-fallback"), "--fail-on=CRIT",
+                "--format=JSON", "--db", "Postgres,MARIADB")
+    assert r.returncode == 1, r.stderr  # the fallback is crit
+    assert {i["engine"] for i in json.loads(r.stdout)["instances"]} <= {"postgres", "mysql"}

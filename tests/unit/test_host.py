@@ -129,35 +129,42 @@ def test_permission_denied_as_unprivileged_user(hosts):
     assert d["host"]["pools"][0]["size_kb"] == 2048
 
 
+MOUNTINFO_V2 = ("29 23 0:26 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime shared:4 - "
+                "cgroup2 cgroup2 rw,nsdelegate,memory_recursiveprot\n")
+MOUNTINFO_V1 = ("31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755\n"
+                "42 31 0:39 / /sys/fs/cgroup/hugetlb rw,relatime - cgroup cgroup rw,hugetlb\n")
+
+
 def test_cgroup_v2_hugetlb_limits_walk_up_the_tree(hosts, tmp_path):
     root = _copy(hosts / "no-pools", tmp_path)
+    (root / "proc/self/mountinfo").write_text(MOUNTINFO_V2)
     (root / "proc/self/cgroup").write_text("0::/db.slice/pg.service\n")
     cg = root / "sys/fs/cgroup"
     for d, limit in (("db.slice", "1073741824"), ("db.slice/pg.service", "max")):
         (cg / d).mkdir(parents=True, exist_ok=True)
         (cg / d / "hugetlb.2MB.max").write_text(limit + "\n")
+        (cg / d / "hugetlb.2MB.rsvd.max").write_text("max\n")
         (cg / d / "hugetlb.2MB.current").write_text("0\n")
         (cg / d / "hugetlb.1GB.max").write_text("max\n")
     h = facts(root)
-    assert [(c.cgroup, c.size, c.limit_bytes) for c in h.cgroup_hugetlb] == \
-        [("/db.slice", "2MB", 1 << 30)]
-
-    from hpadvise import plan, profiles
-    from hpadvise.engines import Demand, Instance, registry
-    i = Instance("test", "t", "t", False)
-    i.demand = Demand("t", None, 2048, {2048: 600}, True, "test")
-    r = plan.build(h, [i], profiles.load("oltp", registry.profile_schemas()), {})
-    assert any(f.code == "cgroup.hugetlb_limit" for f in r.findings)
+    assert [(c.version, c.cgroup, c.size, c.limit_bytes, c.limit_cgroup, c.rsvd_limit_bytes)
+            for c in h.cgroup_hugetlb] == [(2, "/db.slice/pg.service", "2MB", 1 << 30,
+                                            "/db.slice", None)]
+    assert h.cgroup_hugetlb[0].file("max") == "/sys/fs/cgroup/db.slice/hugetlb.2MB.max"
 
 
 def test_cgroup_v1_hugetlb(hosts, tmp_path):
     root = _copy(hosts / "no-pools", tmp_path)
+    (root / "proc/self/mountinfo").write_text(MOUNTINFO_V1)
     (root / "proc/self/cgroup").write_text("3:hugetlb:/docker/abc\n1:cpu:/\n")
     d = root / "sys/fs/cgroup/hugetlb/docker/abc"
     d.mkdir(parents=True)
     (d / "hugetlb.2MB.limit_in_bytes").write_text("209715200\n")
     (d / "hugetlb.2MB.usage_in_bytes").write_text("4194304\n")
+    (d / "hugetlb.2MB.failcnt").write_text("3\n")
     (d / "hugetlb.1GB.limit_in_bytes").write_text("9223372036854771712\n")  # v1 "no limit"
     h = facts(root)
-    assert [(c.cgroup, c.size, c.limit_bytes, c.usage_bytes) for c in h.cgroup_hugetlb] == \
-        [("/docker/abc", "2MB", 209715200, 4194304)]
+    assert [(c.version, c.cgroup, c.size, c.limit_bytes, c.usage_bytes, c.max_events)
+            for c in h.cgroup_hugetlb] == [(1, "/docker/abc", "2MB", 209715200, 4194304, 3)]
+    assert h.cgroup_hugetlb[0].file("rsvd.max") == \
+        "/sys/fs/cgroup/hugetlb/docker/abc/hugetlb.2MB.rsvd.limit_in_bytes"

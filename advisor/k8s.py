@@ -1,0 +1,95 @@
+"""Kubernetes sizing: the pod resources that put an instance on huge pages, as YAML.
+
+The rules, from the Kubernetes documentation ("Manage HugePages"):
+- huge pages are a resource per size, `hugepages-2Mi` or `hugepages-1Gi`, in whole pages;
+- a container's huge page request must equal its limit (limits are required; a request
+  without a limit takes the limit's value);
+- a container that requests huge pages must request memory or CPU as well;
+- huge pages are accounted apart from `memory`, and are not overcommitted: the node must have
+  them pre-allocated (its pool; pages allocated after boot are seen once the kubelet restarts),
+  and they are charged to the pod's hugetlb cgroup, whose fault limit is exactly that resource
+  (the SIGBUS trap when a server maps more than it asked for).
+So an instance needs `hugepages-<size>` = its pages x page size, request = limit, and `memory`
+for the rest of the server; the node's pool must hold N such pods.
+"""
+
+from __future__ import annotations
+
+from .engines import Instance
+from .plan import Report, choose_page_kb
+from .procs import Proc, ProcTable
+from .sizing import fmt_page, headroom
+
+MiB = 1 << 20
+# Memory the server uses beyond its huge pages, when it runs: its processes' private memory
+# (RssAnon, each process) and the file pages they map (RssFile, shared: counted once), measured
+# now, plus a quarter for peaks, rounded up to 64 MiB, at least 256 MiB. Shared memory that is
+# on 4 KiB pages now (RssShmem) moves to the huge pages and is left out.
+MEMORY_MARGIN = 1.25
+MEMORY_MIN = 256 * MiB
+
+
+def quantity(nbytes: int) -> str:
+    """A Kubernetes quantity in the largest binary unit that divides it."""
+    for unit, n in (("Gi", 1 << 30), ("Mi", 1 << 20), ("Ki", 1 << 10)):
+        if nbytes % n == 0:
+            return f"{nbytes // n}{unit}"
+    return str(nbytes)
+
+
+def resource(page_kb: int) -> str:
+    return "hugepages-1Gi" if page_kb == 1048576 else f"hugepages-{page_kb // 1024}Mi"
+
+
+def memory_bytes(procs: ProcTable, inst: Instance) -> int | None:
+    """The server's memory beyond its huge pages, from its processes now (None: not running)."""
+    if not inst.pid:
+        return None
+    members = [Proc(procs.sr, inst.pid)] + procs.children(inst.pid)
+    anon = sum(int((p.status.get("RssAnon") or "0 kB").split()[0]) for p in members)
+    files = max((int((p.status.get("RssFile") or "0 kB").split()[0]) for p in members),
+                default=0)
+    need = int((anon + files) * 1024 * MEMORY_MARGIN)
+    return max(MEMORY_MIN, -(-need // (64 * MiB)) * 64 * MiB)
+
+
+def snippet(r: Report, procs: ProcTable, inst: Instance, pods: int) -> str | None:
+    """The YAML for one instance, or None when it has no huge page demand."""
+    kb = choose_page_kb(inst, r.host, r.profile) if inst.demand else None
+    eng = r.engines.get(inst.engine)
+    if kb is None or eng is None or not eng.uses_pool(inst, r.profile):
+        return None
+    pages = inst.demand.pages[kb]
+    huge = quantity(pages * kb * 1024)
+    mem = memory_bytes(procs, inst)
+    node = pages * pods
+    node += headroom(node, r.profile.headroom_pct, r.profile.headroom_min_pages)
+    settings = eng.huge_page_settings(inst, kb, r.host)
+    d = inst.demand
+    lines = [
+        f"# {inst.id} ({inst.label}): {pages} pages of {fmt_page(kb)}"
+        f" ({'exact' if d.exact else 'estimate'}: {d.source})",
+        "# Kubernetes requires hugepages requests = limits; they are not part of memory.",
+        "# A container's resources (StatefulSet: spec.template.spec.containers[].resources;",
+        "# CloudNativePG Cluster: spec.resources):",
+        "resources:"]
+    for part in ("requests", "limits"):
+        lines += [f"  {part}:", f"    {resource(kb)}: {huge}"]
+        if mem is not None:
+            lines.append(f"    memory: {quantity(mem)}")
+    if mem is None:
+        lines.append("# memory: not running, nothing to measure: add a memory request and "
+                     "limit (Kubernetes requires memory or cpu next to hugepages) sized for "
+                     "the server beyond its buffers")
+    else:
+        lines.append("# memory: its processes' private and file memory now, +25%, rounded up "
+                     "(size it for your peak)")
+    if settings:
+        lines.append("# the server's own settings for huge pages:")
+        lines.append("settings:")
+        lines += [f'  {k}: "{v}"' for k, v in settings.items()]
+    lines.append(f"# node: {node} pages of {fmt_page(kb)} pre-allocated for {pods} such "
+                 f"pod{'s' if pods > 1 else ''} ({pods} x {pages} + headroom; vm.nr_hugepages "
+                 f"or hugepagesz= hugepages= at boot; pages added after boot count once the kubelet "
+                 "restarts), nothing else using them")
+    return "\n".join(lines) + "\n"

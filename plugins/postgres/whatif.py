@@ -1,0 +1,158 @@
+"""Sizing a planned PostgreSQL configuration (`hpadvise size postgres NAME=VALUE ...`).
+
+PostgreSQL >= 15 reports the huge pages its shared memory needs for any settings without
+starting: `postgres -C shared_memory_size_in_huge_pages` (runtime-computed GUC, docs "Preset
+Options"), run here on a throwaway data directory made by initdb with the settings on its
+command line, once per page size (`-c huge_page_size=...`). The answer is PostgreSQL's own, for
+the version named. Older versions get the documented estimate, marked as one.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+
+from hpadvise.engines import Demand, Instance
+from hpadvise.errors import InputError
+from hpadvise.host import HostFacts
+
+from .conf import DEFAULTS, GUC_UNIT_BYTES, ConfError, parse_int, parse_memory
+from .sizing import documented_estimate, page_kb_of, pages_from_bytes
+
+
+def installed_majors() -> list[int]:
+    """Server versions installed in Debian's layout (/usr/lib/postgresql/N/bin/postgres)."""
+    out = []
+    for p in glob.glob("/usr/lib/postgresql/*/bin/postgres"):
+        v = p.split("/")[4]
+        if v.isdigit() and os.access(p, os.X_OK):
+            out.append(int(v))
+    return sorted(out)
+
+
+def _binaries(version: str | None) -> tuple[int, str]:
+    majors = installed_majors()
+    if version:
+        if not version.isdigit():
+            raise InputError(f"--version {version}: give a PostgreSQL major version such as 15")
+        if int(version) not in majors:
+            raise InputError(f"PostgreSQL {version} is not installed here (installed: "
+                             f"{', '.join(map(str, majors)) or 'none'}); install "
+                             f"postgresql-{version} or leave out --version")
+        major = int(version)
+    elif majors:
+        major = majors[-1]
+    else:
+        which = shutil.which("postgres")
+        if not which:
+            raise InputError("no PostgreSQL server binary found: install the server package "
+                             "(Debian: postgresql) so that PostgreSQL can size it itself")
+        return 0, os.path.dirname(which)
+    return major, f"/usr/lib/postgresql/{major}/bin"
+
+
+def parse_settings(args: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for a in args:
+        name, eq, value = a.partition("=")
+        if not eq or not re.fullmatch(r"[A-Za-z_][\w.]*", name.strip()):
+            raise InputError(f"{a!r}: give PostgreSQL settings as NAME=VALUE, e.g. "
+                             "shared_buffers=64GB")
+        out[name.strip().lower()] = value.strip()
+    return out
+
+
+def _as_owner() -> dict:
+    """Run initdb and postgres as `postgres` when root (both refuse to run as root)."""
+    if os.geteuid() != 0:
+        return {}
+    import pwd
+    try:
+        pw = pwd.getpwnam("postgres")
+    except KeyError:
+        raise InputError("running as root needs a `postgres` user to run initdb as; create "
+                         "it or run hpadvise size as an ordinary user") from None
+    return {"user": pw.pw_uid, "group": pw.pw_gid, "extra_groups": [], "cwd": "/"}
+
+
+def _fatal(stderr: str) -> str:
+    lines = [ln for ln in stderr.splitlines() if "FATAL" in ln or "ERROR" in ln] or \
+        stderr.strip().splitlines()[:1]
+    msg = re.sub(r"^.*?(FATAL|ERROR):\s*", "", lines[0] if lines else "unknown error")
+    hint = next((ln.split("HINT:", 1)[1].strip() for ln in stderr.splitlines()
+                 if "HINT:" in ln), "")
+    return msg + (f" ({hint})" if hint else "")
+
+
+def what_if(args: list[str], host: HostFacts, version: str | None) -> Instance:
+    settings = parse_settings(args)
+    major, bindir = _binaries(version)
+    page_kb = host.default_hugepage_kb or 2048
+    if "huge_page_size" in settings:
+        try:
+            hps = parse_memory("huge_page_size", settings["huge_page_size"])
+        except ConfError as exc:
+            raise InputError(str(exc)) from None
+        page_kb = page_kb_of(hps, host) or page_kb
+        if hps and (hps // 1024) not in host.page_sizes_kb:
+            raise InputError(f"huge_page_size={settings['huge_page_size']}: this host has no "
+                             f"such page size (it has {', '.join(f'{k} kB' for k in host.page_sizes_kb)})")
+    sizes = sorted(set(host.page_sizes_kb) | {page_kb})
+    label = " ".join(f"{k}={v}" for k, v in settings.items()) or "defaults"
+    inst = Instance("postgres", "postgres:planned", f"planned PostgreSQL {major or ''} "
+                    f"({label})".replace("  ", " "), False, version=str(major or ""),
+                    settings=dict(settings))
+    if major and major < 15:
+        inst.demand = _estimate(inst, settings, host, page_kb, sizes, major)
+        return inst
+    kw = _as_owner()
+    tmp = tempfile.mkdtemp(prefix="hpadvise-size-")
+    try:
+        if kw:
+            os.chown(tmp, kw["user"], kw["group"])
+        data = f"{tmp}/data"
+        r = subprocess.run([f"{bindir}/initdb", "-D", data, "-N", "-A", "trust", "-U",
+                            "postgres"], capture_output=True, text=True, timeout=120, **kw)
+        if r.returncode != 0:
+            raise InputError(f"initdb for sizing failed: {_fatal(r.stderr or r.stdout)}")
+        cmd = [f"{bindir}/postgres", "-D", data, "-C", "shared_memory_size_in_huge_pages"]
+        for k, v in settings.items():
+            if k != "huge_page_size":
+                cmd += ["-c", f"{k}={v}"]
+        counts: dict[int, int] = {}
+        for kb in sizes:
+            r = subprocess.run(cmd + ["-c", f"huge_page_size={kb}kB"], capture_output=True,
+                               text=True, timeout=60, **kw)
+            if r.returncode != 0 or not r.stdout.strip().isdigit():
+                raise InputError(f"PostgreSQL {major or ''} refuses these settings: "
+                                 f"{_fatal(r.stderr)}".replace("  ", " "))
+            counts[kb] = int(r.stdout.strip())
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    # a page size given on purpose is kept; otherwise the plan may choose one
+    inst.demand = Demand(inst.id, None, page_kb, counts, True,
+                         f"postgres -C shared_memory_size_in_huge_pages (PostgreSQL "
+                         f"{major or '?'}, a throwaway initdb with these settings)",
+                         selectable="huge_page_size" not in settings)
+    return inst
+
+
+def _estimate(inst: Instance, settings: dict[str, str], host: HostFacts, page_kb: int,
+              sizes: list[int], major: int) -> Demand:
+    s = {**DEFAULTS, **settings}
+    try:
+        vals = {k: (parse_memory(k, s[k]) if k in GUC_UNIT_BYTES else parse_int(k, s[k]))
+                for k in ("shared_buffers", "wal_buffers", "min_dynamic_shared_memory",
+                          "max_connections", "max_worker_processes", "max_wal_senders",
+                          "autovacuum_max_workers", "max_locks_per_transaction",
+                          "max_prepared_transactions")}
+    except ConfError as exc:
+        raise InputError(str(exc)) from None
+    size_b = documented_estimate(vals)
+    return Demand(inst.id, size_b, page_kb, {kb: pages_from_bytes(size_b, kb) for kb in sizes},
+                  False, f"estimate (PostgreSQL 9.2 docs, Table 17-2): PostgreSQL {major} "
+                  "cannot report it", selectable=major >= 14)

@@ -1,0 +1,40 @@
+"""`hpadvise k8s`: pod resources for a real PostgreSQL cluster, checked against PostgreSQL's
+own page count and the Kubernetes rules (hugepages request = limit, whole pages)."""
+
+import pytest
+import yaml
+
+from support import run_cli
+
+pytestmark = pytest.mark.integration
+
+
+def test_8gb_cluster_gets_request_equal_limit_equal_its_exact_pages(pg_factory):
+    c = pg_factory({"shared_buffers": "8GB", "huge_pages": "try"})
+    n = int(c.postgres_C("shared_memory_size_in_huge_pages"))  # PostgreSQL's own count
+    r = run_cli("k8s", "--pgdata", c.datadir, "--instance", c.datadir, "--pods", "3")
+    assert r.returncode == 0, r.stderr
+    [doc] = list(yaml.safe_load_all(r.stdout))
+    res = doc["resources"]
+    assert res["requests"]["hugepages-2Mi"] == res["limits"]["hugepages-2Mi"] == f"{n * 2}Mi"
+    assert "memory" not in res["requests"]  # stopped: nothing measured, and it says so
+    assert "add a memory request" in r.stdout
+    assert doc["settings"] == {"huge_pages": "on"}
+    assert f"for 3 such pods (3 x {n} + headroom" in r.stdout
+
+
+def test_running_cluster_gets_memory_and_bad_input_is_one_line(pg_factory):
+    c = pg_factory({"shared_buffers": "64MB"})
+    c.start()
+    r = run_cli("k8s", "--db", "postgres", "--instance", str(c.port))
+    assert r.returncode == 0, r.stderr
+    doc = yaml.safe_load(r.stdout)
+    n = int(c.psql("SHOW shared_memory_size_in_huge_pages"))
+    assert doc["resources"]["limits"] == {"hugepages-2Mi": f"{n * 2}Mi",
+                                          "memory": doc["resources"]["requests"]["memory"]}
+    assert doc["resources"]["requests"]["memory"].endswith("Mi")
+    for args, needle in ((["--pods", "0"], "--pods"), (["--db", "oracle"], "oracle"),
+                         (["--instance", "nosuch", "--db", "postgres"], "nosuch")):
+        r = run_cli("k8s", *args)
+        assert r.returncode == 2, (args, r.stderr)
+        assert len(r.stderr.strip().splitlines()) == 1 and needle in r.stderr, r.stderr

@@ -1,0 +1,40 @@
+"""hpadvise probe on this host: 4 KiB pages cost more per random access than 2 MiB pages on a
+working set far beyond the TLB's reach; the pools it takes and THP are as before afterwards;
+an impossible size is refused in one line; the absent PMU is said plainly."""
+
+import json
+
+import pytest
+
+from support import host_state, run_cli
+
+pytestmark = [pytest.mark.integration, pytest.mark.live]
+
+
+def test_probe_orders_page_sizes_and_restores_the_host(knobs):
+    before = host_state()
+    r = run_cli("probe", "--size", "4GiB", "--accesses", "4000000", "--runs", "2", "--json",
+                timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "probe: 4 KiB: run 1/2" in r.stderr  # progress
+    d = json.loads(r.stdout)
+    v = {x["name"]: x for x in d["variants"]}
+    small = v["4 KiB"]["ns"]
+    huge = [x["ns"] for x in d["variants"] if x["page_kb"] > 4 and x["ns"] is not None]
+    assert small and huge, d["variants"]
+    assert small > max(huge), (small, huge)  # every huge page variant beats 4 KiB pages
+    assert v["2 MiB hugetlb"]["ns"] is not None, v["2 MiB hugetlb"]  # the pool was had
+    assert d["saving_ns"] == pytest.approx(small - min(huge))
+    assert 0 < d["bound"]["0.1"] < 0.1
+    assert d["pmu"].startswith("no PMU in this VM")
+    assert host_state() == before  # pools and THP given back
+
+
+def test_probe_table_and_refusals():
+    r = run_cli("probe", "--size", "1000GiB")
+    assert r.returncode == 2 and "available" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    r = run_cli("probe", "--size", "1MiB")
+    assert r.returncode == 2 and "at least 64 MiB" in r.stderr
+    r = run_cli("probe", "--size", "lots")
+    assert r.returncode == 2 and "lots" in r.stderr

@@ -1,0 +1,70 @@
+"""`check --format prometheus` on captured hosts, read back with prometheus_client's own parser
+(the one Prometheus-compatible scrapers use in Python)."""
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from support import run_cli
+
+
+def _families(root, *extra):
+    r = run_cli("check", "--format", "prometheus", "--root", str(root), *extra)
+    assert r.returncode == 0, r.stderr
+    fams = {f.name: f for f in text_string_to_metric_families(r.stdout)}
+    for f in fams.values():  # one HELP and TYPE per family
+        assert f.documentation and f.type == "gauge", f.name
+    return fams, r.stdout
+
+
+def _samples(fams, name, **labels):
+    return [s for s in fams[name].samples
+            if all(s.labels.get(k) == str(v) for k, v in labels.items())]
+
+
+def test_silent_fallback_is_visible_as_metrics(hosts):
+    fams, text = _families(hosts / "pg-fallback")
+    [ok] = fams["hpadvise_check_success"].samples
+    assert ok.value == 1
+    assert fams["hpadvise_check_duration_seconds"].samples[0].value > 0
+    on = _samples(fams, "hpadvise_instance_on_huge_pages", engine="postgres")
+    assert on and all(s.value == 0 for s in on)  # fell back to 4 KiB pages
+    fallback = _samples(fams, "hpadvise_finding", code="pg.huge_pages.fallback")
+    assert fallback and fallback[0].labels["severity"] == "crit"
+    crit = _samples(fams, "hpadvise_findings", severity="crit")[0].value
+    assert crit == len([s for s in fams["hpadvise_finding"].samples
+                        if s.labels["severity"] == "crit"])
+    assert _samples(fams, "hpadvise_instance_pages_needed", engine="postgres")[0].value > 0
+
+
+def test_pools_per_size_and_node_and_thp_mode(hosts):
+    fams, _ = _families(hosts / "pool-2m")
+    total = _samples(fams, "hpadvise_pool_pages", size_kb=2048, node="all", state="total")
+    assert [s.value for s in total] == [64]
+    assert _samples(fams, "hpadvise_pool_pages", size_kb=2048, node="0", state="free")
+    active = [s.labels["mode"] for s in _samples(fams, "hpadvise_thp_mode", knob="enabled")
+              if s.value == 1]
+    assert len(active) == 1
+
+
+def test_on_huge_pages_and_atomic_output_file(hosts, tmp_path):
+    out = tmp_path / "hpadvise.prom"
+    out.write_text("old\n")
+    r = run_cli("check", "--format", "prometheus", "--root", str(hosts / "pg-hugetlb"),
+                "--output", str(out))
+    assert r.returncode == 0 and r.stdout == ""
+    fams = {f.name: f for f in text_string_to_metric_families(out.read_text())}
+    on = {s.labels["instance"]: s.value for s in fams["hpadvise_instance_on_huge_pages"].samples
+          if s.labels["engine"] == "postgres"}
+    assert on.pop("postgres:5432") == 0  # the system's server in the base tree
+    assert list(on.values()) == [1]  # the captured cluster with huge_pages = on
+    assert [p.name for p in tmp_path.iterdir()] == ["hpadvise.prom"]  # no temp file left
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--format", "yaml"], "--format"),
+    (["--json", "--format", "prometheus"], "contradict"),
+    (["--output", "/nonexistent/dir/x.prom"], "--output"),
+])
+def test_format_errors(hosts, args, needle):
+    r = run_cli("check", "--root", str(hosts / "no-pools"), *args)
+    assert r.returncode == 2 and needle in r.stderr and len(r.stderr.strip().splitlines()) == 1

@@ -441,8 +441,17 @@ def validate(
              "[default: pgbench for postgres, tpcc for mysql].")] = None,
     workload: Annotated[str, typer.Option(help="tpcb or select (select-only).")] = "select",
     variants: Annotated[Optional[str], typer.Option(
-        help="Comma-separated: current, recommended, thp-always, thp-never, hugepages-off "
-             "[default: current,recommended,thp-never,thp-always].")] = None,
+        help="Comma-separated: current, recommended, thp-always, thp-never, thp-shmem, "
+             "hugepages-off, hugepages-1g [default: current,recommended,thp-never,thp-always].")]
+    = None,
+    design: Annotated[str, typer.Option(
+        help="restart (every run restarts the server in its variant), resident (one server "
+             "per variant, alternating runs), simultaneous (one server per variant, measured "
+             "at once on their own CPUs) or auto: simultaneous where every variant is a "
+             "per-server setting and memory and CPUs allow, else restart.")] = "auto",
+    rounds: Annotated[Optional[int], typer.Option(
+        help="Runs of every variant per server start, resident and simultaneous designs "
+             "[default: 2, or one per variant when simultaneous].")] = None,
     clients: Annotated[int, typer.Option(help="Clients (pgbench -c, sysbench --threads).")] = 16,
     scale: Annotated[Optional[int], typer.Option(
         help="pgbench scale or TPC-C warehouses [default: what fits in the buffers].")] = None,
@@ -451,9 +460,10 @@ def validate(
     warmup_seconds: Annotated[Optional[int], typer.Option(
         help="Warm-up before each measured run, same connections, left out of the figures "
              "[default: 3 + 1 per GiB of buffers, at most 20].")] = None,
-    shared_buffers: Annotated[str, typer.Option(
-        help="The scratch server's shared_buffers (postgres) or innodb_buffer_pool_size (mysql).")]
-    = "1GB",
+    shared_buffers: Annotated[Optional[str], typer.Option(
+        help="The scratch server's shared_buffers (postgres) or innodb_buffer_pool_size "
+             "(mysql) [default: those of the largest running instance of the engine, capped "
+             "by available memory; 1GB when none runs].")] = None,
     target_ci: Annotated[str, typer.Option(
         help="Stop when every comparison's 95% CI half-width is this small.")] = "1%",
     band: Annotated[str, typer.Option(help="Noise band for the verdict words.")] = "1%",
@@ -484,6 +494,8 @@ def validate(
 
       hpadvise validate --duration 2m --variants current,recommended --workload tpcb
 
+      hpadvise validate --variants hugepages-off,current --design simultaneous --duration 10m
+
       hpadvise validate --db mysql --bench tpcc --duration 10m --shared-buffers 4GB
 
       hpadvise validate --db postgres --bench tpcc --duration 5m
@@ -505,7 +517,7 @@ def validate(
         duration_s=parse_duration(duration), workload=workload, clients=clients, scale=scale,
         run_s=run_seconds, warm_s=warmup_seconds, target_ci_pct=_pct(target_ci, "--target-ci"),
         band_pct=_pct(band, "--band"), shared_buffers=shared_buffers, profile=profile,
-        instance=instance, allow_restart=allow_restart)
+        instance=instance, allow_restart=allow_restart, design=design, rounds=rounds)
     if scratch and instance:
         raise InputError("--scratch and --instance exclude each other")
     form = _fmt(fmt, json_out)

@@ -25,9 +25,9 @@ def render_terminal(result: dict, console) -> None:
                   _f(s["p95_ms"]), _f(s["p99_ms"]), _mb(s["page_tables_kb"]),
                   f"{_mb(s['shmem_huge_kb'])} / {_mb(s['anon_huge_kb'])}", s["backing"] or "?")
     console.print(t)
-    t = Table(title="Effects (B over A, paired per block)", title_justify="left",
+    t = Table(title="Effects (B over A, paired per epoch)", title_justify="left",
               title_style="bold", box=box.SIMPLE_HEAD)
-    for c in ("A", "B", "blocks", "effect", "95% CI", "verdict"):
+    for c in ("A", "B", "epochs", "effect", "95% CI", "verdict"):
         t.add_column(c)
     style = {"improved": "green", "regressed": "red", "no meaningful change": "cyan",
              "inconclusive": "yellow"}
@@ -39,9 +39,10 @@ def render_terminal(result: dict, console) -> None:
     m = result["meta"]
     console.print(f"[dim]{m.get('workload')} workload, {_scale(m)}, "
                   f"{m.get('clients')} clients, {m.get('run_s')} s runs after "
-                  f"{m.get('warm_s')} s warm-up, {_buffers(m)} {m.get('shared_buffers')}; stopped: "
+                  f"{m.get('warm_s')} s warm-up, {_buffers(m)} {m.get('shared_buffers')}"
+                  f"{_buffers_source(m)}; stopped: "
                   f"{'interrupted' if m.get('interrupted') else m.get('stopped', '?')}[/dim]")
-    for line in (_steal(result), _dtlb(result), *knob_lines(result)):
+    for line in (_design(m), _steal(result), _dtlb(result), *knob_lines(result)):
         if line:
             console.print(f"[dim]{line}[/dim]")
     for line in advice(result):
@@ -197,16 +198,18 @@ td,th{{border:1px solid #ccc;padding:4px 8px}}</style></head><body>
 <p>{html.escape(str(m.get('workload')))} workload, {_scale(m)},
 {m.get('clients')} clients, {m.get('run_s')} s measured per run after {m.get('warm_s')} s
 warm-up, {_buffers(m)}
-{html.escape(str(m.get('shared_buffers')))}, {_server(m)}.
+{html.escape(str(m.get('shared_buffers')) + _buffers_source(m))}, {_server(m)}.
 Stopped: {'interrupted' if m.get('interrupted') else html.escape(str(m.get('stopped', '?')))}.
 {_steal(result)} {html.escape(_dtlb(result))}</p>
-<h2>Verdict</h2><table><tr><th>A</th><th>B</th><th>blocks</th><th>effect of B</th>
+<p>{html.escape(_design(m))}</p>
+<h2>Verdict</h2><table><tr><th>A</th><th>B</th><th>epochs</th><th>effect of B</th>
 <th>95% CI</th><th>verdict</th></tr>{rows}</table>
 {"".join(f"<p>{html.escape(a)}</p>" for a in advice(result))}
 <h2>What each variant changed</h2><ul>{"".join(f"<li>{html.escape(k)}</li>" for k in knob_lines(result))}</ul>
-<h2>Per-block ratios (B / A)</h2><table><tr><th>A</th><th>B</th><th>per block</th></tr>{ratios}</table>
-<p>Effect: mean over blocks of ln(TPS_B / TPS_A), as a percentage, with a Student t 95%
-confidence interval; noise band ±{m.get('band_pct')}%.</p>
+<h2>Per-epoch ratios (B / A)</h2><table><tr><th>A</th><th>B</th><th>per epoch</th></tr>{ratios}</table>
+<p>Effect: mean over epochs (starts of every variant's server) of ln(TPS_B / TPS_A), each
+epoch's TPS the geometric mean of its runs, as a percentage, with a Student t 95% confidence
+interval; noise band ±{m.get('band_pct')}%.</p>
 <h2>Throughput</h2>{_svg_bars("mean TPS with 95% CI", tps, "")}
 <h2>TPS over time, every run</h2><p>{legend}</p>{_svg_lines("TPS per second", series, m.get("warm_s") or 0)}
 <h2>Latency</h2>{lat}
@@ -249,14 +252,31 @@ def advice(result: dict) -> list[str]:
 
 
 def block_ratios(result: dict) -> list[tuple[str, str, list[tuple[int, float]]]]:
-    """Per comparison, TPS_B / TPS_A block by block: the spread the CI comes from."""
-    by = {(s["block"], s["variant"]): s["tps"] for s in result["samples"]}
+    """Per comparison, TPS_B / TPS_A epoch by epoch (geometric means of each epoch's runs;
+    an epoch is a block in the restart design): the spread the CI comes from."""
+    from .stats import geomean
+    by: dict[tuple[int, str], list[float]] = {}
+    for s in result["samples"]:
+        unit = s["block"] if s.get("epoch") is None else s["epoch"]
+        by.setdefault((unit, s["variant"]), []).append(s["tps"])
     out = []
     for e in result["effects"]:
-        blocks = sorted({b for b, v in by if v == e["a"]} & {b for b, v in by if v == e["b"]})
-        out.append((e["a"], e["b"], [(b, by[(b, e["b"])] / by[(b, e["a"])]) for b in blocks
-                                     if by[(b, e["a"])]]))
+        units = sorted({u for u, v in by if v == e["a"]} & {u for u, v in by if v == e["b"]})
+        out.append((e["a"], e["b"], [(u, geomean(by[(u, e["b"])]) / geomean(by[(u, e["a"])]))
+                                     for u in units]))
     return out
+
+
+def _design(m: dict) -> str:
+    """Which design ran and why (runner.py's docstring describes the three)."""
+    d = m.get("design") or "restart"
+    what = {"restart": "every run restarts the server in its variant",
+            "resident": "one server per variant, resident at once, alternating runs",
+            "simultaneous": "one server per variant, measured at the same time on their own "
+                            "CPUs, rotating"}.get(d, d)
+    rounds = f", {m['rounds']} rounds per epoch" if m.get("rounds") else ""
+    why = f" ({m['design_reason']})" if m.get("design_reason") else ""
+    return f"design: {d}: {what}{rounds}{why}"
 
 
 def _dtlb(result: dict) -> str:
@@ -300,6 +320,12 @@ def _scale(m: dict) -> str:
 
 def _buffers(m: dict) -> str:
     return m.get("buffers_setting") or "buffers"
+
+
+def _buffers_source(m: dict) -> str:
+    """Where the scratch server's size came from, unless the user gave it."""
+    src = m.get("buffers_source")
+    return f" ({src})" if src and src != "given" else ""
 
 
 def _server(m: dict) -> str:

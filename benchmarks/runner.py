@@ -1,10 +1,22 @@
 """A/B orchestration for `hpadvise validate`.
 
-Every run: switch the host and the server into the variant through journaled actions (the
-apply machinery), restart the server (huge pages are reserved at start; THP affects new
-faults), prewarm, a warm-up left out of the figures, then the measured run. Variants run in
-blocks whose order alternates (ABBA...), so drift cancels. Every knob is put back after each
-run and at the end, also on Ctrl-C, SIGTERM and failures; a scratch server is removed.
+Three designs (docs/design.md, "Validating"; measured side by side in benchmarks/README.md):
+- restart: every run switches the host and the server into the variant through journaled
+  actions (the apply machinery), restarts the server (huge pages are reserved at start; THP
+  affects new faults), prewarms, warms up (left out of the figures), then measures. Variants
+  run in blocks whose order alternates (ABBA...), so drift cancels. The only design for THP
+  variants: they are host-wide.
+- resident: one server per variant, all resident at once with the same data (the variants are
+  per-server settings). An epoch switches every server into its variant, starts and prewarms
+  them, then alternates several short runs among them without restarts; the servers are
+  restarted at every epoch so restart-to-restart variation is still sampled.
+- simultaneous: as resident, but the servers are measured at the same time, each server and its
+  clients pinned to its own CPU, the CPUs rotating between the rounds of an epoch, so
+  time-varying noise (a VM's steal) hits every variant alike.
+In every design the effect's unit is the epoch (one restart of every variant; in the restart
+design an epoch is a block), so the CI counts restart-to-restart variation. Every knob is put
+back after each epoch and at the end, also on Ctrl-C, SIGTERM and failures; scratch servers
+are removed.
 
 The server under test comes from the engine's plugin (Engine.bench_target, see
 benchmarks/target.py): nothing here knows which engine it is.
@@ -48,6 +60,15 @@ GIB_KB = 1048576
 # is what a DBA means by "THP on" versus the shared-memory THP that helps PostgreSQL.
 VARIANTS = ("current", "recommended", "thp-always", "thp-never", "thp-shmem", "hugepages-off",
             "hugepages-1g")
+# Variants that are settings of the server alone (plus pool pages for it): they can run side by
+# side on servers that are resident at once. THP variants change host-wide knobs.
+PER_SERVER = ("current", "recommended", "hugepages-off", "hugepages-1g")
+DESIGNS = ("auto", "restart", "resident", "simultaneous")
+# What "auto" picks where the variants allow it: the design with the narrowest CI in the
+# side-by-side series in benchmarks/README.md ("Designs of a validate run").
+AUTO_DESIGN = "simultaneous"
+# The scratch server's buffers when neither --shared-buffers nor a running instance says.
+DEFAULT_BUFFERS = "1GB"
 DEFAULT_VARIANTS = ("current", "recommended", "thp-never", "thp-always")
 # Comparisons (A, B): the effect reported is B over A.
 PAIRS = (("current", "recommended"), ("thp-never", "thp-always"), ("current", "thp-shmem"),
@@ -93,12 +114,14 @@ class Options:
     warm_s: int | None = None
     target_ci_pct: float = 1.0
     band_pct: float = 1.0
-    shared_buffers: str = "1GB"
+    shared_buffers: str | None = None  # None: follow the host's instance of the engine
     max_connections: int = 100
     profile: str = "oltp"
     min_blocks: int = 3
     instance: str | None = None  # benchmark this running instance instead of a scratch one
     allow_restart: bool = False
+    design: str = "auto"  # one of DESIGNS
+    rounds: int | None = None  # runs of every variant per epoch (resident, simultaneous)
 
 
 @dataclass
@@ -120,6 +143,8 @@ class Sample:
     started: float | None = None     # epoch seconds when the benchmark started (warm-up incl.)
     steal_pct: float | None = None   # CPU steal during the measured part (VMs; /proc/stat)
     dtlb: dict | None = None  # perf stat's dTLB counters over the measured part (a PMU only)
+    epoch: int | None = None  # the servers' start this run belongs to (= block when restarting)
+    cpus: list[int] | None = None  # CPUs the server and its clients were pinned to
 
 
 @dataclass
@@ -161,6 +186,64 @@ def _thp_counters(sr: SysRoot) -> dict[str, int]:
     return {k: v for k, v in read_vmstat(sr).items() if k.startswith("thp_")}
 
 
+_ALL_CPUS = sorted(os.sched_getaffinity(0))
+
+
+def _cpu_groups(n: int) -> list[list[int]]:
+    """The CPUs we may use, split into n groups of equal size (the rest unused)."""
+    each = max(1, len(_ALL_CPUS) // max(1, n))
+    return [_ALL_CPUS[i * each:(i + 1) * each] for i in range(n)]
+
+
+def _pin_tree(pid: int | None, cpus) -> None:
+    """Pin a server: every thread of its main process and of its children (sched_setaffinity(2)
+    is per thread; processes forked later, like PostgreSQL's backends, inherit the mask)."""
+    if not pid:
+        return
+    pids = [pid]
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    # the fields after the command's closing parenthesis: state, ppid, ...
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                        pids.append(int(d))
+            except (OSError, ValueError, IndexError):
+                continue
+    for p in pids:
+        try:
+            tids = os.listdir(f"/proc/{p}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                os.sched_setaffinity(int(tid), cpus)
+            except OSError:  # a thread that just ended
+                pass
+
+
+def _start_pinned(start: Callable[[], subprocess.Popen], cpus) -> subprocess.Popen:
+    """Start a driver on `cpus` (None: anywhere): the child inherits our mask at fork, so no
+    thread of it ever runs elsewhere; our own mask is put back at once."""
+    if cpus is None:
+        return start()
+    old = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, cpus)
+    try:
+        return start()
+    finally:
+        os.sched_setaffinity(0, old)
+
+
+def _kill_all(procs: list[subprocess.Popen]) -> None:
+    for p in procs:
+        try:
+            os.killpg(p.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        p.wait()
+
+
 class Validation:
     def __init__(self, opts: Options, on_update: Callable[[State], None] = lambda s: None):
         self.o = opts
@@ -170,13 +253,17 @@ class Validation:
         self.interrupted = False
         self.target: BenchTarget | None = None
         self.restarted = False
-        self.jdir: str | None = None  # the variants' journal, made when the run starts
-        self.active: jr.Journal | None = None
+        self.jdir: str | None = None  # the variants' journals, made when the run starts
+        self.active: list[jr.Journal] = []  # the variants switched on now, in order
+        self.design, self.design_reason = "restart", ""
+        self.servers: dict[str, tuple[BenchTarget, object]] = {}  # variant -> (server, driver)
+        self.twins: list[BenchTarget] = []  # servers made besides the target (removed at end)
         self.baseline: list[tuple[Action, object]] = []
         self.sr = SysRoot("/")
         self.meta: dict = {}
         self.pmu = pmu_state()  # "present", or why dTLB counters cannot be had here
         self._current = ""  # the variant being applied
+        self.buffers_source = ""  # where the scratch server's buffer size came from
 
     # ---- checks before anything changes
     def preflight(self) -> None:
@@ -203,8 +290,15 @@ class Validation:
         if o.bench == "tpcc" and shutil.which("sysbench") is None:
             raise InputError("sysbench not found; install it (Debian: apt-get install sysbench)")
         from hpadvise.sizing import parse_bytes
+        given = o.shared_buffers is not None
+        o.shared_buffers = o.shared_buffers or DEFAULT_BUFFERS
         parse_bytes(o.shared_buffers, "--shared-buffers")
         self.target = self.engine.bench_target(o)  # checks only: binaries, the instance
+        if given or o.instance:
+            self.buffers_source = "given" if given else "the instance's own"
+        else:
+            o.shared_buffers, self.buffers_source = self._default_buffers()
+            self.target.buffers = o.shared_buffers
         sb = self.target.buffers_bytes()
         per_mb = MB_PER_WAREHOUSE if o.bench == "tpcc" else MB_PER_SCALE
         if o.scale is None:
@@ -228,13 +322,88 @@ class Validation:
             # and was at ~90% of the run's mean after 10 s, the rest of the ramp lasting tens of
             # seconds (benchmarks/README.md). ~1 s per GiB of buffers, 3..20 s.
             o.warm_s = max(3, min(20, round(3 + sb / (1 << 30))))
+        self.design, self.design_reason = self._choose_design(sb)
+        n = len(o.variants)
+        if o.rounds is None:
+            # simultaneous: every server once on every CPU group per epoch (the CPUs' own
+            # differences cancel within an epoch); resident: two rounds, ABBA within the epoch
+            o.rounds = n if self.design == "simultaneous" else 2
+        if o.rounds < 1:
+            raise InputError(f"--rounds {o.rounds}: give at least 1")
         if o.run_s is None:
             # 30 s measured: shorter windows were dominated by this VM's few-second dips (sd of
             # the block ln-ratio 0.06-0.07 at 10-20 s, 0.05 at 25-30 s; benchmarks/README.md).
-            # Shortened when the budget cannot otherwise hold min_blocks blocks, with ~12 s of
-            # restart and prewarm per run.
-            per = o.duration_s / (o.min_blocks * len(o.variants)) - 12 - o.warm_s
+            # Shortened when the budget cannot otherwise hold min_blocks epochs, with ~12 s of
+            # restart and prewarm per server start.
+            epoch = o.duration_s / o.min_blocks
+            if self.design == "restart":
+                per = epoch / n - 12 - o.warm_s
+            else:
+                runs = o.rounds * (1 if self.design == "simultaneous" else n)
+                per = (epoch - 12 * n) / runs - o.warm_s
             o.run_s = max(3, min(30, int(per)))
+
+    def _default_buffers(self) -> tuple[str, str]:
+        """The scratch server's buffers when none are given: those of the largest running
+        instance of the engine on this host (what the user will run), capped so that the
+        host keeps room for a second copy or a pool of the same size and 2 GiB besides."""
+        from hpadvise.engines import Targets
+        from hpadvise.plan import inspect
+        from hpadvise.sizing import fmt_bytes, parse_bytes
+        setting = self.target.buffers_setting
+        found = []
+        for i in inspect(self.sr, self.o.profile, Targets(), [self.o.db]).instances:
+            if i.running and i.engine == self.o.db and i.settings.get(setting):
+                try:
+                    found.append((parse_bytes(str(i.settings[setting]), setting), i.id))
+                except InputError:
+                    continue
+        if not found:
+            return DEFAULT_BUFFERS, (f"the default: no running {self.o.db} instance to "
+                                     "follow")
+        size, iid = max(found)
+        avail = (read_meminfo(self.sr).available_kb or 0) * 1024
+        spare = max(128 << 20, (avail - (2 << 30)) // 2) >> 27 << 27  # whole 128 MiB
+        text = f"{max(128, min(size, spare) >> 20)}MB"
+        if size > spare:
+            return text, (f"{setting} of {iid} ({fmt_bytes(size)}), capped by the "
+                          f"{fmt_bytes(avail)} of available memory")
+        return text, f"follows {setting} of {iid}"
+
+    def _choose_design(self, buffers: int) -> tuple[str, str]:
+        """The design to run and why (restart wherever the others cannot measure the
+        variants: host-wide knobs, a real instance, too few CPUs or too little memory)."""
+        o = self.o
+        if o.design not in DESIGNS:
+            raise InputError(f"unknown design {o.design!r}; choose from {', '.join(DESIGNS)}")
+        if o.design == "restart":
+            return "restart", "asked for"
+        want = AUTO_DESIGN if o.design == "auto" else o.design
+        n = len(o.variants)
+        host_wide = [v for v in o.variants if v not in PER_SERVER]
+        avail = read_meminfo(self.sr).available_kb
+        why = None
+        if host_wide:
+            why = (f"{', '.join(host_wide)} change{'s' if len(host_wide) == 1 else ''} "
+                   "host-wide THP knobs, so every variant needs the host to itself")
+        elif o.instance:
+            why = "--instance measures one running server, which cannot be doubled"
+        elif isinstance(self.target.twin_blocker(), str):
+            why = self.target.twin_blocker()
+        elif want == "simultaneous" and n > len(os.sched_getaffinity(0)):
+            why = f"{n} variants need {n} CPUs to run side by side; this host gives us " \
+                  f"{len(os.sched_getaffinity(0))}"
+        elif avail is not None and buffers * n + (2 << 30) > avail * 1024:
+            # every server's buffers at once (a pool's pages come out of MemAvailable too),
+            # and 2 GiB for the clients, page tables and the page cache
+            why = (f"{n} servers with {buffers >> 20} MiB of buffers each do not fit in "
+                   f"{avail >> 10} MiB of available memory")
+        if why is None:
+            return want, ("the variants are per-server settings" if o.design == "auto"
+                          else "asked for")
+        if o.design != "auto":
+            raise InputError(f"--design {o.design}: {why}; use --design restart")
+        return "restart", why
 
     # ---- the run
     def run(self) -> None:
@@ -242,7 +411,10 @@ class Validation:
         old_term = signal.signal(signal.SIGTERM, self._on_term)
         try:
             self._setup()
-            self._loop()
+            if self.design == "restart":
+                self._loop()
+            else:
+                self._loop_epochs()
         except (KeyboardInterrupt, Interrupted):
             self.interrupted = True
         finally:
@@ -276,10 +448,16 @@ class Validation:
         if len(o.variants) < 2:
             raise InputError("fewer than two variants can run on this server: " + "; ".join(
                 f"{v}: {why}" for v, why in skipped.items()))
+        if self.design != "restart":
+            self._make_servers()
         defrag = (self.sr.read(f"{THP}/defrag", quiet_missing=True) or "")
         defrag = (re.search(r"\[(\S+)\]", defrag) or re.search(r"(\S+)", defrag or "?"))
-        self.meta = {"skipped": skipped,
-                     "thp_defrag": defrag.group(1) if defrag else None,"shared_buffers": t.buffers, "buffers_setting": t.buffers_setting,
+        self.meta = {"skipped": skipped, "design": self.design,
+                     "design_reason": self.design_reason,
+                     "rounds": o.rounds if self.design != "restart" else None,
+                     "thp_defrag": defrag.group(1) if defrag else None,
+                     "shared_buffers": t.buffers, "buffers_setting": t.buffers_setting,
+                     "buffers_source": self.buffers_source,
                      "scale": o.scale, "db": o.db, "bench": o.bench, "target": t.label,
                      "workload": "tpcc" if o.bench == "tpcc" else o.workload,
                      "clients": o.clients, "run_s": o.run_s, "warm_s": o.warm_s,
@@ -289,6 +467,27 @@ class Validation:
                      "dtlb_counters": self.pmu,
                      "setup_s": round(time.time() - self.state.started, 1)}
         self.state.started = time.time()  # the budget covers the runs, not the data load
+
+    def _make_servers(self) -> None:
+        """One server per variant for the resident and simultaneous designs: the target for the
+        first, twins with the same data for the others. The recommended variant must not need
+        a host-wide THP change (it would reach every server): then the restart design runs."""
+        o, t = self.o, self.target
+        if "recommended" in o.variants:
+            host = [f"{a.label} = {new}" for a, new in self._variant_steps("recommended", t)
+                    if isinstance(a, SysfsChoice) and not a.same(a.get(), new)]
+            if host:
+                why = f"the recommended plan changes {', '.join(host)} host-wide"
+                if o.design != "auto":
+                    raise ValidateError(f"--design {o.design}: {why}; use --design restart")
+                self.design, self.design_reason = "restart", why
+                return
+        self.servers = {o.variants[0]: (t, self.bench)}
+        for i, v in enumerate(o.variants[1:], 2):
+            self._update(phase=f"copying the server for variant {v} ({i} of {len(o.variants)})")
+            tw = t.twin()
+            self.twins.append(tw)
+            self.servers[v] = (tw, tw.driver(o.bench, o.scale, load=False))
 
     def _loop(self) -> None:
         o = self.o
@@ -313,7 +512,10 @@ class Validation:
                 self.meta["stopped"] = "time budget used"
                 return
 
-    def _variant_steps(self, v: str) -> list[tuple[Action, object]]:
+    def _variant_steps(self, v: str, t: BenchTarget | None = None
+                       ) -> list[tuple[Action, object]]:
+        """What variant v changes, for server t (the target unless another is named)."""
+        t = t or self.target
         if v == "current":
             return []
         if v in ("thp-always", "thp-never"):
@@ -321,28 +523,35 @@ class Validation:
         if v == "thp-shmem":
             return [(SysfsChoice(f"{THP}/shmem_enabled"), "always")]
         if v == "hugepages-off":
-            return self.target.hugepages_off()
+            return t.hugepages_off()
         if v == "hugepages-1g":
-            return self._gig_steps()
+            return self._gig_steps(t)
         # recommended: the plan for this server, as `apply` would make it
         from hpadvise import apply as ap_mod
         from hpadvise.engines import Targets
         from hpadvise.plan import build, inspect
         report = inspect(self.sr, self.o.profile, Targets(), [self.o.db])
-        sel = ap_mod.select_instances(report, [self.o.db], self.target.instance_ref, None)
+        sel = ap_mod.select_instances(report, [self.o.db], t.instance_ref, None)
         report = build(report.host, sel, report.profile, report.engines)
         plan = ap_mod.prepare(report, report.engines, restart=False, persist=False)
-        return [(s.action, s.new) for s in plan.steps if s.phase in ("runtime", "engine")]
+        steps = [(s.action, s.new) for s in plan.steps if s.phase in ("runtime", "engine")]
+        if self.design == "restart":
+            return steps
+        # Servers side by side: the plan sizes the pool for this server alone, so what it adds
+        # to the host's pool comes on top of what the other servers hold now.
+        base = {a.label: old for a, old in self.baseline if isinstance(a, Pool)}
+        return [(a, a.get() + max(0, new - base.get(a.label, 0))) if isinstance(a, Pool)
+                else (a, new) for a, new in steps]
 
-    def _gig_steps(self) -> list[tuple[Action, object]]:
+    def _gig_steps(self, t: BenchTarget) -> list[tuple[Action, object]]:
         """The server on 1 GiB pages: the engine's setting, and a 1 GiB pool for its demand at
         that size (the plan's count), on top of what the pool holds."""
         from hpadvise.engines import Targets
         from hpadvise.plan import inspect
         from hpadvise import apply as ap_mod
-        steps = self.target.page_size_steps(GIB_KB)
+        steps = t.page_size_steps(GIB_KB)
         report = inspect(self.sr, self.o.profile, Targets(), [self.o.db])
-        [inst] = ap_mod.select_instances(report, [self.o.db], self.target.instance_ref, None)
+        [inst] = ap_mod.select_instances(report, [self.o.db], t.instance_ref, None)
         pool = Pool(GIB_KB)
         return [(pool, pool.get() + inst.demand.pages[GIB_KB])] + list(steps)
 
@@ -363,9 +572,12 @@ class Validation:
                 out["hugepages-1g"] = "this host has no 1 GiB pages"
         return {v: r for v, r in out.items() if v in self.o.variants}
 
-    def _apply(self, steps: list[tuple[Action, object]]) -> None:
-        j = jr.Journal.create(self.jdir, {"argv": ["validate"]})
-        self.active = j
+    def _apply(self, steps: list[tuple[Action, object]], t: BenchTarget | None = None) -> None:
+        """Switch into the variant being applied (self._current) on server t."""
+        t = t or self.target
+        # a directory per switch: journals are named by the second they start in
+        j = jr.Journal.create(tempfile.mkdtemp(dir=self.jdir), {"argv": ["validate"]})
+        self.active.append(j)
         knobs = self.meta.setdefault("variant_knobs", {}).setdefault(self._current, [])
         for action, new in steps:
             shown = new.get("value") if isinstance(new, dict) else new
@@ -377,33 +589,35 @@ class Validation:
             e = j.intent(action, old, new)
             action.set(new)
             ok, actual = action.verify(new)
-            if not ok and isinstance(action, Pool) and self.target.restart_starts:
+            if not ok and isinstance(action, Pool) and t.restart_starts:
                 # the scratch server's own 4 KiB shared memory may be what fragments RAM: stop
                 # it (the variant's restart starts it again) and ask once more
                 self._update(phase="stopping the server to free memory for the pool")
-                self.target.stop()
+                t.stop()
                 action.set(new)
                 ok, actual = action.verify(new)
             j.done(e, actual)
             if not ok and isinstance(action, Pool):
                 stopped = " even with the scratch server stopped" \
-                    if self.target.restart_starts else ""
+                    if t.restart_starts else ""
                 raise ValidateError(f"the kernel granted {actual} of {new} pages for "
                                     f"{action.label}{stopped}; free memory, lower "
                                     "--shared-buffers or reserve the pages at boot")
 
     def _unapply(self) -> None:
-        if self.active is not None:
-            jr.rollback(self.active)
-            self.active.mark_rolled_back([])
-            self.active = None
+        while self.active:
+            j = self.active[-1]
+            jr.rollback(j)
+            j.mark_rolled_back([])
+            self.active.pop()
 
     def _restart(self) -> None:
         self.restarted = True
         self.target.restart()
 
     def _one(self, block: int, v: str) -> Sample:
-        o, t = self.o, self.target
+        """The restart design's run: switch, restart, prewarm, measure, switch back."""
+        t = self.target
         self._update(phase="switching")
         self._current = v
         self._apply(self._variant_steps(v))
@@ -411,46 +625,145 @@ class Validation:
             self._restart()
             self._update(phase="prewarming")
             t.prewarm()
-            logprefix = None
-            if o.bench == "pgbench":  # per-transaction logs, in a directory the server user owns
-                logdir = tempfile.mkdtemp(prefix="hpadvise-pgbench-", dir=t.tmpdir)
-                shutil.chown(logdir, t.owner)
-                logprefix = f"{logdir}/pgbench_log"
-            started = time.time()
-            run, mem, thp, steal, dtlb = self._bench(o.warm_s, o.run_s, logprefix)
-            backing = t.backing()
+            [sample] = self._measure([(v, t, self.bench, None)], block, block)
         finally:
             self._unapply()
-        return Sample(block, v, run.tps, run.latency_avg_ms, run.p50_ms, run.p95_ms,
-                      run.p99_ms, mem.get("page_tables_kb"), mem.get("anon_huge_kb"),
-                      mem.get("shmem_huge_kb"), mem.get("hugetlb_kb"), backing, thp,
-                      run.progress, round(started, 1), steal, dtlb)
+        return sample
 
-    def _bench(self, warm_s: int, seconds: int, logprefix: str | None):
-        """One benchmark invocation: warm_s seconds of warm-up that the driver leaves out of
-        its figures, then the measured seconds. The -P/--report-interval lines feed the live
-        display; /proc/meminfo is sampled while the clients are connected (page tables exist
-        only while backends map the memory) and the thp_* counters around the measured part."""
-        proc = self.bench.start(self.o.workload, self.o.clients, seconds, logprefix, warm_s)
+    # ---- the resident and simultaneous designs
+    def _loop_epochs(self) -> None:
+        o = self.o
+        epoch = 0
+        epoch_times: list[float] = []
+        groups = _cpu_groups(len(o.variants))
+        while True:
+            t0 = time.time()
+            self._start_epoch(epoch)
+            try:
+                for r in range(o.rounds):
+                    blk = epoch * o.rounds + r
+                    if self.design == "simultaneous":
+                        # variant i on CPU group (i + r) mod n: each server meets every group
+                        jobs = [(v, *self.servers[v], groups[(i + r) % len(groups)])
+                                for i, v in enumerate(o.variants)]
+                        self._update(variant="all at once", block=blk + 1)
+                        got = self._measure(jobs, blk, epoch)
+                    else:
+                        order = list(o.variants) if blk % 2 == 0 else list(reversed(o.variants))
+                        got = []
+                        for v in order:
+                            self._update(variant=v, block=blk + 1)
+                            got += self._measure([(v, *self.servers[v], None)], blk, epoch)
+                    self.samples += got
+                    self._update(last_run=f"epoch {epoch + 1} round {r + 1}: " + ", ".join(
+                        f"{s.variant} {s.tps:,.0f} TPS" for s in got))
+            finally:
+                self._end_epoch()
+            epoch += 1
+            epoch_times.append(time.time() - t0)
+            if stats.should_stop(list(self.effects().values()), o.target_ci_pct, o.min_blocks):
+                self.meta["stopped"] = "target CI reached"
+                return
+            if o.duration_s - self.state.elapsed < max(epoch_times):
+                self.meta["stopped"] = "time budget used"
+                return
+
+    def _start_epoch(self, epoch: int) -> None:
+        """Every server switched into its variant, (re)started and prewarmed. Variants that
+        add pool pages start last, so a server on `huge_pages = try` with no pool of its own
+        cannot take pages meant for another."""
+        order = sorted(self.o.variants, key=lambda v: v in ("recommended", "hugepages-1g"))
+        for v in order:
+            t, _ = self.servers[v]
+            self._update(phase=f"epoch {epoch + 1}: starting {v}", variant=v)
+            self._current = v
+            self._apply(self._variant_steps(v, t), t)
+            self.restarted = True
+            t.restart()
+            self._update(phase=f"epoch {epoch + 1}: prewarming {v}")
+            t.prewarm()
+
+    def _end_epoch(self) -> None:
+        """Every variant's knobs back, the servers still running (as the restart design does
+        after each run): the plan of the next epoch is read off running servers, and a pool
+        shrunk under a server's feet keeps its pages as surplus until it restarts."""
+        self._unapply()
+
+    # ---- measuring
+    def _logprefix(self, t: BenchTarget) -> str | None:
+        if self.o.bench != "pgbench":
+            return None
+        # per-transaction logs, in a directory the server user owns
+        logdir = tempfile.mkdtemp(prefix="hpadvise-pgbench-", dir=t.tmpdir)
+        shutil.chown(logdir, t.owner)
+        return f"{logdir}/pgbench_log"
+
+    def _measure(self, jobs, block: int, epoch: int) -> list[Sample]:
+        """Run the benchmark on every (variant, server, driver, cpus) of `jobs` at once (one
+        job but in the simultaneous design), each server and its clients on its CPUs where
+        cpus is given. The clients are shared out among the servers, so the machine carries
+        the same load in every design."""
+        o = self.o
+        clients = max(1, o.clients // len(jobs))
+        for _, t, _, cpus in jobs:
+            if cpus is not None:
+                _pin_tree(t.pid(), cpus)
+        started = time.time()
+        try:
+            runs, mem, thp, steal, dtlb = self._bench(
+                [(drv, self._logprefix(t), cpus) for _, t, drv, cpus in jobs], clients)
+        finally:
+            for _, t, _, cpus in jobs:
+                if cpus is not None:
+                    _pin_tree(t.pid(), _ALL_CPUS)
+        return [Sample(block, v, run.tps, run.latency_avg_ms, run.p50_ms, run.p95_ms,
+                       run.p99_ms, mem.get("page_tables_kb"), mem.get("anon_huge_kb"),
+                       mem.get("shmem_huge_kb"), mem.get("hugetlb_kb"), t.backing(), thp,
+                       run.progress, round(started, 1), steal, dtlb, epoch,
+                       sorted(cpus) if cpus is not None else None)
+                for (v, t, _, cpus), run in zip(jobs, runs)]
+
+    def _bench(self, jobs, clients: int):
+        """One benchmark invocation per (driver, logprefix, cpus), all at once: warm_s seconds
+        of warm-up that the drivers leave out of their figures, then the measured seconds. The
+        -P/--report-interval lines feed the live display; /proc/meminfo is sampled while the
+        clients are connected (page tables exist only while backends map the memory) and the
+        thp_* counters, CPU steal and dTLB counters around the measured part (host-wide: with
+        servers side by side they cover all of them)."""
+        o = self.o
+        warm_s, seconds = o.warm_s, o.run_s
+        procs = []
+        try:
+            for drv, logprefix, cpus in jobs:
+                procs.append(_start_pinned(lambda: drv.start(
+                    o.workload, clients, seconds, logprefix, warm_s), cpus))
+        except BaseException:
+            _kill_all(procs)
+            raise
         t0 = time.time()
         self._update(phase="warm-up")
-        lines: list[str] = []
-        stream = self.bench.stream(proc)
+        lines: list[list[str]] = [[] for _ in procs]
+        live: list[float] = [0.0 for _ in procs]
+        streams = [drv.stream(p) for (drv, _, _), p in zip(jobs, procs)]
 
-        def follow():
-            for line in stream:
-                lines.append(line)
-                tps = self.bench.live_tps(line)
+        def follow(i: int) -> None:
+            drv = jobs[i][0]
+            for line in streams[i]:
+                lines[i].append(line)
+                tps = drv.live_tps(line)
                 if tps is not None:
-                    self._update(live_tps=tps)
-        t = threading.Thread(target=follow, daemon=True)
-        t.start()
+                    live[i] = tps
+                    self._update(live_tps=sum(live))
+        threads = [threading.Thread(target=follow, args=(i,), daemon=True)
+                   for i in range(len(procs))]
+        for th in threads:
+            th.start()
         mem: dict = {}
         before: dict | None = None
         cpu0 = None
         perf = None
         try:
-            while proc.poll() is None:
+            while any(p.poll() is None for p in procs):
                 now = time.time() - t0
                 if before is None and now >= warm_s:
                     before = _thp_counters(self.sr)
@@ -461,23 +774,21 @@ class Validation:
                     mem = _meminfo(self.sr)
                 time.sleep(0.1)
         except BaseException:
-            try:
-                os.killpg(proc.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-            proc.wait()
+            _kill_all(procs)
             raise
-        t.join(timeout=5)
-        if stream is proc.stderr:
-            proc.stderr = None  # already consumed by follow()
-        else:
-            proc.stdout = None
-        run = self.bench.finish(proc, logprefix, lines, warm_s)
+        runs = []
+        for i, ((drv, logprefix, _), p) in enumerate(zip(jobs, procs)):
+            threads[i].join(timeout=5)
+            if streams[i] is p.stderr:
+                p.stderr = None  # already consumed by follow()
+            else:
+                p.stdout = None
+            runs.append(drv.finish(p, logprefix, lines[i], warm_s))
         after = _thp_counters(self.sr)
         steal = _steal_pct(cpu0, read_cpu_times(self.sr))
         before = before or after
         thp = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
-        return run, mem or _meminfo(self.sr), thp, steal, self._perf_finish(perf)
+        return runs, mem or _meminfo(self.sr), thp, steal, self._perf_finish(perf)
 
     def _perf_start(self, seconds: int):
         """dTLB counters over the measured part, host-wide (`perf stat -a`: the server's
@@ -513,16 +824,20 @@ class Validation:
 
     # ---- results
     def effects(self) -> dict[tuple[str, str], stats.Effect]:
+        """B over A per pair, one paired unit per epoch (a start of every variant's server):
+        the geometric mean of the epoch's runs of each variant. Runs within one start of a
+        server share its memory layout, so they are not independent of each other; epochs
+        are (docs/design.md, "Validating")."""
         out = {}
         for a, b in pairs_for(self.o.variants):
-            blocks = sorted({s.block for s in self.samples})
+            epochs = sorted({_unit(s) for s in self.samples})
             ta, tb = [], []
-            for blk in blocks:
-                sa = [s.tps for s in self.samples if s.block == blk and s.variant == a]
-                sb = [s.tps for s in self.samples if s.block == blk and s.variant == b]
-                if sa and sb:
-                    ta.append(sa[0])
-                    tb.append(sb[0])
+            for ep in epochs:
+                sa = [s.tps for s in self.samples if _unit(s) == ep and s.variant == a]
+                sb = [s.tps for s in self.samples if _unit(s) == ep and s.variant == b]
+                if sa and sb and len(sa) == len(sb):
+                    ta.append(stats.geomean(sa))
+                    tb.append(stats.geomean(sb))
             out[(a, b)] = stats.paired_effect(ta, tb, self.o.band_pct)
         return out
 
@@ -540,19 +855,21 @@ class Validation:
                 self._restart()
             except Exception as exc:
                 errors.append(f"restarting {self.o.instance}: {exc}")
-        if t is not None:
-            t.stop()  # release its huge pages before the pools shrink
+        for server in [t, *self.twins]:
+            if server is not None:
+                server.stop()  # release its huge pages before the pools shrink
         for action, old in reversed(self.baseline):
             try:
                 if action.get() != old:
                     action.set(old)
             except Exception as exc:
                 errors.append(f"{action.label}: {exc}")
-        if t is not None:
-            try:
-                t.destroy()
-            except Exception as exc:
-                errors.append(f"removing the scratch data: {exc}")
+        for server in [*self.twins, t]:
+            if server is not None:
+                try:
+                    server.destroy()
+                except Exception as exc:
+                    errors.append(f"removing the scratch data: {exc}")
         if self.jdir:
             shutil.rmtree(self.jdir, ignore_errors=True)
         self.meta["restore_errors"] = errors
@@ -569,6 +886,10 @@ class Validation:
             "variants": {v: _summary([s for s in self.samples if s.variant == v])
                          for v in self.o.variants},
         }
+
+
+def _unit(s: Sample) -> int:
+    return s.epoch if s.epoch is not None else s.block
 
 
 def _summary(samples: list[Sample]) -> dict:

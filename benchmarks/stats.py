@@ -75,6 +75,11 @@ def paired_effect(a: list[float], b: list[float], band_pct: float = 1.0) -> Effe
     return Effect(n, pct, lo, hi, verdict(pct, lo, hi, band_pct))
 
 
+def geomean(values: list[float]) -> float:
+    """Geometric mean: the mean on the ln scale the effects are computed on."""
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
 def should_stop(effects: list[Effect], target_pct: float, min_blocks: int = 3) -> bool:
     """Every comparison has reached the target half-width (and enough blocks to trust it)."""
     return bool(effects) and all(e.n >= min_blocks and e.half_width_pct <= target_pct

@@ -70,9 +70,20 @@ class BenchTarget:
         """Read every table and index into the buffers, so that runs start alike."""
         raise NotImplementedError
 
-    def driver(self, bench: str, scale: int):
+    def driver(self, bench: str, scale: int, load: bool = True):
         """The benchmark driver (hpadvise.benchmarks.pgbench.Pgbench or sysbench.Sysbench) for
-        this server's benchmark database, after loading its data."""
+        this server's benchmark database, after loading its data (unless load is False: a
+        twin has it already)."""
+        raise NotImplementedError
+
+    def twin_blocker(self) -> str | None:
+        """Why this server cannot be doubled for the resident and simultaneous designs, or
+        None when twin() can."""
+        return "this engine's benchmark server cannot be copied yet"
+
+    def twin(self) -> "BenchTarget":
+        """Another server with this one's data, settings and owner, on its own port and
+        directory, running; this one is running again too. destroy() removes it."""
         raise NotImplementedError
 
     def backing(self) -> str | None:

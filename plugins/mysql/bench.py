@@ -199,11 +199,12 @@ class MariaTarget(BenchTarget):
         with ThreadPoolExecutor(max(1, os.cpu_count() or 1)) as ex:
             list(ex.map(lambda q: m.sql(q, db), scans))
 
-    def driver(self, bench: str, scale: int):
+    def driver(self, bench: str, scale: int, load: bool = True):
         from hpadvise.benchmarks.sysbench import Sysbench
         d = Sysbench({"driver": "mysql", "socket": self.m.socket, "user": "root",
                       "db": self.dbname}, scale=scale)
-        d.prepare()
+        if load:
+            d.prepare()
         return d
 
     def backing(self) -> str | None:

@@ -55,6 +55,23 @@ class ScratchCluster:
         self.configure({"port": str(self.port), "unix_socket_directories": f"'{self.tmp}'",
                         "listen_addresses": "''", **(settings or {})})
 
+    @classmethod
+    def copy_of(cls, other: "ScratchCluster") -> "ScratchCluster":
+        """A stopped cluster's data directory copied (owner and modes kept) into a new temp
+        directory, listening on its own port and socket."""
+        c = cls.__new__(cls)
+        c.bindir, c.user, c.config_file, c.major = other.bindir, other.user, None, None
+        c.pw, c.tmp = owned_tmpdir(other.user, "hpadvise-pg-", os.path.dirname(other.tmp),
+                                   "PostgreSQL")
+        c.datadir, c.log, c.port = f"{c.tmp}/data", f"{c.tmp}/log", free_port()
+        try:
+            check_run(["cp", "-a", other.datadir, c.datadir])
+        except BaseException:
+            shutil.rmtree(c.tmp, ignore_errors=True)
+            raise
+        c.configure({"port": str(c.port), "unix_socket_directories": f"'{c.tmp}'"})
+        return c
+
     @property
     def run_as(self) -> dict:
         return run_as(self.pw)
@@ -265,18 +282,39 @@ class PgTarget(BenchTarget):
                 [(int(oid), int(n)) for oid, n in rels], workers)))
         c.psql("CHECKPOINT")
 
-    def driver(self, bench: str, scale: int):
+    def driver(self, bench: str, scale: int, load: bool = True):
         c = self.c
         if bench == "pgbench":
             from hpadvise.benchmarks.pgbench import Pgbench
             d = Pgbench(f"{self.bindir}/pgbench", c.tmp, c.port, c.user, self.dbname, c.run_as)
-            d.init(scale)
+            if load:
+                d.init(scale)
             return d
         from hpadvise.benchmarks.sysbench import Sysbench
         d = Sysbench({"driver": "pgsql", "host": c.tmp, "port": c.port, "user": c.user,
                       "db": self.dbname}, scale=scale)
-        d.prepare()
+        if load:
+            d.prepare()
         return d
+
+    def twin_blocker(self) -> str | None:
+        if self.running is not None:
+            return "--instance measures one running server, which cannot be doubled"
+        return None
+
+    def twin(self) -> "PgTarget":
+        """A copy of the scratch cluster's data directory (taken stopped, so it is
+        consistent), with its own port and socket directory."""
+        self.c.stop()
+        try:
+            c2 = ScratchCluster.copy_of(self.c)
+        finally:
+            self.c.start()
+        t = PgTarget(self.o)
+        t.c, t.dbname, t.label = c2, self.dbname, "scratch cluster (twin)"
+        t.instance_ref, t.owner, t.tmpdir = c2.datadir, c2.user, c2.tmp
+        c2.start()
+        return t
 
     def backing(self) -> str | None:
         pid = self.c.pid

@@ -42,7 +42,8 @@ def test_short_validate_every_variant(knobs, tmp_path):
     by = {v: s for v, s in res["variants"].items()}
     assert by["recommended"]["backing"] == "hugetlb"
     assert by["current"]["backing"] == "4k" and by["hugepages-off"]["backing"] == "4k"
-    assert by["thp-always"]["shmem_huge_kb"] > 0
+    # THP `enabled` does not reach shared memory: the buffers stay on 4 KiB pages
+    assert by["thp-always"]["backing"] == "4k" and by["thp-never"]["backing"] == "4k"
     assert res["meta"]["warm_s"] == 2 and res["meta"]["run_s"] == 2
     from hpadvise.probe import pmu_state
     pmu = pmu_state()
@@ -186,20 +187,55 @@ def test_bad_input_changes_nothing(knobs, args, msg):
     assert host_state() == before and scratch_dirs() == dirs
 
 
-def test_every_run_is_on_its_variants_pages(knobs, tmp_path):
+@pytest.mark.parametrize("design", ["restart", "resident", "simultaneous"])
+def test_every_run_is_on_its_variants_pages(knobs, tmp_path, design):
     """Over several blocks in both orders, current stays on 4 KiB pages and recommended on huge
-    pages: a variant's pool must not leak into the next run (surplus pages, ABBA order)."""
-    before = host_state()
+    pages: a variant's pool must not leak into the next run (surplus pages, ABBA order), nor
+    into the other server when both are resident."""
+    before, dirs = host_state(), scratch_dirs()
     r = run_cli("validate", "--duration", "50s", "--shared-buffers", "128MB", "--clients", "2",
-                "--run-seconds", "2", "--variants", "current,recommended", "--json",
+                "--run-seconds", "2", "--warmup-seconds", "1", "--variants",
+                "current,recommended", "--design", design, "--json",
                 "--output", str(tmp_path / "r.json"), timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     res = json.loads((tmp_path / "r.json").read_text())
-    assert len({s["block"] for s in res["samples"]}) >= 2
-    for s in res["samples"]:
+    m, samples = res["meta"], res["samples"]
+    assert m["design"] == design and f"design: {design}" in r.stdout
+    assert len({s["block"] for s in samples}) >= 2
+    for s in samples:
         want = "hugetlb" if s["variant"] == "recommended" else "4k"
         assert s["backing"] == want, (s["block"], s["variant"], s["backing"])
-    assert host_state() == before
+    epochs = sorted({s["epoch"] for s in samples})
+    assert res["effects"][0]["n"] == len(epochs) >= 2
+    if design == "restart":
+        assert all(s["epoch"] == s["block"] and s["cpus"] is None for s in samples)
+    else:  # every epoch holds whole rounds: each variant once per round
+        rounds = m["rounds"]
+        assert rounds == 2 and len(samples) == 2 * rounds * len(epochs)
+    if design == "simultaneous":
+        # both servers measured at once, on disjoint CPUs, and each on every CPU within an epoch
+        for blk in {s["block"] for s in samples}:
+            pair = [s for s in samples if s["block"] == blk]
+            assert len(pair) == 2 and not set(pair[0]["cpus"]) & set(pair[1]["cpus"])
+            assert abs(pair[0]["started"] - pair[1]["started"]) < 1
+        for ep in epochs:
+            for v in ("current", "recommended"):
+                cpus = {tuple(s["cpus"]) for s in samples if s["epoch"] == ep
+                        and s["variant"] == v}
+                assert len(cpus) == 2, (ep, v, cpus)
+    assert host_state() == before and scratch_dirs() == dirs
+
+
+def test_side_by_side_designs_refuse_what_they_cannot_measure(knobs):
+    """THP variants are host-wide, a running instance cannot be doubled: an explicit resident
+    or simultaneous design says so, auto falls back to restarting and says why."""
+    before, dirs = host_state(), scratch_dirs()
+    r = run_cli("validate", "--variants", "current,thp-always", "--design", "resident")
+    assert r.returncode == 2 and "host-wide THP" in r.stderr and "--design restart" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    r = run_cli("validate", "--design", "fastest")
+    assert r.returncode == 2 and "unknown design 'fastest'" in r.stderr
+    assert host_state() == before and scratch_dirs() == dirs
 
 
 def test_existing_instance_in_a_scratch_database(pg_factory, knobs, tmp_path):
@@ -277,3 +313,21 @@ def test_thp_variants_are_skipped_for_a_server_that_turned_thp_off(knobs):
     lines = [ln for ln in r.stderr.splitlines() if ln.startswith("hpadvise: error")]
     assert lines and "turned THP off for itself" in lines[0], r.stderr[-1000:]
     assert host_state() == before
+
+
+def test_scratch_size_follows_the_running_instance(pg_factory, knobs, tmp_path):
+    """Without --shared-buffers the scratch server gets the buffers of the largest running
+    instance of the engine (here a throwaway one larger than the system's), and says so."""
+    c = pg_factory({"shared_buffers": "384MB", "huge_pages": "off"})
+    c.start()
+    before = host_state(c)
+    r = run_cli("validate", "--duration", "20s", "--clients", "2", "--run-seconds", "2",
+                "--warmup-seconds", "1", "--scale", "2", "--variants", "current,hugepages-off",
+                "--json", "--output", str(tmp_path / "r.json"), timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    m = json.loads((tmp_path / "r.json").read_text())["meta"]
+    assert m["shared_buffers"] == "384MB"
+    assert m["buffers_source"] == f"follows shared_buffers of postgres:{c.port}"
+    said = " ".join(r.stdout.split())  # the table output wraps at 120 columns
+    assert f"384MB (follows shared_buffers of postgres:{c.port})" in said
+    assert host_state(c) == before

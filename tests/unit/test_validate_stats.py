@@ -2,6 +2,7 @@
 output."""
 
 import math
+import os
 from pathlib import Path
 
 import pytest
@@ -182,3 +183,43 @@ def test_steal_share_from_two_proc_stat_readings(tmp_path):
     assert runner._steal_pct(b, b) is None  # no time passed: no share
     stat.write_text("intr 1 2 3\n")
     assert read_cpu_times(sr) is None
+
+
+def _sample(block, variant, tps, epoch):
+    return runner.Sample(block, variant, tps, None, 1, 2, 3, None, None, None, None, "4k", {},
+                         epoch=epoch)
+
+
+def test_epochs_are_the_unit_runs_inside_one_are_averaged_geometrically():
+    """Two rounds in each of three epochs: the effect pairs epoch geometric means, so n is
+    the number of epochs (server starts), not of runs."""
+    v = runner.Validation(runner.Options(variants=["current", "recommended"], duration_s=60,
+                                         db="postgres"))
+    tps = {0: [(100, 110), (100, 121)], 1: [(90, 99), (110, 121)], 2: [(100, 105), (100, 115)]}
+    for ep, rounds in tps.items():
+        for r, (a, b) in enumerate(rounds):
+            v.samples += [_sample(ep * 2 + r, "current", a, ep),
+                          _sample(ep * 2 + r, "recommended", b, ep)]
+    [e] = v.effects().values()
+    assert e.n == 3
+    per_epoch = [math.log(stats.geomean([b for _, b in rs]) / stats.geomean([a for a, _ in rs]))
+                 for rs in tps.values()]
+    assert e.pct == pytest.approx((math.exp(sum(per_epoch) / 3) - 1) * 100)
+    from hpadvise.benchmarks import report
+    result = {"samples": [vars(s) for s in v.samples],
+              "effects": [{"a": "current", "b": "recommended"}]}
+    [(a, b, ratios)] = report.block_ratios(result)
+    assert [u for u, _ in ratios] == [0, 1, 2]
+    assert [r for _, r in ratios] == pytest.approx([math.exp(x) for x in per_epoch])
+
+
+def test_cpu_groups_are_disjoint_and_equal():
+    groups = runner._cpu_groups(2)
+    assert len(groups) == 2 and len(groups[0]) == len(groups[1]) >= 1
+    assert not set(groups[0]) & set(groups[1])
+    assert set().union(*groups) <= set(os.sched_getaffinity(0))
+
+
+def test_geomean():
+    assert stats.geomean([1, 100]) == pytest.approx(10)
+    assert stats.geomean([5]) == pytest.approx(5)

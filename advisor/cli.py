@@ -87,6 +87,24 @@ def _emit(text: str, output: str | None) -> None:
 JsonOpt = Annotated[bool, typer.Option("--json", help="Short for --format json.")]
 
 
+def _format_opt(kind: type[Enum], help: str):
+    """`--format` of a command that reports, with its formats and what they give."""
+    return Annotated[kind, typer.Option("--format", case_sensitive=False, help=help)]
+
+
+TableOrJson = _format_opt(Format2, "table or json.")
+CheckFormat = _format_opt(Format, "table, json (the versioned report: docs/json-schema.md) or "
+                          "prometheus (node_exporter textfile format).")
+ApplyFormat = _format_opt(Format2, "table, or json: each change with target, before, after "
+                          "and status.")
+ValidateFormat = _format_opt(Format2, "table, or json: the result with every sample (progress "
+                             "and tables then go to stderr unless --output is given).")
+CheckOutput = Annotated[Optional[str], typer.Option(
+    help="Write the report to FILE (replaced atomically) instead of printing it.")]
+ValidateOutput = Annotated[Optional[str], typer.Option(
+    help="Write the JSON result to FILE (replaced atomically).")]
+
+
 class FailOn(str, Enum):
     none = "none"
     warn = "warn"
@@ -95,13 +113,9 @@ class FailOn(str, Enum):
 
 @app.command()
 def check(
-    fmt: Annotated[Format, typer.Option(
-        "--format", case_sensitive=False,
-        help="table, json (the versioned report: docs/json-schema.md) or prometheus "
-             "(node_exporter textfile format).")] = Format.table,
+    fmt: CheckFormat = Format.table,
     json_out: JsonOpt = False,
-    output: Annotated[Optional[str], typer.Option(
-        help="Write the report to FILE (replaced atomically) instead of printing it.")] = None,
+    output: CheckOutput = None,
     fail_on: Annotated[FailOn, typer.Option(help="Exit 1 when a finding is this severe or worse "
                                             "(for audit pipelines).", case_sensitive=False)]
     = FailOn.none,
@@ -221,10 +235,7 @@ def apply(
                                           "takes its huge pages, then verify.")] = False,
     no_persist: Annotated[bool, typer.Option("--no-persist", help="Runtime changes only.")]
     = False,
-    fmt: Annotated[Format2, typer.Option(
-        "--format", case_sensitive=False,
-        help="table, or json: each change with target, before, after and status.")]
-    = Format2.table,
+    fmt: ApplyFormat = Format2.table,
     json_out: JsonOpt = False,
     print_script: Annotated[bool, typer.Option(
         "--print-script", help="Print a shell script with the same changes and stop "
@@ -400,8 +411,7 @@ def rollback(
 @app.command()
 def history(
     journal_dir: Annotated[Optional[str], typer.Option(help="Journal directory.")] = None,
-    fmt: Annotated[Format2, typer.Option("--format", case_sensitive=False,
-                                        help="table or json.")] = Format2.table,
+    fmt: TableOrJson = Format2.table,
     json_out: JsonOpt = False,
 ):
     """List applies and whether they were rolled back.
@@ -476,13 +486,9 @@ def validate(
     scratch: Annotated[bool, typer.Option(
         "--scratch", help="Use a scratch cluster (the default).")] = False,
     report: Annotated[Optional[str], typer.Option(help="Write an HTML report here.")] = None,
-    fmt: Annotated[Format2, typer.Option(
-        "--format", case_sensitive=False,
-        help="table, or json: the result with every sample (progress and tables then go to "
-             "stderr unless --output is given).")] = Format2.table,
+    fmt: ValidateFormat = Format2.table,
     json_out: JsonOpt = False,
-    output: Annotated[Optional[str], typer.Option(
-        help="Write the JSON result to FILE (replaced atomically).")] = None,
+    output: ValidateOutput = None,
 ):
     """Prove the plan: pgbench or TPC-C A/B runs on a scratch server, with and without huge
     pages and THP, blocked and interleaved, with a paired 95% CI and a verdict. Restores every
@@ -603,8 +609,7 @@ def size_cmd(
         "--version", help="The engine version to ask (PostgreSQL: another installed major).")]
     = None,
     profile: Annotated[str, typer.Option(help="Profile name or .toml path.")] = "oltp",
-    fmt: Annotated[Format2, typer.Option("--format", case_sensitive=False,
-                                         help="table or json.")] = Format2.table,
+    fmt: TableOrJson = Format2.table,
     json_out: JsonOpt = False,
 ):
     """Size a configuration that is not deployed yet, and judge the host for it: fits / fits
@@ -670,8 +675,7 @@ def size_cmd(
 def report_cmd(
     paths: Annotated[list[str], typer.Argument(
         metavar="PATH...", help="`check --json` outputs, snapshots, or directories of them.")],
-    fmt: Annotated[Format2, typer.Option("--format", case_sensitive=False,
-                                         help="table or json.")] = Format2.table,
+    fmt: TableOrJson = Format2.table,
     json_out: JsonOpt = False,
     html: Annotated[Optional[str], typer.Option(help="Also write an HTML page here.")] = None,
 ):
@@ -708,8 +712,7 @@ def probe_cmd(
              "capped by available memory].")] = None,
     accesses: Annotated[int, typer.Option(help="Random 8-byte reads per run.")] = 20_000_000,
     runs: Annotated[int, typer.Option(help="Runs per variant (the best counts).")] = 3,
-    fmt: Annotated[Format2, typer.Option("--format", case_sensitive=False,
-                                         help="table or json.")] = Format2.table,
+    fmt: TableOrJson = Format2.table,
     json_out: JsonOpt = False,
 ):
     """Measure what a TLB miss costs here: random reads over one working set on 4 KiB pages,
@@ -820,8 +823,7 @@ def k8s(
 
 @app.command("engines")
 def list_engines(
-    fmt: Annotated[Format2, typer.Option("--format", case_sensitive=False,
-                                        help="table or json.")] = Format2.table,
+    fmt: TableOrJson = Format2.table,
     json_out: JsonOpt = False,
 ):
     """List the installed engines, built-in and third-party, and what each supports: check

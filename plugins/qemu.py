@@ -11,6 +11,7 @@ smaps (hugetlb mappings of the guest RAM size).
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from hpadvise.engines import Demand, Engine, Finding, Instance, Targets
 from hpadvise.host import HostFacts
@@ -27,6 +28,14 @@ CODES = Codes(
          "hugetlbfs", "QEMU docs, memory-backend-file reserve= and prealloc=; "
          "Documentation/admin-guide/mm/hugetlbpage.rst (MAP_NORESERVE)"),
 )
+
+
+@dataclass(frozen=True)
+class Guest:
+    """What the QEMU engine keeps of a guest for its findings (Instance.state)."""
+    mapped_hugetlb_kb: int  # guest RAM mapped on hugetlbfs, faulted or not (smaps Size)
+
+
 _UNIT = {"b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}  # -m: MiB default
 
 
@@ -97,7 +106,7 @@ class QemuEngine(Engine):
                 # what its hugetlb mappings hold now (faulted); the rest is mapped only
                 hugetlb_kb = sum(m.shared_hugetlb_kb + m.private_hugetlb_kb for m in maps
                                  if m.hugetlb)
-                inst.state = b.hugetlb_kb  # mapped on hugetlbfs
+                inst.state = Guest(b.hugetlb_kb)
             if mems:
                 sizes = sorted(set(host.page_sizes_kb) | {host.default_hugepage_kb or 2048})
                 pages = {kb: sum(pages_for(m, kb * 1024) for m in mems) for kb in sizes}
@@ -113,7 +122,8 @@ class QemuEngine(Engine):
     def findings(self, inst: Instance, host: HostFacts, profile: Profile) -> list[Finding]:
         if inst.backing == "hugetlb":
             page = inst.backing_page_kb
-            mapped = pages_for((inst.state or 0) * 1024, page * 1024)
+            mapped_kb = inst.state.mapped_hugetlb_kb if isinstance(inst.state, Guest) else 0
+            mapped = pages_for(mapped_kb * 1024, page * 1024)
             held = inst.demand.held_pages if inst.demand else 0
             pool = next((p for p in host.pools if p.size_kb == page), None)
             free = pool.free_pages if pool and pool.free_pages is not None else 0

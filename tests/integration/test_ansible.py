@@ -148,3 +148,5 @@ def test_module_documentation_parses(module, tmp_path):
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)[f"hpadvise.hugepages.{module}"]["doc"]
     assert "executable" in doc["options"]  # from the fragment
+    if module != "rollback":  # the plan's profile, from the named fragment
+        assert doc["options"]["profile"]["default"] == "oltp"

@@ -1,4 +1,5 @@
-# The options every hpadvise module shares.
+# The options hpadvise's modules share: DOCUMENTATION for every module, PROFILE for those that
+# build a plan (used as hpadvise.hugepages.hpadvise.profile).
 
 
 class ModuleDocFragment:
@@ -8,4 +9,12 @@ options:
     description: Path of the hpadvise command on the managed host.
     type: str
     default: hpadvise
+"""
+
+    PROFILE = r"""
+options:
+  profile:
+    description: Profile name or .toml path on the managed host.
+    type: str
+    default: oltp
 """

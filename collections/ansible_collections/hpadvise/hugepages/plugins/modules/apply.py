@@ -11,7 +11,7 @@ description:
     second run on a host that already matches the plan reports C(changed=false).
   - With C(--diff), every knob and file shows its before and after.
   - Every apply is journaled on the host; M(hpadvise.hugepages.rollback) undoes it.
-extends_documentation_fragment: [hpadvise.hugepages.hpadvise]
+extends_documentation_fragment: [hpadvise.hugepages.hpadvise, hpadvise.hugepages.hpadvise.profile]
 options:
   db:
     description: Engines to apply for (postgres, mysql, jvm, ..., or all).
@@ -22,10 +22,6 @@ options:
     description: Instances to apply for (ID, data directory or port).
     type: list
     elements: str
-  profile:
-    description: Profile name or .toml path on the managed host.
-    type: str
-    default: oltp
   restart:
     description: Restart the instances so that they take their huge pages now.
     type: bool

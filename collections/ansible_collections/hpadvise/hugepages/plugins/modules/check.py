@@ -9,16 +9,12 @@ description:
     C(hpadvise), in the schema hpadvise documents in docs/json-schema.md. It never changes the
     host, so it is safe in check mode and always reports C(changed=false).
   - Fails when the report's worst finding reaches O(fail_on).
-extends_documentation_fragment: [hpadvise.hugepages.hpadvise]
+extends_documentation_fragment: [hpadvise.hugepages.hpadvise, hpadvise.hugepages.hpadvise.profile]
 options:
   db:
     description: Only these engines (postgres, mysql, jvm, ...); default every installed one.
     type: list
     elements: str
-  profile:
-    description: Profile name or .toml path on the managed host.
-    type: str
-    default: oltp
   fail_on:
     description: Fail when a finding is this severe or worse.
     type: str

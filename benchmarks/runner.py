@@ -37,7 +37,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Callable
 
 from hpadvise import journal as jr
-from hpadvise.actions import Action, Pool, SysfsChoice
+from hpadvise.actions import Action, Compact, Pool, SysfsChoice
 from hpadvise.errors import InputError
 from hpadvise.host import read_cpu_times, read_meminfo, read_vmstat
 from hpadvise.probe import dtlb_events, parse_perf_csv, pmu_state
@@ -258,6 +258,7 @@ class Validation:
         self.design, self.design_reason = "restart", ""
         self.servers: dict[str, tuple[BenchTarget, object]] = {}  # variant -> (server, driver)
         self.twins: list[BenchTarget] = []  # servers made besides the target (removed at end)
+        self.reserved: jr.Journal | None = None  # pools held for a side-by-side run
         self.baseline: list[tuple[Action, object]] = []
         self.sr = SysRoot("/")
         self.meta: dict = {}
@@ -482,12 +483,39 @@ class Validation:
                     raise ValidateError(f"--design {o.design}: {why}; use --design restart")
                 self.design, self.design_reason = "restart", why
                 return
+        self._reserve_pools()
         self.servers = {o.variants[0]: (t, self.bench)}
         for i, v in enumerate(o.variants[1:], 2):
             self._update(phase=f"copying the server for variant {v} ({i} of {len(o.variants)})")
             tw = t.twin()
             self.twins.append(tw)
             self.servers[v] = (tw, tw.driver(o.bench, o.scale, load=False))
+
+    def _reserve_pools(self) -> None:
+        """Side by side, the pools for every huge page variant are reserved once, before the
+        copies of the data fill the page cache, and held until validate ends: at 8 GB the
+        kernel granted only 4140-4152 of 4242 pages once two copies had been made, even with
+        every server stopped. Each variant's pool need is what its plan adds to the pool as
+        it is now (for this server alone); needs of the same page size add up."""
+        need: dict[str, tuple[Pool, int]] = {}
+        for v in self.o.variants:
+            for a, new in self._variant_steps(v, self.target):
+                if isinstance(a, Pool):
+                    have = need.get(a.label, (a, a.get()))[1]
+                    need[a.label] = (a, have + max(0, new - a.get()))
+        if not need:
+            return
+        self._update(phase="reserving the huge page pools for the whole run")
+        self._current = "pools held for the whole run"
+        self._apply([(Compact(), True)] + list(need.values()), self.target)
+        self.reserved = self.active.pop()  # rolled back by restore(), not at each epoch
+
+    def _epoch_steps(self, v: str, t: BenchTarget) -> list[tuple[Action, object]]:
+        """A variant's switches for one server side by side: its own settings only. Pools
+        are held for the whole run (_reserve_pools) and THP knobs are left alone (a
+        recommended plan that changes them runs the restart design)."""
+        return [(a, new) for a, new in self._variant_steps(v, t)
+                if not isinstance(a, (Pool, Compact, SysfsChoice))]
 
     def _loop(self) -> None:
         o = self.o
@@ -534,14 +562,7 @@ class Validation:
         sel = ap_mod.select_instances(report, [self.o.db], t.instance_ref, None)
         report = build(report.host, sel, report.profile, report.engines)
         plan = ap_mod.prepare(report, report.engines, restart=False, persist=False)
-        steps = [(s.action, s.new) for s in plan.steps if s.phase in ("runtime", "engine")]
-        if self.design == "restart":
-            return steps
-        # Servers side by side: the plan sizes the pool for this server alone, so what it adds
-        # to the host's pool comes on top of what the other servers hold now.
-        base = {a.label: old for a, old in self.baseline if isinstance(a, Pool)}
-        return [(a, a.get() + max(0, new - base.get(a.label, 0))) if isinstance(a, Pool)
-                else (a, new) for a, new in steps]
+        return [(s.action, s.new) for s in plan.steps if s.phase in ("runtime", "engine")]
 
     def _gig_steps(self, t: BenchTarget) -> list[tuple[Action, object]]:
         """The server on 1 GiB pages: the engine's setting, and a 1 GiB pool for its demand at
@@ -670,12 +691,10 @@ class Validation:
 
     def _start_epoch(self, epoch: int) -> None:
         """Every server switched into its variant, (re)started and prewarmed. The switches are
-        read off the running servers (the plan needs them running), then every server stops
-        before any knob changes: a pool grows in memory that no server's 4 KiB buffers
-        fragment (at 8 GB the kernel granted 4152 of 4242 pages with the other copy running).
-        Variants that take huge pages start first, so a server on `huge_pages = try` finds
-        no free pages meant for another and stays on 4 KiB pages."""
-        steps = {v: self._variant_steps(v, self.servers[v][0]) for v in self.o.variants}
+        read off the running servers (the plan needs them running); then every server stops
+        and the variants that take huge pages start first, so that a server on
+        `huge_pages = try` finds no free pages of the held pools and stays on 4 KiB pages."""
+        steps = {v: self._epoch_steps(v, self.servers[v][0]) for v in self.o.variants}
         for t, _ in self.servers.values():
             t.stop()
         for v in self.o.variants:
@@ -866,6 +885,12 @@ class Validation:
         for server in [t, *self.twins]:
             if server is not None:
                 server.stop()  # release its huge pages before the pools shrink
+        if self.reserved is not None:
+            try:
+                jr.rollback(self.reserved)
+                self.reserved.mark_rolled_back([])
+            except Exception as exc:
+                errors.append(str(exc))
         for action, old in reversed(self.baseline):
             try:
                 if action.get() != old:

@@ -310,10 +310,14 @@ class PgTarget(BenchTarget):
             c2 = ScratchCluster.copy_of(self.c)
         finally:
             self.c.start()
+        try:
+            c2.start()
+        except BaseException:
+            c2.destroy()  # not yet the runner's to remove
+            raise
         t = PgTarget(self.o)
         t.c, t.dbname, t.label = c2, self.dbname, "scratch cluster (twin)"
         t.instance_ref, t.owner, t.tmpdir = c2.datadir, c2.user, c2.tmp
-        c2.start()
         return t
 
     def backing(self) -> str | None:

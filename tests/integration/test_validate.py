@@ -277,6 +277,11 @@ def test_thp_variants_as_dbas_mean_them_and_1g_pages(knobs, tmp_path):
                 "--run-seconds", "2", "--warmup-seconds", "1",
                 "--variants", "current,thp-always,thp-shmem,hugepages-1g",
                 "--json", "--output", str(tmp_path / "r.json"), timeout=600)
+    if r.returncode == 1 and "of 1 pages for pool 1 GiB" in r.stderr:
+        # memory too fragmented for a runtime 1 GiB page (after large runs on this host):
+        # validate said so in one line and restored everything; the rest cannot be checked
+        assert host_state() == before and scratch_dirs() == dirs
+        pytest.skip("the kernel could not grant a 1 GiB page at runtime: " + r.stderr.strip())
     assert r.returncode == 0, r.stderr[-2000:]
     res = json.loads((tmp_path / "r.json").read_text())
     knobs_of = res["meta"]["variant_knobs"]

@@ -41,6 +41,7 @@ from hpadvise.actions import Action, Compact, Pool, SysfsChoice
 from hpadvise.errors import InputError
 from hpadvise.host import read_cpu_times, read_meminfo, read_vmstat
 from hpadvise.probe import dtlb_events, parse_perf_csv, pmu_state
+from hpadvise.procs import ProcTable
 from hpadvise.sysroot import SysRoot
 
 from . import stats
@@ -195,31 +196,24 @@ def _cpu_groups(n: int) -> list[list[int]]:
     return [_ALL_CPUS[i * each:(i + 1) * each] for i in range(n)]
 
 
-def _pin_tree(pid: int | None, cpus) -> None:
-    """Pin a server: every thread of its main process and of its children (sched_setaffinity(2)
-    is per thread; processes forked later, like PostgreSQL's backends, inherit the mask)."""
-    if not pid:
-        return
-    pids = [pid]
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                with open(f"/proc/{d}/stat") as f:
-                    # the fields after the command's closing parenthesis: state, ppid, ...
-                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
-                        pids.append(int(d))
-            except (OSError, ValueError, IndexError):
-                continue
-    for p in pids:
-        try:
-            tids = os.listdir(f"/proc/{p}/task")
-        except OSError:
+def _pin_trees(sr: SysRoot, pins: list[tuple[int | None, object]]) -> None:
+    """Pin servers, (pid, cpus) each: every thread of its main process and of its children
+    (sched_setaffinity(2) is per thread; processes forked later, like PostgreSQL's backends,
+    inherit the mask). One read of the process table serves every server."""
+    table = ProcTable(sr)
+    for pid, cpus in pins:
+        if not pid:
             continue
-        for tid in tids:
+        for p in [pid] + [c.pid for c in table.children(pid)]:
             try:
-                os.sched_setaffinity(int(tid), cpus)
-            except OSError:  # a thread that just ended
-                pass
+                tids = os.listdir(f"/proc/{p}/task")
+            except OSError:
+                continue
+            for tid in tids:
+                try:
+                    os.sched_setaffinity(int(tid), cpus)
+                except OSError:  # a thread that just ended
+                    pass
 
 
 def _start_pinned(start: Callable[[], subprocess.Popen], cpus) -> subprocess.Popen:
@@ -258,7 +252,8 @@ class Validation:
         self.design, self.design_reason = "restart", ""
         self.servers: dict[str, tuple[BenchTarget, object]] = {}  # variant -> (server, driver)
         self.twins: list[BenchTarget] = []  # servers made besides the target (removed at end)
-        self.reserved: jr.Journal | None = None  # pools held for a side-by-side run
+        self.reserved: list[jr.Journal] = []  # pools held for a side-by-side run
+        self.skipped: dict[str, str] = {}  # variants that cannot run here, and why
         self.baseline: list[tuple[Action, object]] = []
         self.sr = SysRoot("/")
         self.meta: dict = {}
@@ -389,8 +384,8 @@ class Validation:
                    "host-wide THP knobs, so every variant needs the host to itself")
         elif o.instance:
             why = "--instance measures one running server, which cannot be doubled"
-        elif isinstance(self.target.twin_blocker(), str):
-            why = self.target.twin_blocker()
+        elif isinstance(blocker := self.target.twin_blocker(), str):
+            why = blocker
         elif want == "simultaneous" and n > len(os.sched_getaffinity(0)):
             why = f"{n} variants need {n} CPUs to run side by side; this host gives us " \
                   f"{len(os.sched_getaffinity(0))}"
@@ -440,20 +435,22 @@ class Validation:
             self.baseline.append((a, a.get()))
         t = self.target
         t.setup(lambda text: self._update(phase=text))
+        self.skipped = self._skips()
+        o.variants = [v for v in o.variants if v not in self.skipped]
+        if len(o.variants) < 2:
+            raise InputError("fewer than two variants can run on this server: " + "; ".join(
+                f"{v}: {why}" for v, why in self.skipped.items()))
+        if self.design != "restart":
+            self._hold_pools()
         what = (f"loading TPC-C data ({o.scale} warehouse{'s' if o.scale > 1 else ''})"
                 if o.bench == "tpcc" else f"loading pgbench data (scale {o.scale})")
         self._update(phase=what)
         self.bench = t.driver(o.bench, o.scale)
-        skipped = self._skips()
-        o.variants = [v for v in o.variants if v not in skipped]
-        if len(o.variants) < 2:
-            raise InputError("fewer than two variants can run on this server: " + "; ".join(
-                f"{v}: {why}" for v, why in skipped.items()))
         if self.design != "restart":
             self._make_servers()
         defrag = (self.sr.read(f"{THP}/defrag", quiet_missing=True) or "")
         defrag = (re.search(r"\[(\S+)\]", defrag) or re.search(r"(\S+)", defrag or "?"))
-        self.meta = {"skipped": skipped, "design": self.design,
+        self.meta = {"skipped": self.skipped, "design": self.design,
                      "design_reason": self.design_reason,
                      "rounds": o.rounds if self.design != "restart" else None,
                      "thp_defrag": defrag.group(1) if defrag else None,
@@ -469,10 +466,12 @@ class Validation:
                      "setup_s": round(time.time() - self.state.started, 1)}
         self.state.started = time.time()  # the budget covers the runs, not the data load
 
-    def _make_servers(self) -> None:
-        """One server per variant for the resident and simultaneous designs: the target for the
-        first, twins with the same data for the others. The recommended variant must not need
-        a host-wide THP change (it would reach every server): then the restart design runs."""
+    def _hold_pools(self) -> None:
+        """Side by side, before the data is loaded: the pools every huge page variant needs,
+        reserved while memory is least fragmented and held for the whole run. The recommended
+        variant must not need a host-wide THP change (it would reach every server): then the
+        restart design runs. With pools held, the server restarts (huge_pages = try) so that
+        the load fills buffers on the held pages instead of 4 KiB memory besides them."""
         o, t = self.o, self.target
         if "recommended" in o.variants:
             host = [f"{a.label} = {new}" for a, new in self._variant_steps("recommended", t)
@@ -483,7 +482,13 @@ class Validation:
                     raise ValidateError(f"--design {o.design}: {why}; use --design restart")
                 self.design, self.design_reason = "restart", why
                 return
-        self._reserve_pools()
+        if self._reserve_pools():
+            t.restart()
+
+    def _make_servers(self) -> None:
+        """One server per variant for the resident and simultaneous designs: the target for the
+        first, twins with the same data for the others."""
+        o, t = self.o, self.target
         self.servers = {o.variants[0]: (t, self.bench)}
         for i, v in enumerate(o.variants[1:], 2):
             self._update(phase=f"copying the server for variant {v} ({i} of {len(o.variants)})")
@@ -491,24 +496,45 @@ class Validation:
             self.twins.append(tw)
             self.servers[v] = (tw, tw.driver(o.bench, o.scale, load=False))
 
-    def _reserve_pools(self) -> None:
+    def _reserve_pools(self) -> bool:
         """Side by side, the pools for every huge page variant are reserved once, before the
-        copies of the data fill the page cache, and held until validate ends: at 8 GB the
-        kernel granted only 4140-4152 of 4242 pages once two copies had been made, even with
-        every server stopped. Each variant's pool need is what its plan adds to the pool as
-        it is now (for this server alone); needs of the same page size add up."""
-        need: dict[str, tuple[Pool, int]] = {}
+        data is loaded and copied, and held until validate ends: at 8 GB the kernel granted
+        only 4140-4152 of 4242 2 MiB pages once two copies had been made, and 2 of 9 1 GiB
+        pages after the load alone (23 GB free, but unmovable pages left all over memory by
+        the load), even with every server stopped. Each variant's pool need is what its plan adds to the pool as
+        it is now (for this server alone); needs of the same page size add up.
+
+        The largest page size is reserved first: a 1 GiB page needs a whole free, aligned
+        1 GiB block, and thousands of 2 MiB pages taken first land all over memory
+        (Documentation/admin-guide/mm/hugetlbpage.rst: gigantic pages are best reserved as
+        early as possible). A 1 GiB pool
+        that still cannot be had drops only the hugepages-1g variant, with the kernel's
+        answer as the reason, when two variants remain. True when pools were touched (the
+        server may have been stopped to free memory for them)."""
+        need: dict[int, tuple[Pool, int, list[str]]] = {}
         for v in self.o.variants:
             for a, new in self._variant_steps(v, self.target):
                 if isinstance(a, Pool):
-                    have = need.get(a.label, (a, a.get()))[1]
-                    need[a.label] = (a, have + max(0, new - a.get()))
+                    pool, have, users = need.get(a.size_kb, (a, a.get(), []))
+                    need[a.size_kb] = (pool, have + max(0, new - a.get()), users + [v])
         if not need:
-            return
+            return False
         self._update(phase="reserving the huge page pools for the whole run")
         self._current = "pools held for the whole run"
-        self._apply([(Compact(), True)] + list(need.values()), self.target)
-        self.reserved = self.active.pop()  # rolled back by restore(), not at each epoch
+        for size in sorted(need, reverse=True):
+            pool, n, users = need[size]
+            try:
+                self._apply([(Compact(), True), (pool, n)], self.target)
+            except ValidateError as exc:
+                if users != ["hugepages-1g"] or len(self.o.variants) < 3:
+                    raise
+                self._unapply()  # this pool's journal only: the held ones are set aside
+                self.skipped["hugepages-1g"] = str(exc)
+                self.o.variants.remove("hugepages-1g")
+                self._update(phase=f"skipping hugepages-1g: {exc}")
+                continue
+            self.reserved.append(self.active.pop())  # rolled back by restore()
+        return True
 
     def _epoch_steps(self, v: str, t: BenchTarget) -> list[tuple[Action, object]]:
         """A variant's switches for one server side by side: its own settings only. Pools
@@ -613,8 +639,12 @@ class Validation:
             if not ok and isinstance(action, Pool) and t.restart_starts:
                 # the scratch server's own 4 KiB shared memory may be what fragments RAM: stop
                 # it (the variant's restart starts it again) and ask once more
+                # (written-back page cache can be migrated by compaction, dirty pages
+                # under writeback cannot: sync first)
                 self._update(phase="stopping the server to free memory for the pool")
                 t.stop()
+                os.sync()
+                Compact().set(True)
                 action.set(new)
                 ok, actual = action.verify(new)
             j.done(e, actual)
@@ -732,17 +762,14 @@ class Validation:
         the same load in every design."""
         o = self.o
         clients = max(1, o.clients // len(jobs))
-        for _, t, _, cpus in jobs:
-            if cpus is not None:
-                _pin_tree(t.pid(), cpus)
+        _pin_trees(self.sr, [(t.pid(), cpus) for _, t, _, cpus in jobs if cpus is not None])
         started = time.time()
         try:
             runs, mem, thp, steal, dtlb = self._bench(
                 [(drv, self._logprefix(t), cpus) for _, t, drv, cpus in jobs], clients)
         finally:
-            for _, t, _, cpus in jobs:
-                if cpus is not None:
-                    _pin_tree(t.pid(), _ALL_CPUS)
+            _pin_trees(self.sr, [(t.pid(), _ALL_CPUS) for _, t, _, cpus in jobs
+                                 if cpus is not None])
         return [Sample(block, v, run.tps, run.latency_avg_ms, run.p50_ms, run.p95_ms,
                        run.p99_ms, mem.get("page_tables_kb"), mem.get("anon_huge_kb"),
                        mem.get("shmem_huge_kb"), mem.get("hugetlb_kb"), t.backing(), thp,
@@ -885,10 +912,10 @@ class Validation:
         for server in [t, *self.twins]:
             if server is not None:
                 server.stop()  # release its huge pages before the pools shrink
-        if self.reserved is not None:
+        for j in reversed(self.reserved):
             try:
-                jr.rollback(self.reserved)
-                self.reserved.mark_rolled_back([])
+                jr.rollback(j)
+                j.mark_rolled_back([])
             except Exception as exc:
                 errors.append(str(exc))
         for action, old in reversed(self.baseline):

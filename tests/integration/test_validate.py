@@ -307,6 +307,41 @@ def test_thp_variants_as_dbas_mean_them_and_1g_pages(knobs, tmp_path):
     assert host_state() == before and scratch_dirs() == dirs
 
 
+def test_1g_variant_skipped_when_the_kernel_cannot_grant_a_page(knobs, tmp_path):
+    """Side by side, a 1 GiB pool the kernel cannot grow drops the hugepages-1g variant only:
+    the other variants are measured, the report names the skip with the kernel's answer, and
+    the pools are back afterwards. The test takes every 1 GiB page the kernel can give first,
+    so one more cannot be had while plenty of memory stays available."""
+    if "pdpe1gb" not in open("/proc/cpuinfo").read():
+        pytest.skip("no 1 GiB pages on this CPU")
+    before, dirs = host_state(), scratch_dirs()
+    gig = "/sys/kernel/mm/hugepages/hugepages-1048576kB/nr_hugepages"
+    with open(gig, "w") as f:
+        f.write("100000")  # as many as the kernel can find
+    try:
+        held = int(open(gig).read())
+        avail = int(re.search(r"MemAvailable:\s+(\d+)", open("/proc/meminfo").read())[1])
+        if avail < 3 << 20:
+            pytest.skip(f"{held} 1 GiB pages leave {avail >> 10} MiB available; need 3 GiB")
+        r = run_cli("validate", "--duration", "30s", "--shared-buffers", "128MB",
+                    "--clients", "2", "--run-seconds", "2", "--warmup-seconds", "1",
+                    "--design", "resident", "--variants", "current,recommended,hugepages-1g",
+                    "--json", "--output", str(tmp_path / "r.json"), timeout=600)
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert int(open(gig).read()) == held  # the pool as validate found it
+    finally:
+        with open(gig, "w") as f:
+            f.write("0")
+    res = json.loads((tmp_path / "r.json").read_text())
+    why = res["meta"]["skipped"]["hugepages-1g"]
+    assert f"granted {held} of {held + 1} pages for pool 1 GiB" in why, why
+    assert res["meta"]["variants"] == ["current", "recommended"]
+    assert {s["variant"] for s in res["samples"]} == {"current", "recommended"}
+    assert {s["backing"] for s in res["samples"] if s["variant"] == "recommended"} == {"hugetlb"}
+    assert "hugepages-1g skipped: the kernel granted" in " ".join(r.stdout.split())
+    assert host_state() == before and scratch_dirs() == dirs
+
+
 def test_thp_variants_are_skipped_for_a_server_that_turned_thp_off(knobs):
     """MariaDB turns THP off for itself (prctl): THP variants cannot reach it, and validate
     says so instead of measuring nothing."""

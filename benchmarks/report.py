@@ -178,7 +178,7 @@ def render_html(result: dict) -> str:
                                                      for v, s in result["variants"].items()
                                                      if s.get("runs")], "")
                   for p in (50, 95, 99))
-    pt = _svg_bars("page tables during the run (MiB)",
+    pt = _svg_bars("the server's page tables during the run (MiB)",
                    [(v, (s.get("page_tables_kb") or 0) / 1024, None)
                     for v, s in result["variants"].items() if s.get("runs")], "")
     rows = "".join(

@@ -41,7 +41,7 @@ from hpadvise.actions import Action, Compact, Pool, SysfsChoice
 from hpadvise.errors import InputError
 from hpadvise.host import read_cpu_times, read_meminfo, read_vmstat
 from hpadvise.probe import dtlb_events, parse_perf_csv, pmu_state
-from hpadvise.procs import ProcTable
+from hpadvise.procs import Proc, ProcTable
 from hpadvise.sysroot import SysRoot
 
 from . import stats
@@ -134,7 +134,7 @@ class Sample:
     p50_ms: float
     p95_ms: float
     p99_ms: float
-    page_tables_kb: int | None
+    page_tables_kb: int | None  # the server's own (VmPTE summed; PageTables if unreadable)
     anon_huge_kb: int | None
     shmem_huge_kb: int | None
     hugetlb_kb: int | None
@@ -172,6 +172,19 @@ def _meminfo(sr: SysRoot) -> dict[str, int | None]:
     m = read_meminfo(sr)
     return {"page_tables_kb": m.page_tables_kb, "anon_huge_kb": m.anon_huge_kb,
             "shmem_huge_kb": m.shmem_huge_kb, "hugetlb_kb": m.hugetlb_kb}
+
+
+def _server_page_tables_kb(sr: SysRoot, pids: list[int | None]) -> list[int | None]:
+    """Each server's own page tables: VmPTE (Documentation/filesystems/proc.rst) summed over its
+    main process and its children, as check counts an instance's. PageTables in /proc/meminfo
+    is host-wide and cannot tell apart servers measured at the same time."""
+    table = ProcTable(sr)
+    out: list[int | None] = []
+    for pid in pids:
+        ptes = [p.vm_pte_kb for p in [Proc(sr, pid), *table.children(pid)]] if pid else []
+        ptes = [kb for kb in ptes if kb is not None]
+        out.append(sum(ptes) if ptes else None)
+    return out
 
 
 def _steal_pct(before: dict | None, after: dict | None) -> float | None:
@@ -765,23 +778,26 @@ class Validation:
         _pin_trees(self.sr, [(t.pid(), cpus) for _, t, _, cpus in jobs if cpus is not None])
         started = time.time()
         try:
-            runs, mem, thp, steal, dtlb = self._bench(
-                [(drv, self._logprefix(t), cpus) for _, t, drv, cpus in jobs], clients)
+            runs, mem, ptes, thp, steal, dtlb = self._bench(
+                [(drv, self._logprefix(t), cpus) for _, t, drv, cpus in jobs], clients,
+                [t.pid() for _, t, _, _ in jobs])
         finally:
             _pin_trees(self.sr, [(t.pid(), _ALL_CPUS) for _, t, _, cpus in jobs
                                  if cpus is not None])
         return [Sample(block, v, run.tps, run.latency_avg_ms, run.p50_ms, run.p95_ms,
-                       run.p99_ms, mem.get("page_tables_kb"), mem.get("anon_huge_kb"),
+                       run.p99_ms, pte if pte is not None else mem.get("page_tables_kb"),
+                       mem.get("anon_huge_kb"),
                        mem.get("shmem_huge_kb"), mem.get("hugetlb_kb"), t.backing(), thp,
                        run.progress, round(started, 1), steal, dtlb, epoch,
                        sorted(cpus) if cpus is not None else None)
-                for (v, t, _, cpus), run in zip(jobs, runs)]
+                for (v, t, _, cpus), run, pte in zip(jobs, runs, ptes)]
 
-    def _bench(self, jobs, clients: int):
+    def _bench(self, jobs, clients: int, pids: list[int | None]):
         """One benchmark invocation per (driver, logprefix, cpus), all at once: warm_s seconds
         of warm-up that the drivers leave out of their figures, then the measured seconds. The
-        -P/--report-interval lines feed the live display; /proc/meminfo is sampled while the
-        clients are connected (page tables exist only while backends map the memory) and the
+        -P/--report-interval lines feed the live display; /proc/meminfo and each server's page
+        tables (pids: its main process) are sampled while the clients are connected (page
+        tables exist only while backends map the memory) and the
         thp_* counters, CPU steal and dTLB counters around the measured part (host-wide: with
         servers side by side they cover all of them)."""
         o = self.o
@@ -813,6 +829,7 @@ class Validation:
         for th in threads:
             th.start()
         mem: dict = {}
+        ptes: list[int | None] = [None] * len(pids)
         before: dict | None = None
         cpu0 = None
         perf = None
@@ -826,6 +843,7 @@ class Validation:
                     self._update(phase="measuring")
                 if not mem and now >= warm_s + seconds * 0.8:
                     mem = _meminfo(self.sr)
+                    ptes = _server_page_tables_kb(self.sr, pids)
                 time.sleep(0.1)
         except BaseException:
             _kill_all(procs)
@@ -842,7 +860,7 @@ class Validation:
         steal = _steal_pct(cpu0, read_cpu_times(self.sr))
         before = before or after
         thp = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
-        return runs, mem or _meminfo(self.sr), thp, steal, self._perf_finish(perf)
+        return runs, mem or _meminfo(self.sr), ptes, thp, steal, self._perf_finish(perf)
 
     def _perf_start(self, seconds: int):
         """dTLB counters over the measured part, host-wide (`perf stat -a`: the server's

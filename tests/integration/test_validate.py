@@ -223,6 +223,11 @@ def test_every_run_is_on_its_variants_pages(knobs, tmp_path, design):
                 cpus = {tuple(s["cpus"]) for s in samples if s["epoch"] == ep
                         and s["variant"] == v}
                 assert len(cpus) == 2, (ep, v, cpus)
+    # page tables are each server's own (VmPTE), not the host's: measured at the same moment,
+    # the 4 KiB server's backends map the buffers with PTEs, the huge page server's do not
+    pt = {v: sum(s["page_tables_kb"] for s in samples if s["variant"] == v)
+          for v in ("current", "recommended")}
+    assert pt["current"] > pt["recommended"] > 0, pt
     assert host_state() == before and scratch_dirs() == dirs
 
 

@@ -514,16 +514,17 @@ class Validation:
         data is loaded and copied, and held until validate ends: at 8 GB the kernel granted
         only 4140-4152 of 4242 2 MiB pages once two copies had been made, and 2 of 9 1 GiB
         pages after the load alone (23 GB free, but unmovable pages left all over memory by
-        the load), even with every server stopped. Each variant's pool need is what its plan adds to the pool as
-        it is now (for this server alone); needs of the same page size add up.
+        the load), even with every server stopped. Each variant's pool need is what its plan
+        adds to the pool as it is now (for this server alone); needs of the same page size
+        add up.
 
         The largest page size is reserved first: a 1 GiB page needs a whole free, aligned
         1 GiB block, and thousands of 2 MiB pages taken first land all over memory
         (Documentation/admin-guide/mm/hugetlbpage.rst: gigantic pages are best reserved as
-        early as possible). A 1 GiB pool
-        that still cannot be had drops only the hugepages-1g variant, with the kernel's
-        answer as the reason, when two variants remain. True when pools were touched (the
-        server may have been stopped to free memory for them)."""
+        early as possible). A 1 GiB pool that still cannot be had drops only the
+        hugepages-1g variant, with the kernel's answer as the reason, when two variants
+        remain. True when pools were touched (the server may have been stopped to free
+        memory for them)."""
         need: dict[int, tuple[Pool, int, list[str]]] = {}
         for v in self.o.variants:
             for a, new in self._variant_steps(v, self.target):
@@ -652,8 +653,8 @@ class Validation:
             if not ok and isinstance(action, Pool) and t.restart_starts:
                 # the scratch server's own 4 KiB shared memory may be what fragments RAM: stop
                 # it (the variant's restart starts it again) and ask once more
-                # (written-back page cache can be migrated by compaction, dirty pages
-                # under writeback cannot: sync first)
+                # (compaction skips pages under writeback, mm/migrate.c: write them back
+                # first; cheap, though the 1 GiB shortfalls seen here did not yield to it)
                 self._update(phase="stopping the server to free memory for the pool")
                 t.stop()
                 os.sync()

@@ -267,6 +267,8 @@ class Validation:
         self.twins: list[BenchTarget] = []  # servers made besides the target (removed at end)
         self.reserved: list[jr.Journal] = []  # pools held for a side-by-side run
         self.skipped: dict[str, str] = {}  # variants that cannot run here, and why
+        self.held_kb: set[int] = set()  # page sizes whose pool is held for the whole run
+        self.held_knobs: dict[str, list[str]] = {}  # variant -> the held pools it uses
         self.baseline: list[tuple[Action, object]] = []
         self.sr = SysRoot("/")
         self.meta: dict = {}
@@ -455,6 +457,11 @@ class Validation:
                 f"{v}: {why}" for v, why in self.skipped.items()))
         if self.design != "restart":
             self._hold_pools()
+        elif "hugepages-1g" in o.variants and self._room_for_a_held_pool():
+            # restarting per run, the 1 GiB pool would be grown again before each 1 GiB run
+            # in memory the load and the 4 KiB runs have fragmented: hold it from the start
+            if self._reserve_pools(only_kb=GIB_KB):
+                t.restart()
         what = (f"loading TPC-C data ({o.scale} warehouse{'s' if o.scale > 1 else ''})"
                 if o.bench == "tpcc" else f"loading pgbench data (scale {o.scale})")
         self._update(phase=what)
@@ -464,6 +471,8 @@ class Validation:
         defrag = (self.sr.read(f"{THP}/defrag", quiet_missing=True) or "")
         defrag = (re.search(r"\[(\S+)\]", defrag) or re.search(r"(\S+)", defrag or "?"))
         self.meta = {"skipped": self.skipped, "design": self.design,
+                     "variant_knobs": {v: list(k) for v, k in self.held_knobs.items()
+                                       if v in o.variants},
                      "design_reason": self.design_reason,
                      "rounds": o.rounds if self.design != "restart" else None,
                      "thp_defrag": defrag.group(1) if defrag else None,
@@ -509,7 +518,15 @@ class Validation:
             self.twins.append(tw)
             self.servers[v] = (tw, tw.driver(o.bench, o.scale, load=False))
 
-    def _reserve_pools(self) -> bool:
+    def _room_for_a_held_pool(self) -> bool:
+        """Whether a 1 GiB pool for the server's buffers can be held while a 4 KiB variant's
+        server runs: the buffers in whole GiB, the buffers again and 2 GiB for the rest, as
+        _choose_design asks of two servers side by side."""
+        avail = read_meminfo(self.sr).available_kb
+        b = self.target.buffers_bytes()
+        return avail is not None and -(-b >> 30) * (1 << 30) + b + (2 << 30) <= avail * 1024
+
+    def _reserve_pools(self, only_kb: int | None = None) -> bool:
         """Side by side, the pools for every huge page variant are reserved once, before the
         data is loaded and copied, and held until validate ends: at 8 GB the kernel granted
         only 4140-4152 of 4242 2 MiB pages once two copies had been made, and 2 of 9 1 GiB
@@ -523,12 +540,13 @@ class Validation:
         (Documentation/admin-guide/mm/hugetlbpage.rst: gigantic pages are best reserved as
         early as possible). A 1 GiB pool that still cannot be had drops only the
         hugepages-1g variant, with the kernel's answer as the reason, when two variants
-        remain. True when pools were touched (the server may have been stopped to free
-        memory for them)."""
+        remain. only_kb: that page size alone (the restart design holds the 1 GiB pool).
+        True when pools were touched (the server may have been stopped to free memory for
+        them)."""
         need: dict[int, tuple[Pool, int, list[str]]] = {}
         for v in self.o.variants:
             for a, new in self._variant_steps(v, self.target):
-                if isinstance(a, Pool):
+                if isinstance(a, Pool) and only_kb in (None, a.size_kb):
                     pool, have, users = need.get(a.size_kb, (a, a.get(), []))
                     need[a.size_kb] = (pool, have + max(0, new - a.get()), users + [v])
         if not need:
@@ -548,6 +566,10 @@ class Validation:
                 self._update(phase=f"skipping hugepages-1g: {exc}")
                 continue
             self.reserved.append(self.active.pop())  # rolled back by restore()
+            self.held_kb.add(size)
+            for v in users:  # named among each user's knobs (meta is made after this)
+                self.held_knobs.setdefault(v, []).append(
+                    f"{pool.label} = {n} (held for the whole run)")
         return True
 
     def _epoch_steps(self, v: str, t: BenchTarget) -> list[tuple[Action, object]]:
@@ -685,7 +707,9 @@ class Validation:
         t = self.target
         self._update(phase="switching")
         self._current = v
-        self._apply(self._variant_steps(v))
+        # a held pool already has this variant's pages (it was sized for them)
+        self._apply([(a, new) for a, new in self._variant_steps(v)
+                     if not (isinstance(a, Pool) and a.size_kb in self.held_kb)])
         try:
             self._restart()
             self._update(phase="prewarming")

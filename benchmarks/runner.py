@@ -460,8 +460,8 @@ class Validation:
         elif "hugepages-1g" in o.variants and self._room_for_a_held_pool():
             # restarting per run, the 1 GiB pool would be grown again before each 1 GiB run
             # in memory the load and the 4 KiB runs have fragmented: hold it from the start
-            if self._reserve_pools(only_kb=GIB_KB):
-                t.restart()
+            if self._reserve_pools(only_kb=GIB_KB) and t.restart_starts:
+                t.restart()  # a scratch server may have been stopped to free memory
         what = (f"loading TPC-C data ({o.scale} warehouse{'s' if o.scale > 1 else ''})"
                 if o.bench == "tpcc" else f"loading pgbench data (scale {o.scale})")
         self._update(phase=what)

@@ -230,24 +230,50 @@ def knob_lines(result: dict) -> list[str]:
 
 
 def advice(result: dict) -> list[str]:
-    """What the evidence implies, in the words `check` uses (so that they never disagree)."""
+    """What the evidence on THP implies, next to what `check` recommends for this host
+    (meta.plan_thp, read from check's own plan when the run began): a verdict that favours a
+    mode check does not recommend says why check keeps its choice, so the two never leave a
+    reader with opposite advice."""
+    m = result["meta"]
+    plan, prof = m.get("plan_thp") or {}, m.get("profile") or "oltp"
     out = []
     for e in result["effects"]:
-        if e["verdict"] != "improved":
+        if e["verdict"] not in ("improved", "regressed"):
             continue
+        won = e["b"] if e["verdict"] == "improved" else e["a"]
         if e["b"] == "thp-shmem":
+            if won != "thp-shmem":
+                out.append(f"Shared-memory THP changed TPS by {e['pct']:+.1f}%: it did not help "
+                           "here; check recommends shmem_enabled="
+                           f"{plan.get('shmem_enabled', '?')} (profile {prof}).")
+                continue
+            keeps = plan.get("shmem_enabled")
             out.append(
                 f"Shared-memory THP gained {e['pct']:+.1f}%. shmem_enabled=always applies to the "
                 "whole host: every tmpfs, /dev/shm, SysV segment and memfd may get huge pages, "
                 "with their memory and compaction costs. Static huge pages (the recommended "
-                "variant, huge_pages = on) give shared buffers the same large pages without it; "
-                "hpadvise keeps shmem_enabled=never and puts the buffers on the pool.")
-        elif e["b"] == "thp-always":
-            out.append(
-                f"THP enabled=always gained {e['pct']:+.1f}% here. It reaches private memory "
-                "only (not PostgreSQL's shared buffers); hpadvise keeps madvise because always "
-                "brings latency spikes and memory bloat to other processes (Redis's and "
-                "MongoDB <= 7.0's documentation); a JVM can ask for THP itself under madvise.")
+                "variant, the engine's huge page setting on a reserved pool) give the shared "
+                "buffers the same large pages without it. "
+                + (f"check recommends shmem_enabled={keeps} (profile {prof}) for that reason."
+                   if keeps and keeps not in ("always", "force") else
+                   f"check recommends shmem_enabled={keeps} (profile {prof}), as measured."))
+        elif "thp-always" in (e["a"], e["b"]) and "thp-never" in (e["a"], e["b"]):
+            rec = plan.get("enabled", "?")
+            if won == "thp-always":
+                out.append(
+                    f"THP enabled=always beat never by {abs(e['pct']):.1f}% here. It reaches "
+                    "private memory only (not shared memory); "
+                    + (f"check recommends enabled={rec} (profile {prof}) because always brings "
+                       "latency spikes and memory bloat to other processes (Redis's and MongoDB "
+                       "<= 7.0's documentation); a process can still ask for THP under madvise."
+                       if rec != "always" else
+                       f"check recommends enabled=always (profile {prof}), as measured."))
+            else:
+                out.append(f"THP enabled=never beat always by {abs(e['pct']):.1f}% here; check "
+                           f"recommends enabled={rec} (profile {prof})"
+                           + (": only processes that ask for THP (madvise) get it."
+                              if rec == "madvise" else "." if rec == "never" else
+                              ": consider a profile with enabled=madvise or never."))
     return out
 
 

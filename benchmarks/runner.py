@@ -476,6 +476,7 @@ class Validation:
                      "design_reason": self.design_reason,
                      "rounds": o.rounds if self.design != "restart" else None,
                      "thp_defrag": defrag.group(1) if defrag else None,
+                     "plan_thp": self._plan_thp(), "profile": o.profile,
                      "shared_buffers": t.buffers, "buffers_setting": t.buffers_setting,
                      "buffers_source": self.buffers_source,
                      "scale": o.scale, "db": o.db, "bench": o.bench, "target": t.label,
@@ -625,6 +626,18 @@ class Validation:
         report = build(report.host, sel, report.profile, report.engines)
         plan = ap_mod.prepare(report, report.engines, restart=False, persist=False)
         return [(s.action, s.new) for s in plan.steps if s.phase in ("runtime", "engine")]
+
+    def _plan_thp(self) -> dict[str, str]:
+        """The THP modes `check` recommends for this host under the profile (its plan's THP
+        changes over the values now), read before any variant is applied: the report's advice
+        quotes them, so that validate's words and check's never disagree."""
+        from hpadvise.engines import Targets
+        from hpadvise.plan import inspect
+        report = inspect(self.sr, self.o.profile, Targets())  # every engine, as check does
+        out = {k: getattr(report.host.thp, k).value for k in ("enabled", "defrag", "shmem_enabled")}
+        out.update({c.target.split("/")[1]: c.recommended for c in report.changes
+                    if c.kind == "thp"})
+        return {k: str(v) for k, v in out.items() if v}
 
     def _gig_steps(self, t: BenchTarget) -> list[tuple[Action, object]]:
         """The server on 1 GiB pages: the engine's setting, and a 1 GiB pool for its demand at

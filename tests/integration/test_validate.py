@@ -317,6 +317,11 @@ def test_thp_variants_as_dbas_mean_them_and_1g_pages(knobs, tmp_path):
     assert on["hugepages-1g"] == {"hugetlb"}
     out = r.stdout + r.stderr
     assert "transparent_hugepage/enabled = always" in out and "THP defrag left" in out
+    # the THP modes the advice quotes are check's own plan for this host
+    chk = json.loads(run_cli("check", "--json").stdout)
+    want = {b["knob"][4:]: b["plan"] for b in chk["plan"]["boot"]
+            if b["knob"].startswith("thp.") and b["plan"]}
+    assert want and {k: res["meta"]["plan_thp"].get(k) for k in want} == want
     assert host_state() == before and scratch_dirs() == dirs
 
 

@@ -223,3 +223,30 @@ def test_cpu_groups_are_disjoint_and_equal():
 def test_geomean():
     assert stats.geomean([1, 100]) == pytest.approx(10)
     assert stats.geomean([5]) == pytest.approx(5)
+
+
+def test_the_advice_quotes_checks_own_thp_plan(hosts):
+    """validate's THP advice states what `check` recommends on the same host (its plan, read
+    from a captured host whose THP knobs are all 'always'), so the two never disagree; a
+    profile that wants shmem THP is quoted as agreeing with a shmem THP gain."""
+    from hpadvise.benchmarks import report
+    from hpadvise.sysroot import SysRoot
+    v = runner.Validation(runner.Options(variants=["current", "thp-shmem"], duration_s=60,
+                                         db="postgres"))
+    v.sr = SysRoot(hosts / "thp-always")
+    plan_thp = v._plan_thp()
+    assert plan_thp == {"enabled": "madvise", "defrag": "madvise", "shmem_enabled": "never"}
+
+    def said(effects, plan):
+        return " ".join(report.advice({"meta": {"plan_thp": plan, "profile": "oltp"},
+                                       "effects": effects}))
+    shm = {"a": "current", "b": "thp-shmem", "pct": 12.0, "verdict": "improved"}
+    text = said([shm], plan_thp)
+    assert "whole host" in text and "check recommends shmem_enabled=never" in text
+    text = said([shm], dict(plan_thp, shmem_enabled="always"))
+    assert "check recommends shmem_enabled=always (profile oltp), as measured" in text
+    always = {"a": "thp-never", "b": "thp-always", "pct": 4.0, "verdict": "improved"}
+    assert "check recommends enabled=madvise" in said([always], plan_thp)
+    never = dict(always, pct=-4.0, verdict="regressed")
+    assert "enabled=never beat always by 4.0%" in said([never], plan_thp)
+    assert said([dict(always, verdict="inconclusive")], plan_thp) == ""

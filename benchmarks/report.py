@@ -247,16 +247,15 @@ def advice(result: dict) -> list[str]:
                            "here; check recommends shmem_enabled="
                            f"{plan.get('shmem_enabled', '?')} (profile {prof}).")
                 continue
-            keeps = plan.get("shmem_enabled")
+            keeps = plan.get("shmem_enabled", "?")
+            why = ", as measured" if keeps in ("always", "force") else " for that reason"
             out.append(
                 f"Shared-memory THP gained {e['pct']:+.1f}%. shmem_enabled=always applies to the "
                 "whole host: every tmpfs, /dev/shm, SysV segment and memfd may get huge pages, "
                 "with their memory and compaction costs. Static huge pages (the recommended "
                 "variant, the engine's huge page setting on a reserved pool) give the shared "
                 "buffers the same large pages without it. "
-                + (f"check recommends shmem_enabled={keeps} (profile {prof}) for that reason."
-                   if keeps and keeps not in ("always", "force") else
-                   f"check recommends shmem_enabled={keeps} (profile {prof}), as measured."))
+                f"check recommends shmem_enabled={keeps} (profile {prof}){why}.")
         elif "thp-always" in (e["a"], e["b"]) and "thp-never" in (e["a"], e["b"]):
             rec = plan.get("enabled", "?")
             if won == "thp-always":

@@ -632,11 +632,11 @@ class Validation:
         changes over the values now), read before any variant is applied: the report's advice
         quotes them, so that validate's words and check's never disagree."""
         from hpadvise.engines import Targets
-        from hpadvise.plan import inspect
+        from hpadvise.plan import inspect, knob_now, plan_knobs
         report = inspect(self.sr, self.o.profile, Targets())  # every engine, as check does
-        out = {k: getattr(report.host.thp, k).value for k in ("enabled", "defrag", "shmem_enabled")}
-        out.update({c.target.split("/")[1]: c.recommended for c in report.changes
-                    if c.kind == "thp"})
+        want = plan_knobs(report)  # a knob the profile keeps is not in it: its value now
+        out = {k: want.get(f"thp.{k}") or knob_now(report.host, f"thp.{k}")
+               for k in ("enabled", "defrag", "shmem_enabled")}
         return {k: str(v) for k, v in out.items() if v}
 
     def _gig_steps(self, t: BenchTarget) -> list[tuple[Action, object]]:

@@ -452,7 +452,8 @@ def validate(
     workload: Annotated[str, typer.Option(help="tpcb or select (select-only).")] = "select",
     variants: Annotated[Optional[str], typer.Option(
         help="Comma-separated: current, recommended, thp-always, thp-never, thp-shmem, "
-             "hugepages-off, hugepages-1g [default: current,recommended,thp-never,thp-always].")]
+             "hugepages-off, hugepages-1g [default: current,recommended,thp-never,thp-always]. "
+             "A variant named twice is an A/A run (the second is labelled name#2).")]
     = None,
     design: Annotated[str, typer.Option(
         help="restart (every run restarts the server in its variant), resident (one server "
@@ -501,6 +502,8 @@ def validate(
       hpadvise validate --duration 2m --variants current,recommended --workload tpcb
 
       hpadvise validate --variants hugepages-off,current --design simultaneous --duration 10m
+
+      hpadvise validate --variants recommended,recommended --band 2% --duration 10m
 
       hpadvise validate --db mysql --bench tpcc --duration 10m --shared-buffers 4GB
 

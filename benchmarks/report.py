@@ -6,6 +6,8 @@ from __future__ import annotations
 import html
 import math
 
+from .runner import kind
+
 COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd"]
 
 
@@ -233,11 +235,14 @@ def advice(result: dict) -> list[str]:
     """What the evidence on THP implies, next to what `check` recommends for this host
     (meta.plan_thp, read from check's own plan when the run began): a verdict that favours a
     mode check does not recommend says why check keeps its choice, so the two never leave a
-    reader with opposite advice."""
+    reader with opposite advice. An A/A comparison says how far this host's noise reaches."""
     m = result["meta"]
     plan, prof = m.get("plan_thp") or {}, m.get("profile") or "oltp"
     out = []
     for e in result["effects"]:
+        if kind(e["a"]) == kind(e["b"]):
+            out.append(_aa_advice(e))
+            continue
         if e["verdict"] not in ("improved", "regressed"):
             continue
         won = e["b"] if e["verdict"] == "improved" else e["a"]
@@ -274,6 +279,20 @@ def advice(result: dict) -> list[str]:
                               if rec == "madvise" else "." if rec == "never" else
                               ": consider a profile with enabled=madvise or never."))
     return out
+
+
+def _aa_advice(e: dict) -> str:
+    """What an A/A comparison (one variant against itself) says: the noise of this host and
+    design in this budget, and whether the statistics stayed honest."""
+    head = (f"A/A ({e['b']} against {e['a']}, nothing differing): {e['pct']:+.1f}%, 95% CI "
+            f"{e['lo_pct']:+.1f} .. {e['hi_pct']:+.1f}%, {e['verdict']}. ")
+    if e["verdict"] in ("improved", "regressed"):
+        return head + ("Two identical servers should not differ: at 95% one A/A run in 20 "
+                       "does by chance, more often the host changed during the run (steal, "
+                       "a neighbour, memory pressure). Repeat it before trusting the other "
+                       "verdicts of this host.")
+    return head + (f"This is the noise here: with this budget and design, effects within "
+                   f"about ±{e['half_width_pct']:.1f}% cannot be told from it.")
 
 
 def block_ratios(result: dict) -> list[tuple[str, str, list[tuple[int, float]]]]:

@@ -13,7 +13,8 @@ Three designs (docs/design.md, "Validating"; measured side by side in benchmarks
 - simultaneous: as resident, but the servers are measured at the same time, each server and its
   clients pinned to its own CPU, the CPUs rotating between the rounds of an epoch, so
   time-varying noise (a VM's steal) hits every variant alike.
-In every design the effect's unit is the epoch (one restart of every variant; in the restart
+A variant may be named twice (an A/A run: two servers, or two runs per block, of the same
+variant); the comparison then measures noise alone. In every design the effect's unit is the epoch (one restart of every variant; in the restart
 design an epoch is a block), so the CI counts restart-to-restart variation. Every knob is put
 back after each epoch and at the end, also on Ctrl-C, SIGTERM and failures; scratch servers
 are removed.
@@ -57,6 +58,8 @@ GIB_KB = 1048576
 #   thp-shmem      THP `shmem_enabled` = always: shared memory, PostgreSQL's buffers among it
 #   hugepages-off  the server's own huge page setting off
 #   hugepages-1g   the server on 1 GiB static pages (an engine that can choose its page size)
+# A variant named twice runs twice, as "name" and "name#2" (labels_for): an A/A run, whose
+# effect measures the noise of the host and the design, since nothing differs.
 # THP `enabled` does not reach shared memory, `shmem_enabled` does (transhuge.rst): the split
 # is what a DBA means by "THP on" versus the shared-memory THP that helps PostgreSQL.
 VARIANTS = ("current", "recommended", "thp-always", "thp-never", "thp-shmem", "hugepages-off",
@@ -95,8 +98,29 @@ def parse_duration(text: str) -> int:
     return seconds
 
 
+def kind(label: str) -> str:
+    """The variant a label runs: "current#2" is a second server of "current" (an A/A run)."""
+    return label.split("#", 1)[0]
+
+
+def labels_for(names: list[str]) -> list[str]:
+    """Unique labels for the variants asked for, in order: a variant named again becomes
+    "name#2", "name#3", ..., a second server of the same variant. Comparing a variant with
+    itself (an A/A run) measures the host's own noise: its effect should be 0."""
+    out: list[str] = []
+    for v in names:
+        label, k = v, 2
+        while label in out:
+            label, k = f"{kind(v)}#{k}", k + 1
+        out.append(label)
+    return out
+
+
 def pairs_for(variants: list[str]) -> list[tuple[str, str]]:
     out = [p for p in PAIRS if p[0] in variants and p[1] in variants]
+    # every repeat against the first server of its variant (A/A)
+    out += [(next(u for u in variants if kind(u) == kind(v)), v)
+            for v in variants if kind(v) != v]
     if not out and len(variants) >= 2:
         out = [(variants[0], variants[1])]
     return out
@@ -279,7 +303,8 @@ class Validation:
     # ---- checks before anything changes
     def preflight(self) -> None:
         o = self.o
-        bad = [v for v in o.variants if v not in VARIANTS]
+        o.variants = labels_for(o.variants)
+        bad = [v for v in o.variants if kind(v) not in VARIANTS]
         if bad:
             raise InputError(f"unknown variant {bad[0]!r}; choose from {', '.join(VARIANTS)}")
         if len(o.variants) < 2:
@@ -391,7 +416,7 @@ class Validation:
             return "restart", "asked for"
         want = AUTO_DESIGN if o.design == "auto" else o.design
         n = len(o.variants)
-        host_wide = [v for v in o.variants if v not in PER_SERVER]
+        host_wide = [v for v in o.variants if kind(v) not in PER_SERVER]
         avail = read_meminfo(self.sr).available_kb
         why = None
         if host_wide:
@@ -457,7 +482,7 @@ class Validation:
                 f"{v}: {why}" for v, why in self.skipped.items()))
         if self.design != "restart":
             self._hold_pools()
-        elif "hugepages-1g" in o.variants and self._room_for_a_held_pool():
+        elif "hugepages-1g" in map(kind, o.variants) and self._room_for_a_held_pool():
             # restarting per run, the 1 GiB pool would be grown again before each 1 GiB run
             # in memory the load and the 4 KiB runs have fragmented: hold it from the start
             if self._reserve_pools(only_kb=GIB_KB) and t.restart_starts:
@@ -496,7 +521,7 @@ class Validation:
         restart design runs. With pools held, the server restarts (huge_pages = try) so that
         the load fills buffers on the held pages instead of 4 KiB memory besides them."""
         o, t = self.o, self.target
-        if "recommended" in o.variants:
+        if "recommended" in map(kind, o.variants):
             host = [f"{a.label} = {new}" for a, new in self._variant_steps("recommended", t)
                     if isinstance(a, SysfsChoice) and not a.same(a.get(), new)]
             if host:
@@ -559,11 +584,13 @@ class Validation:
             try:
                 self._apply([(Compact(), True), (pool, n)], self.target)
             except ValidateError as exc:
-                if users != ["hugepages-1g"] or len(self.o.variants) < 3:
+                if {kind(u) for u in users} != {"hugepages-1g"} \
+                        or len(self.o.variants) - len(users) < 2:
                     raise
                 self._unapply()  # this pool's journal only: the held ones are set aside
-                self.skipped["hugepages-1g"] = str(exc)
-                self.o.variants.remove("hugepages-1g")
+                for u in users:
+                    self.skipped[u] = str(exc)
+                    self.o.variants.remove(u)
                 self._update(phase=f"skipping hugepages-1g: {exc}")
                 continue
             self.reserved.append(self.active.pop())  # rolled back by restore()
@@ -606,7 +633,7 @@ class Validation:
     def _variant_steps(self, v: str, t: BenchTarget | None = None
                        ) -> list[tuple[Action, object]]:
         """What variant v changes, for server t (the target unless another is named)."""
-        t = t or self.target
+        t, v = t or self.target, kind(v)
         if v == "current":
             return []
         if v in ("thp-always", "thp-never"):
@@ -660,13 +687,13 @@ class Validation:
             for v in ("thp-always", "thp-never", "thp-shmem"):
                 out[v] = ("the server turned THP off for itself (prctl PR_SET_THP_DISABLE; "
                           f"/proc/{pid}/status THP_enabled: 0): THP knobs cannot reach it")
-        if "hugepages-1g" in self.o.variants:
+        if "hugepages-1g" in map(kind, self.o.variants):
             why = self.target.page_size_steps(GIB_KB)
             if isinstance(why, str):
                 out["hugepages-1g"] = why
             elif not self.sr.exists(f"/sys/kernel/mm/hugepages/hugepages-{GIB_KB}kB"):
                 out["hugepages-1g"] = "this host has no 1 GiB pages"
-        return {v: r for v, r in out.items() if v in self.o.variants}
+        return {v: out[kind(v)] for v in self.o.variants if kind(v) in out}
 
     def _apply(self, steps: list[tuple[Action, object]], t: BenchTarget | None = None) -> None:
         """Switch into the variant being applied (self._current) on server t."""
@@ -782,7 +809,8 @@ class Validation:
             self._update(phase=f"epoch {epoch + 1}: switching {v}", variant=v)
             self._current = v
             self._apply(steps[v], self.servers[v][0])
-        order = sorted(self.o.variants, key=lambda v: v not in ("recommended", "hugepages-1g"))
+        order = sorted(self.o.variants,
+                       key=lambda v: kind(v) not in ("recommended", "hugepages-1g"))
         for v in order:
             t, _ = self.servers[v]
             self._update(phase=f"epoch {epoch + 1}: starting {v}", variant=v)

@@ -231,6 +231,33 @@ def test_every_run_is_on_its_variants_pages(knobs, tmp_path, design):
     assert host_state() == before and scratch_dirs() == dirs
 
 
+def test_a_a_run_on_huge_pages_side_by_side(knobs, tmp_path):
+    """The same variant twice (an A/A run): two servers of the recommended variant at once,
+    both on huge pages from one pool held for both, compared with each other, and the report
+    reads the comparison as this host's noise."""
+    before, dirs = host_state(), scratch_dirs()
+    r = run_cli("validate", "--duration", "40s", "--shared-buffers", "128MB", "--clients", "2",
+                "--run-seconds", "2", "--warmup-seconds", "1", "--variants",
+                "recommended,recommended", "--design", "simultaneous", "--json",
+                "--output", str(tmp_path / "r.json"), timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    res = json.loads((tmp_path / "r.json").read_text())
+    m = res["meta"]
+    assert m["variants"] == ["recommended", "recommended#2"]
+    assert [(e["a"], e["b"]) for e in res["effects"]] == [("recommended", "recommended#2")]
+    assert {s["variant"] for s in res["samples"]} == {"recommended", "recommended#2"}
+    assert all(s["backing"] == "hugetlb" for s in res["samples"])
+    # one pool for both servers, held for the whole run: twice what one server needs
+    held = [k for k in m["variant_knobs"]["recommended"] if "held for the whole run" in k]
+    assert len(held) == 1 and held == [k for k in m["variant_knobs"]["recommended#2"]
+                                       if "held" in k]
+    # (the pool was empty: two equal needs, and 128 MB of buffers are >= 64 2 MiB pages each)
+    n = int(re.search(r"= (\d+) \(held", held[0]).group(1))
+    assert n % 2 == 0 and n >= 2 * 64, held
+    assert "A/A (recommended#2 against recommended" in r.stdout
+    assert host_state() == before and scratch_dirs() == dirs
+
+
 def test_side_by_side_designs_refuse_what_they_cannot_measure(knobs):
     """THP variants are host-wide, a running instance cannot be doubled: an explicit resident
     or simultaneous design says so, auto falls back to restarting and says why."""

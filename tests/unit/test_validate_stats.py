@@ -120,6 +120,37 @@ def test_pairs():
     assert runner.pairs_for(["hugepages-off", "thp-always"]) == [("hugepages-off", "thp-always")]
 
 
+def test_a_variant_named_twice_is_an_a_a_run():
+    """A repeated variant gets its own label (a second server or run of the same variant), is
+    compared with the first of its kind, and runs what its kind runs."""
+    assert runner.labels_for(["current", "current"]) == ["current", "current#2"]
+    assert runner.labels_for(["recommended", "current", "recommended", "recommended"]) == [
+        "recommended", "current", "recommended#2", "recommended#3"]
+    assert runner.pairs_for(["current", "current#2"]) == [("current", "current#2")]
+    assert runner.pairs_for(["current", "recommended", "current#2"]) == [
+        ("current", "recommended"), ("current", "current#2")]
+    assert runner.kind("recommended#2") == "recommended" and runner.kind("thp-never") == \
+        "thp-never"
+    v = runner.Validation(runner.Options(variants=["hugepages-off", "hugepages-off"],
+                                         duration_s=60, db="postgres"))
+
+    class Server:
+        def hugepages_off(self):
+            return [("huge_pages", "off")]
+    assert v._variant_steps("hugepages-off#2", Server()) == [("huge_pages", "off")]
+
+
+def test_a_a_advice_reads_the_noise_and_flags_a_false_verdict():
+    from hpadvise.benchmarks import report
+    e = {"a": "current", "b": "current#2", "pct": 0.4, "lo_pct": -1.1, "hi_pct": 1.9,
+         "half_width_pct": 1.5, "verdict": "no meaningful change"}
+    [text] = report.advice({"meta": {}, "effects": [e]})
+    assert text.startswith("A/A (current#2 against current") and "about ±1.5%" in text
+    [text] = report.advice({"meta": {}, "effects": [dict(e, lo_pct=0.2, pct=2.5,
+                                                         verdict="improved")]})
+    assert "should not differ" in text and "Repeat it" in text
+
+
 def test_steady_state_leaves_out_the_warm_up():
     # 1 s intervals: 100 tps during a 2 s warm-up, then 300 and 500 (latency 2 and 4 ms)
     prog = [(1.0, 100.0, 9.0), (2.0, 100.0, 9.0), (3.0, 300.0, 2.0), (4.0, 500.0, 4.0)]

@@ -70,8 +70,8 @@ def snippet(r: Report, procs: ProcTable, inst: Instance, pods: int) -> str | Non
         f"# {inst.id} ({inst.label}): {pages} pages of {fmt_page(kb)}"
         f" ({'exact' if d.exact else 'estimate'}: {d.source})",
         "# Kubernetes requires hugepages requests = limits; they are not part of memory.",
-        "# A container's resources (StatefulSet: spec.template.spec.containers[].resources;",
-        "# CloudNativePG Cluster: spec.resources):",
+        "# A container's resources (a StatefulSet's spec.template.spec.containers[].resources,",
+        "# or where your operator takes a pod's resources):",
         "resources:"]
     for part in ("requests", "limits"):
         lines += [f"  {part}:", f"    {resource(kb)}: {huge}"]
@@ -84,10 +84,10 @@ def snippet(r: Report, procs: ProcTable, inst: Instance, pods: int) -> str | Non
     else:
         lines.append("# memory: its processes' private and file memory now, +25%, rounded up "
                      "(size it for your peak)")
-    if settings:
-        lines.append("# the server's own settings for huge pages:")
-        lines.append("settings:")
-        lines += [f'  {k}: "{v}"' for k, v in settings.items()]
+    if settings:  # comments: they belong in the server's configuration, not in a pod spec
+        lines.append("# the server's own settings for huge pages, in its configuration (not "
+                     "Kubernetes fields; an operator takes them among the server's parameters):")
+        lines += [f"#   {k} = {v}" for k, v in settings.items()]
     lines.append(f"# node: {node} pages of {fmt_page(kb)} pre-allocated for {pods} such "
                  f"pod{'s' if pods > 1 else ''} ({pods} x {pages} + headroom; vm.nr_hugepages "
                  f"or hugepagesz= hugepages= at boot; pages added after boot count once the kubelet "

@@ -4,6 +4,7 @@ predicted; a later /etc/sysctl.conf that overrides the plan is reported before a
 refuses, and the replay gives exactly the value predicted. Every system file and every sysctl
 the replay touches is put back."""
 
+import contextlib
 import json
 import os
 import shutil
@@ -18,6 +19,28 @@ from support import check_json, run_cli
 
 pytestmark = [pytest.mark.integration, pytest.mark.live]
 POOL = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages"
+
+
+def started(pg_factory):
+    """A running 128 MB PostgreSQL on huge_pages = try, and check's report with it."""
+    c = pg_factory({"shared_buffers": "128MB", "huge_pages": "try"})
+    c.start()
+    report, _ = check_json("--db", "postgres")
+    return c, report
+
+
+@contextlib.contextmanager
+def applied(c, tmp_path):
+    """apply for cluster c (JSON out, its own journal), rolled back however the block ends."""
+    jdir = tmp_path / "journal"
+    r = run_cli("apply", "--db", "postgres", "--instance", str(c.port), "--yes", "--json",
+                "--journal-dir", str(jdir))
+    assert r.returncode == 0, r.stdout + r.stderr
+    try:
+        yield json.loads(r.stdout)
+    finally:
+        r = run_cli("rollback", "--yes", "--journal-dir", str(jdir))
+        assert r.returncode == 0, r.stdout + r.stderr
 
 
 @pytest.fixture
@@ -69,17 +92,10 @@ def system_files(knobs):
 def test_apply_outranks_a_later_file_and_the_replay_gives_the_plan(system_files, knobs,
                                                                    pg_factory, tmp_path):
     system_files.write("/etc/sysctl.d/99-hpadvise-test.conf", "vm.nr_hugepages = 100\n")
-    c = pg_factory({"shared_buffers": "128MB", "huge_pages": "try"})
-    c.start()
-    report, _ = check_json("--db", "postgres")
+    c, report = started(pg_factory)
     pool = {k["knob"]: k for k in report["plan"]["boot"]}["pool.2048"]
     assert pool["at_boot"] == "100" and "99-hpadvise-test.conf" in pool["source"]
-    jdir = tmp_path / "journal"
-    r = run_cli("apply", "--db", "postgres", "--instance", str(c.port), "--yes", "--json",
-                "--journal-dir", str(jdir))
-    assert r.returncode == 0, r.stdout + r.stderr
-    out = json.loads(r.stdout)
-    try:
+    with applied(c, tmp_path) as out:
         [p] = [ch for ch in out["changes"] if ch["kind"] == "pool"]
         assert out["next_boot"] == []  # apply read the boot sources back: the plan holds
         files = [ch["target"] for ch in out["changes"] if ch["kind"] == "file"]
@@ -91,9 +107,6 @@ def test_apply_outranks_a_later_file_and_the_replay_gives_the_plan(system_files,
         knobs.pool(2048, 0)
         assert system_files.replay().returncode == 0
         assert int(Path(POOL).read_text()) == p["after"]
-    finally:
-        r = run_cli("rollback", "--yes", "--journal-dir", str(jdir))
-        assert r.returncode == 0, r.stdout + r.stderr
     assert not os.path.exists("/etc/sysctl.d/99-zz-hpadvise.conf")
 
 
@@ -102,9 +115,7 @@ def test_etc_sysctl_conf_overrides_the_plan_it_is_said_and_the_replay_agrees(
     old = Path("/etc/sysctl.conf").read_text()
     system_files.write("/etc/sysctl.conf", old + "vm.nr_hugepages = 37\n")
     n = len(old.splitlines()) + 1
-    c = pg_factory({"shared_buffers": "128MB", "huge_pages": "try"})
-    c.start()
-    report, _ = check_json("--db", "postgres")
+    c, report = started(pg_factory)
     pool = {k["knob"]: k for k in report["plan"]["boot"]}["pool.2048"]
     assert pool["at_boot"] == "37" and pool["source"] == f"/etc/sysctl.conf:{n}"
     [f] = [f for f in report["findings"] if f["code"] == "boot.overridden"]
@@ -146,18 +157,11 @@ def test_tuned_child_profile_applied_by_the_real_tuned_gives_the_plan(
         "[main]\nsummary=test database profile\n[vm]\ntransparent_hugepages=never\n[sysfs]\n"
         "/sys/kernel/mm/transparent_hugepage/defrag=never\n")
     Path("/etc/tuned/active_profile").write_text("hpadvise-test-db\n")
-    c = pg_factory({"shared_buffers": "128MB", "huge_pages": "try"})
-    c.start()
-    report, _ = check_json("--db", "postgres")
+    c, report = started(pg_factory)
     view = {k["knob"]: k for k in report["plan"]["boot"]}
     assert view["thp.enabled"]["at_boot"] == "never"
     assert "hpadvise-test-db/tuned.conf" in view["thp.enabled"]["source"]
-    jdir = tmp_path / "journal"
-    r = run_cli("apply", "--db", "postgres", "--instance", str(c.port), "--yes", "--json",
-                "--journal-dir", str(jdir))
-    assert r.returncode == 0, r.stdout + r.stderr
-    out = json.loads(r.stdout)
-    try:
+    with applied(c, tmp_path) as out:
         assert out["next_boot"] == [], out["next_boot"]
         child = Path("/etc/tuned/hpadvise/tuned.conf").read_text()
         assert "include=hpadvise-test-db" in child
@@ -182,9 +186,6 @@ def test_tuned_child_profile_applied_by_the_real_tuned_gives_the_plan(
         for knob in ("enabled", "defrag", "shmem_enabled"):
             now = Path(f"/sys/kernel/mm/transparent_hugepage/{knob}").read_text()
             assert f"[{planned['thp.' + knob]}]" in now, (knob, now)
-    finally:
-        r = run_cli("rollback", "--yes", "--journal-dir", str(jdir))
-        assert r.returncode == 0, r.stdout + r.stderr
     assert Path("/etc/tuned/active_profile").read_text().strip() == "hpadvise-test-db"
     assert not Path("/etc/tuned/hpadvise/tuned.conf").exists()
     assert out["status"] == "ok"

@@ -36,6 +36,24 @@ def cgroup(knobs):
             c.remove()
 
 
+@pytest.fixture
+def limited(cgroup, knobs, pg_factory):
+    """A 128 MB PostgreSQL (not started) and a fresh hugetlb cgroup with these limits, over a
+    200-page 2 MiB pool."""
+    def make(fault, rsvd, huge_pages, version=2):
+        knobs.pool(2048, 200)
+        cg = cgroup(version)
+        cg.limit(fault=fault, rsvd=rsvd)
+        return cg, pg_factory({"shared_buffers": "128MB", "huge_pages": huge_pages})
+    return make
+
+
+def checked(c):
+    """check's report and the instance of cluster c in it."""
+    report, _ = check_json("--db", "postgres")
+    return report, instance(report, c.datadir)
+
+
 def start_in(cg, c, check=True):
     r = cg.run_in(f"runuser -u postgres -- {c.bindir}/pg_ctl -D {c.datadir} -l {c.log} -w "
                   "-t 60 start", cwd="/")
@@ -47,15 +65,10 @@ def findings(report, iid):
     return {f["code"]: f for f in report["findings"] if f["instance"] == iid}
 
 
-def test_fault_limit_below_need_is_a_predicted_sigbus_that_load_produces(cgroup, knobs,
-                                                                          pg_factory):
-    knobs.pool(2048, 200)
-    cg = cgroup(2)
-    cg.limit(fault=20 * MiB, rsvd=None)
-    c = pg_factory({"shared_buffers": "128MB", "huge_pages": "try"})
+def test_fault_limit_below_need_is_a_predicted_sigbus_that_load_produces(limited):
+    cg, c = limited(fault=20 * MiB, rsvd=None, huge_pages="try")
     start_in(cg, c)
-    report, r = check_json("--db", "postgres")
-    i = instance(report, c.datadir)
+    report, i = checked(c)
     assert i["backing"] == "hugetlb"  # it started on huge pages: the mapping was not capped
     need = i["demand"]["pages"]["2048"] * 2 * MiB
     f = findings(report, i["id"])["cgroup.hugetlb.sigbus"]
@@ -86,17 +99,13 @@ def test_fault_limit_below_need_is_a_predicted_sigbus_that_load_produces(cgroup,
     assert hit and hit[0]["severity"] == "crit", report["findings"]
 
 
-def test_reservation_limit_below_need_refuses_or_falls_back(cgroup, knobs, pg_factory):
-    knobs.pool(2048, 200)
-    cg = cgroup(2)
-    cg.limit(fault=20 * MiB, rsvd=20 * MiB)
-    c = pg_factory({"shared_buffers": "128MB", "huge_pages": "on"})
+def test_reservation_limit_below_need_refuses_or_falls_back(limited):
+    cg, c = limited(fault=20 * MiB, rsvd=20 * MiB, huge_pages="on")
     r = start_in(cg, c, check=False)
     assert r.returncode != 0 and "could not map anonymous shared memory" in c.logtail()
     c.configure({"huge_pages": "try"})
     start_in(cg, c)
-    report, _ = check_json("--db", "postgres")
-    i = instance(report, c.datadir)
+    report, i = checked(c)
     assert i["backing"] == "4k"  # the reservation failed cleanly: normal pages
     f = findings(report, i["id"])["cgroup.hugetlb.reserve_short"]
     assert f"{cg.path}/hugetlb.2MB.rsvd.max = {20 * MiB}" in f["evidence"]
@@ -104,29 +113,21 @@ def test_reservation_limit_below_need_refuses_or_falls_back(cgroup, knobs, pg_fa
             if ch["instance"] == i["id"]} == {("huge_pages", "off")}
 
 
-def test_adequate_limits_run_on_huge_pages_without_a_finding(cgroup, knobs, pg_factory):
-    knobs.pool(2048, 200)
-    cg = cgroup(2)
-    cg.limit(fault=400 * MiB, rsvd=400 * MiB)
-    c = pg_factory({"shared_buffers": "128MB", "huge_pages": "on"})
+def test_adequate_limits_run_on_huge_pages_without_a_finding(limited):
+    cg, c = limited(fault=400 * MiB, rsvd=400 * MiB, huge_pages="on")
     start_in(cg, c)
     c.psql("CREATE TABLE big AS SELECT g, repeat('x', 200) AS pad "
            "FROM generate_series(1, 300000) g")
-    report, _ = check_json("--db", "postgres")
-    i = instance(report, c.datadir)
+    report, i = checked(c)
     assert i["backing"] == "hugetlb"
     assert not [code for code in findings(report, i["id"]) if code.startswith("cgroup.")]
     assert cg.events() == 0
 
 
-def test_cgroup_v1_hierarchy(cgroup, knobs, pg_factory):
-    knobs.pool(2048, 200)
-    cg = cgroup(1)
-    cg.limit(fault=20 * MiB, rsvd=None)
-    c = pg_factory({"shared_buffers": "128MB", "huge_pages": "try"})
+def test_cgroup_v1_hierarchy(limited):
+    cg, c = limited(fault=20 * MiB, rsvd=None, huge_pages="try", version=1)
     start_in(cg, c)
-    report, _ = check_json("--db", "postgres")
-    i = instance(report, c.datadir)
+    report, i = checked(c)
     f = findings(report, i["id"])["cgroup.hugetlb.sigbus"]
     assert f"{cg.path}/hugetlb.2MB.limit_in_bytes = {20 * MiB}" in f["evidence"]
 

@@ -71,6 +71,9 @@ DESIGNS = ("auto", "restart", "resident", "simultaneous")
 # What "auto" picks where the variants allow it: the design with the narrowest CI in the
 # side-by-side series in benchmarks/README.md ("Designs of a validate run").
 AUTO_DESIGN = "simultaneous"
+# What a run stopped by --target-ci says of itself (stats.should_stop: why it covers less).
+EARLY_STOP = "--target-ci reached (an interval stopped on its own width covers a little less " \
+    "than 95%)"
 # The scratch server's buffers when neither --shared-buffers nor a running instance says.
 DEFAULT_BUFFERS = "1GB"
 DEFAULT_VARIANTS = ("current", "recommended", "thp-never", "thp-always")
@@ -137,7 +140,7 @@ class Options:
     scale: int | None = None
     run_s: int | None = None
     warm_s: int | None = None
-    target_ci_pct: float = 1.0
+    target_ci_pct: float | None = None  # None: use the whole budget (see stats.should_stop)
     band_pct: float = 1.0
     shared_buffers: str | None = None  # None: follow the host's instance of the engine
     max_connections: int = 100
@@ -623,7 +626,7 @@ class Validation:
             block_times.append(time.time() - t0)
             effects = self.effects()
             if stats.should_stop(list(effects.values()), o.target_ci_pct, o.min_blocks):
-                self.meta["stopped"] = "target CI reached"
+                self.meta["stopped"] = EARLY_STOP
                 return
             remaining = o.duration_s - self.state.elapsed
             if remaining < max(block_times):
@@ -791,7 +794,7 @@ class Validation:
             epoch += 1
             epoch_times.append(time.time() - t0)
             if stats.should_stop(list(self.effects().values()), o.target_ci_pct, o.min_blocks):
-                self.meta["stopped"] = "target CI reached"
+                self.meta["stopped"] = EARLY_STOP
                 return
             if o.duration_s - self.state.elapsed < max(epoch_times):
                 self.meta["stopped"] = "time budget used"

@@ -64,6 +64,7 @@ def test_stopping_rule():
     assert not stats.should_stop([tight, wide], 1.0)
     assert not stats.should_stop([early], 1.0)  # too few blocks to trust the CI
     assert not stats.should_stop([], 1.0)
+    assert not stats.should_stop([tight], None)  # no target: the whole budget is used
 
 
 def test_one_block_is_inconclusive():

@@ -526,7 +526,8 @@ def validate(
     opts = Options(db=db, bench=bench,
         variants=[v.strip() for v in variants.split(",")] if variants else list(DEFAULT_VARIANTS),
         duration_s=parse_duration(duration), workload=workload, clients=clients, scale=scale,
-        run_s=run_seconds, warm_s=warmup_seconds, target_ci_pct=_pct(target_ci, "--target-ci") if target_ci is not None else None,
+        run_s=run_seconds, warm_s=warmup_seconds,
+        target_ci_pct=_pct(target_ci, "--target-ci") if target_ci is not None else None,
         band_pct=_pct(band, "--band"), shared_buffers=shared_buffers, profile=profile,
         instance=instance, allow_restart=allow_restart, design=design, rounds=rounds)
     if scratch and instance:

@@ -14,10 +14,10 @@ Three designs (docs/design.md, "Validating"; measured side by side in benchmarks
   clients pinned to its own CPU, the CPUs rotating between the rounds of an epoch, so
   time-varying noise (a VM's steal) hits every variant alike.
 A variant may be named twice (an A/A run: two servers, or two runs per block, of the same
-variant); the comparison then measures noise alone. In every design the effect's unit is the epoch (one restart of every variant; in the restart
-design an epoch is a block), so the CI counts restart-to-restart variation. Every knob is put
-back after each epoch and at the end, also on Ctrl-C, SIGTERM and failures; scratch servers
-are removed.
+variant); the comparison then measures noise alone. In every design the effect's unit is the
+epoch (one restart of every variant; in the restart design an epoch is a block), so the CI
+counts restart-to-restart variation. Every knob is put back after each epoch and at the end,
+also on Ctrl-C, SIGTERM and failures; scratch servers are removed.
 
 The server under test comes from the engine's plugin (Engine.bench_target, see
 benchmarks/target.py): nothing here knows which engine it is.

@@ -10,8 +10,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from hpadvise.benchmarks.target import (BenchTarget, check_run, free_port, owned_tmpdir,
-                                        wait_gone)
+from hpadvise.benchmarks.target import BenchTarget, free_port, owned_tmpdir, wait_gone
 from hpadvise.errors import InputError
 from hpadvise.procs import Proc, backing_of
 from hpadvise.sysroot import SysRoot
@@ -42,10 +41,17 @@ class ScratchMaria:
                              "(Debian: apt-get install mariadb-server)")
         self.pw, self.tmp = owned_tmpdir(user, "hpadvise-my-", base, "MariaDB")
         self.user = user
+        self.datadir = f"{self.tmp}/data"
+        self.socket = f"{self.tmp}/mysqld.sock"
+        self.port = free_port()
+        self.log = f"{self.tmp}/error.log"
+        self.cnf = f"{self.tmp}/my.cnf"
         self.proc: subprocess.Popen | None = None
-        self.settings = {**self._place(), "bind-address": "127.0.0.1",
-                         "innodb-buffer-pool-size": "128M", "innodb-log-file-size": "64M",
-                         "max-connections": "200", **(settings or {})}
+        self.settings = {"datadir": self.datadir, "socket": self.socket, "port": str(self.port),
+                         "bind-address": "127.0.0.1", "pid-file": f"{self.tmp}/mysqld.pid",
+                         "log-error": self.log, "innodb-buffer-pool-size": "128M",
+                         "innodb-log-file-size": "64M", "max-connections": "200",
+                         **(settings or {})}
         self.write_cnf()
         try:
             r = subprocess.run([install, f"--defaults-file={self.cnf}", f"--user={user}",
@@ -56,33 +62,6 @@ class ScratchMaria:
         except BaseException:
             shutil.rmtree(self.tmp, ignore_errors=True)
             raise
-
-    def _place(self) -> dict[str, str]:
-        """This server's own files in self.tmp and a free port: the settings that tell it
-        apart from another server on the host."""
-        self.datadir, self.socket = f"{self.tmp}/data", f"{self.tmp}/mysqld.sock"
-        self.log, self.cnf, self.port = f"{self.tmp}/error.log", f"{self.tmp}/my.cnf", free_port()
-        return {"datadir": self.datadir, "socket": self.socket, "port": str(self.port),
-                "pid-file": f"{self.tmp}/mysqld.pid", "log-error": self.log}
-
-    @classmethod
-    def copy_of(cls, other: "ScratchMaria") -> "ScratchMaria":
-        """A stopped server's data directory copied (owner and modes kept) into a new temp
-        directory: the same settings, its own socket, port, pid file and error log. A clean
-        shutdown (SIGTERM) leaves InnoDB's files consistent, so the copy starts without
-        crash recovery."""
-        m = cls.__new__(cls)
-        m.server, m.user, m.proc = other.server, other.user, None
-        m.pw, m.tmp = owned_tmpdir(other.user, "hpadvise-my-", os.path.dirname(other.tmp),
-                                   "MariaDB")
-        m.settings = {**other.settings, **m._place()}
-        try:
-            check_run(["cp", "-a", other.datadir, m.datadir])
-            m.write_cnf()
-        except BaseException:
-            shutil.rmtree(m.tmp, ignore_errors=True)
-            raise
-        return m
 
     def write_cnf(self) -> None:
         with open(self.cnf, "w") as f:
@@ -168,7 +147,6 @@ class MariaTarget(BenchTarget):
     buffers_setting = "innodb_buffer_pool_size"
     label = "scratch MariaDB server"
     dbname = "hpadvise_validate"
-    restart_starts = True  # MyRestart starts a stopped server
 
     def __init__(self, opts):
         if opts.instance:
@@ -228,27 +206,6 @@ class MariaTarget(BenchTarget):
         if load:
             d.prepare()
         return d
-
-    def twin_blocker(self) -> str | None:
-        return None
-
-    def twin(self) -> "MariaTarget":
-        """A copy of the scratch server's data directory (taken after a clean shutdown) with
-        its own socket and port, running; this server is running again too."""
-        self.m.stop()
-        try:
-            m2 = ScratchMaria.copy_of(self.m)
-        finally:
-            self.m.start()
-        try:
-            m2.start()
-        except BaseException:
-            m2.destroy()  # not yet the runner's to remove
-            raise
-        t = MariaTarget(self.o)
-        t.m, t.label = m2, "scratch MariaDB server (twin)"
-        t.instance_ref, t.owner, t.tmpdir = m2.datadir, m2.user, m2.tmp
-        return t
 
     def backing(self) -> str | None:
         pid = self.m.pid

@@ -478,7 +478,7 @@ def validate(
     target_ci: Annotated[Optional[str], typer.Option(
         help="Stop early once every comparison's 95% CI half-width is this small [default: "
              "use the whole budget]. An interval stopped on its own width covers less than "
-             "95% (about 92-94% in simulation of this rule).")] = None,
+             "95% (90-95% in a simulation of this rule).")] = None,
     band: Annotated[str, typer.Option(help="Noise band for the verdict words.")] = "1%",
     profile: Annotated[str, typer.Option(help="Profile for the recommended variant.")] = "oltp",
     instance: Annotated[Optional[str], typer.Option(

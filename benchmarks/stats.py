@@ -87,7 +87,7 @@ def should_stop(effects: list[Effect], target_pct: float | None, min_blocks: int
     Stopping on the interval's own width is optional stopping: it ends runs whose sample sd
     happens to be small, so the final t interval covers less than its nominal 95%. Simulated
     for this rule (normal epoch ratios, true effect 0, target 1%, at least 3 epochs;
-    scripts/stopping_sim.py, results in benchmarks/README.md): 5-8% of intervals miss the
+    scripts/stopping_sim.py, results in benchmarks/README.md): up to 8% of intervals miss the
     true effect with at most 6 epochs, up to ~10% with 30, against 5% for a fixed number of
     epochs. Hence opt-in only."""
     return target_pct is not None and bool(effects) and all(

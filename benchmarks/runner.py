@@ -173,6 +173,7 @@ class Sample:
     dtlb: dict | None = None  # perf stat's dTLB counters over the measured part (a PMU only)
     epoch: int | None = None  # the servers' start this run belongs to (= block when restarting)
     cpus: list[int] | None = None  # CPUs the server and its clients were pinned to
+    server: int | None = None  # side by side: 0 the server the data was loaded into, 1.. copies
 
 
 @dataclass
@@ -291,6 +292,7 @@ class Validation:
         self.active: list[jr.Journal] = []  # the variants switched on now, in order
         self.design, self.design_reason = "restart", ""
         self.servers: dict[str, tuple[BenchTarget, object]] = {}  # variant -> (server, driver)
+        self.made: list[tuple[BenchTarget, object]] = []  # side by side: the target, its copies
         self.twins: list[BenchTarget] = []  # servers made besides the target (removed at end)
         self.reserved: list[jr.Journal] = []  # pools held for a side-by-side run
         self.skipped: dict[str, str] = {}  # variants that cannot run here, and why
@@ -537,15 +539,26 @@ class Validation:
             t.restart()
 
     def _make_servers(self) -> None:
-        """One server per variant for the resident and simultaneous designs: the target for the
-        first, twins with the same data for the others."""
+        """One server per variant for the resident and simultaneous designs: the target, and
+        copies with the same data for the others (which variant runs on which server changes
+        from epoch to epoch: _assign_servers)."""
         o, t = self.o, self.target
-        self.servers = {o.variants[0]: (t, self.bench)}
+        self.made = [(t, self.bench)]
         for i, v in enumerate(o.variants[1:], 2):
             self._update(phase=f"copying the server for variant {v} ({i} of {len(o.variants)})")
             tw = t.twin()
             self.twins.append(tw)
-            self.servers[v] = (tw, tw.driver(o.bench, o.scale, load=False))
+            self.made.append((tw, tw.driver(o.bench, o.scale, load=False)))
+        self._assign_servers(0)
+
+    def _assign_servers(self, epoch: int) -> None:
+        """Variant i runs on server (i + epoch) mod n in this epoch. A server's own traits
+        (the original or a copy; where its files lie on disk and in the page cache) would
+        otherwise stay with one variant for the whole run and shift its estimate; rotated,
+        they fall on every variant alike and widen the interval instead, as other
+        start-to-start variation does."""
+        n = len(self.made)
+        self.servers = {v: self.made[(i + epoch) % n] for i, v in enumerate(self.o.variants)}
 
     def _room_for_a_held_pool(self) -> bool:
         """Whether a 1 GiB pool for the server's buffers can be held while a 4 KiB variant's
@@ -805,6 +818,7 @@ class Validation:
         read off the running servers (the plan needs them running); then every server stops
         and the variants that take huge pages start first, so that a server on
         `huge_pages = try` finds no free pages of the held pools and stays on 4 KiB pages."""
+        self._assign_servers(epoch)
         steps = {v: self._epoch_steps(v, self.servers[v][0]) for v in self.o.variants}
         for t, _ in self.servers.values():
             t.stop()
@@ -812,8 +826,7 @@ class Validation:
             self._update(phase=f"epoch {epoch + 1}: switching {v}", variant=v)
             self._current = v
             self._apply(steps[v], self.servers[v][0])
-        order = sorted(self.o.variants,
-                       key=lambda v: kind(v) not in ("recommended", "hugepages-1g"))
+        order = _start_order(self.o.variants, epoch)
         for v in order:
             t, _ = self.servers[v]
             self._update(phase=f"epoch {epoch + 1}: starting {v}", variant=v)
@@ -858,8 +871,11 @@ class Validation:
                        mem.get("anon_huge_kb"),
                        mem.get("shmem_huge_kb"), mem.get("hugetlb_kb"), t.backing(), thp,
                        run.progress, round(started, 1), steal, dtlb, epoch,
-                       sorted(cpus) if cpus is not None else None)
+                       sorted(cpus) if cpus is not None else None, self._server_no(t))
                 for (v, t, _, cpus), run, pte in zip(jobs, runs, ptes)]
+
+    def _server_no(self, t: BenchTarget) -> int | None:
+        return next((i for i, (m, _) in enumerate(self.made) if m is t), None)
 
     def _bench(self, jobs, clients: int, pids: list[int | None]):
         """One benchmark invocation per (driver, logprefix, cpus), all at once: warm_s seconds
@@ -1033,6 +1049,18 @@ class Validation:
             "variants": {v: _summary([s for s in self.samples if s.variant == v])
                          for v in self.o.variants},
         }
+
+
+def _start_order(variants: list[str], epoch: int) -> list[str]:
+    """The order the servers start in at an epoch: those on huge pages first, so that a
+    server on `huge_pages = try` finds no free pages of the held pools and stays on 4 KiB
+    pages. Among servers alike, the order turns every n epochs (n servers), so that starting
+    (and prewarming) later is not always the same variant's lot, and, with the servers
+    turning every epoch (_assign_servers), not always the same server's either."""
+    n = len(variants)
+    k = (epoch // n) % n if n else 0
+    turned = variants[k:] + variants[:k]
+    return sorted(turned, key=lambda v: kind(v) not in ("recommended", "hugepages-1g"))
 
 
 def _unit(s: Sample) -> int:

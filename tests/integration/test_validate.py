@@ -212,6 +212,12 @@ def test_every_run_is_on_its_variants_pages(knobs, tmp_path, design):
     else:  # every epoch holds whole rounds: each variant once per round
         rounds = m["rounds"]
         assert rounds == 2 and len(samples) == 2 * rounds * len(epochs)
+        # the variants change servers between epochs (the loaded one and its copy), and each
+        # server still ran on its variant's pages (above)
+        for ep in epochs:
+            on = {s["variant"]: s["server"] for s in samples if s["epoch"] == ep}
+            assert sorted(on.values()) == [0, 1], (ep, on)
+        assert {s["server"] for s in samples if s["variant"] == "recommended"} == {0, 1}
     if design == "simultaneous":
         # both servers measured at once, on disjoint CPUs, and each on every CPU within an epoch
         for blk in {s["block"] for s in samples}:

@@ -252,6 +252,33 @@ def test_cpu_groups_are_disjoint_and_equal():
     assert set().union(*groups) <= set(os.sched_getaffinity(0))
 
 
+def test_servers_and_start_order_turn_between_epochs():
+    """Side by side, over every n epochs each variant runs once on each server (the original
+    and its copies), and over n*n epochs starts once in each place among servers alike; the
+    servers on huge pages always start first."""
+    v = runner.Validation(runner.Options(variants=["current", "current#2"], duration_s=60,
+                                         db="postgres"))
+    v.made = [("original", None), ("copy", None)]
+    on = []
+    for ep in range(4):
+        v._assign_servers(ep)
+        on.append((v.servers["current"][0], v.servers["current#2"][0]))
+    assert on == [("original", "copy"), ("copy", "original")] * 2
+    firsts = [runner._start_order(["current", "current#2"], ep)[0] for ep in range(4)]
+    assert firsts == ["current", "current", "current#2", "current#2"]
+    # copy and start order are not confounded: over 4 epochs current#2 is the copy and
+    # starts second, the original and starts second, the copy and starts first, ...
+    assert {(on[ep][1], firsts[ep]) for ep in range(4)} == {
+        ("copy", "current"), ("original", "current"),
+        ("copy", "current#2"), ("original", "current#2")}
+    three = ["current", "recommended", "hugepages-1g"]
+    for ep in range(9):
+        order = runner._start_order(three, ep)
+        assert order[-1] == "current" and set(order) == set(three)
+    assert {runner._start_order(three, ep)[0] for ep in range(9)} == {"recommended",
+                                                                      "hugepages-1g"}
+
+
 def test_geomean():
     assert stats.geomean([1, 100]) == pytest.approx(10)
     assert stats.geomean([5]) == pytest.approx(5)

@@ -67,7 +67,8 @@ def test_exact_pool_no_fallback_and_short_pool_caught(my_factory, knobs, bp, lb,
     required = n - allowance
 
     # exactly n pages: the server maps every required buffer on them and logs no fallback;
-    # the pages it maps are the required ones, or all n when io_uring took its share.
+    # the pages it maps are the required ones and whatever io_uring took of its 0-6 MiB
+    # share at this start (seen: none, 2 and 3 pages), never more than n.
     m.stop()
     assert knobs.pool(2048, n) == n
     m.configure({"large-pages": "ON"})
@@ -75,7 +76,7 @@ def test_exact_pool_no_fallback_and_short_pool_caught(my_factory, knobs, bp, lb,
     time.sleep(1)  # io_uring's share is mapped lazily
     maps = [mp for mp in parse_smaps(Path(f"/proc/{m.pid}/smaps").read_text()) if mp.hugetlb]
     mapped = sum(-(-mp.size_kb // 2048) for mp in maps)
-    assert mapped in (required, n), f"computed {required} + {allowance}, mapped {mapped}: {maps}"
+    assert required <= mapped <= n, f"computed {required} + {allowance}, mapped {mapped}: {maps}"
     mi = _meminfo()
     assert mi["HugePages_Total"] - mi["HugePages_Free"] + mi["HugePages_Rsvd"] == mapped
     assert not [ln for ln in m.logtail().splitlines() if myconf.FALLBACK_RE.search(ln)]

@@ -560,6 +560,9 @@ def validate(
         print(f"hpadvise: error: could not restore {e}", file=sys.stderr)
     if result["meta"].get("restore_errors"):
         raise typer.Exit(1)
+    if val.failed:
+        print(f"hpadvise: error: {val.failed}; every knob is restored", file=sys.stderr)
+        raise typer.Exit(1)
     if val.interrupted:
         raise typer.Exit(130)
 

@@ -91,6 +91,11 @@ class ValidateError(Exception):
     """validate could not go on (not bad input): one line for the user, everything restored."""
 
 
+class RunOverrun(Exception):
+    """A benchmark run did not end in its time (warm-up + run + Options.run_grace_s): its
+    clients are stopped and validate ends with what the runs before it measured."""
+
+
 def parse_duration(text: str) -> int:
     mt = re.fullmatch(r"\s*(\d+)\s*(s|m|h)?\s*", text or "")
     if not mt:
@@ -150,6 +155,11 @@ class Options:
     allow_restart: bool = False
     design: str = "auto"  # one of DESIGNS
     rounds: int | None = None  # runs of every variant per epoch (resident, simultaneous)
+    # how long a run may go on past its warm-up and measured seconds before its clients are
+    # stopped: pgbench -T and sysbench --time end the clients on their own clock, so beyond
+    # them only connecting and the final report remain (seconds); a run still going a
+    # minute later is one whose server stopped making progress
+    run_grace_s: int = 60
 
 
 @dataclass
@@ -270,13 +280,23 @@ def _start_pinned(start: Callable[[], subprocess.Popen], cpus) -> subprocess.Pop
         os.sched_setaffinity(0, old)
 
 
-def _kill_all(procs: list[subprocess.Popen]) -> None:
+def _kill_all(procs: list[subprocess.Popen], wait_s: float = 10) -> None:
+    """Every client's process group ended: SIGTERM, and SIGKILL where it has not ended within
+    wait_s (a client stopped with SIGSTOP held SIGTERM pending here, one that ignores it
+    stays; SIGKILL ends both)."""
     for p in procs:
-        try:
-            os.killpg(p.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-        p.wait()
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(p.pid, sig)
+            except ProcessLookupError:
+                pass
+            try:
+                p.wait(timeout=wait_s)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        if sig == signal.SIGKILL:
+            p.wait()
 
 
 class Validation:
@@ -286,6 +306,7 @@ class Validation:
         self.state = State(budget_s=opts.duration_s)
         self.samples: list[Sample] = []
         self.interrupted = False
+        self.failed: str | None = None  # why the runs ended before the budget (RunOverrun)
         self.target: BenchTarget | None = None
         self.restarted = False
         self.jdir: str | None = None  # the variants' journals, made when the run starts
@@ -458,6 +479,8 @@ class Validation:
                 self._loop_epochs()
         except (KeyboardInterrupt, Interrupted):
             self.interrupted = True
+        except RunOverrun as exc:
+            self.failed = self.meta["stopped"] = str(exc)
         finally:
             signal.signal(signal.SIGTERM, signal.SIG_IGN)  # restoring must not be cut short
             try:
@@ -628,11 +651,15 @@ class Validation:
         block = 0
         block_times: list[float] = []
         while True:
-            t0 = time.time()
+            t0, n0 = time.time(), len(self.samples)
             order = list(o.variants) if block % 2 == 0 else list(reversed(o.variants))
             for v in order:
                 self._update(variant=v, block=block + 1)
-                self.samples.append(self._one(block, v))
+                try:
+                    self.samples.append(self._one(block, v))
+                except RunOverrun:
+                    del self.samples[n0:]  # only whole blocks count
+                    raise
                 self._update(last_run=f"block {block + 1} {v}: "
                                       f"{self.samples[-1].tps:,.0f} TPS")
             block += 1
@@ -782,7 +809,7 @@ class Validation:
         epoch_times: list[float] = []
         groups = _cpu_groups(len(o.variants))
         while True:
-            t0 = time.time()
+            t0, n0 = time.time(), len(self.samples)
             self._start_epoch(epoch)
             try:
                 for r in range(o.rounds):
@@ -802,6 +829,9 @@ class Validation:
                     self.samples += got
                     self._update(last_run=f"epoch {epoch + 1} round {r + 1}: " + ", ".join(
                         f"{s.variant} {s.tps:,.0f} TPS" for s in got))
+            except RunOverrun:
+                del self.samples[n0:]  # only whole epochs count (every CPU, every round)
+                raise
             finally:
                 self._end_epoch()
             epoch += 1
@@ -863,6 +893,10 @@ class Validation:
             runs, mem, ptes, thp, steal, dtlb = self._bench(
                 [(drv, self._logprefix(t), cpus) for _, t, drv, cpus in jobs], clients,
                 [t.pid() for _, t, _, _ in jobs])
+        except RunOverrun as exc:
+            names = " and ".join(v for v, _, _, _ in jobs)
+            raise RunOverrun(f"the run of {names} in block {block + 1} {exc}; its clients were "
+                             "stopped and the verdict is on the whole epochs before it") from None
         finally:
             _pin_trees(self.sr, [(t.pid(), _ALL_CPUS) for _, t, _, cpus in jobs
                                  if cpus is not None])
@@ -918,9 +952,15 @@ class Validation:
         before: dict | None = None
         cpu0 = None
         perf = None
+        limit = warm_s + seconds + o.run_grace_s
         try:
             while any(p.poll() is None for p in procs):
                 now = time.time() - t0
+                if now > limit:
+                    raise RunOverrun(f"was still going {now:.0f} s after it started, "
+                                     f"{now - warm_s - seconds:.0f} s past its {warm_s} s of "
+                                     f"warm-up and {seconds} s of measuring (a server that "
+                                     "stopped making progress?)")
                 if before is None and now >= warm_s:
                     before = _thp_counters(self.sr)
                     cpu0 = read_cpu_times(self.sr)

@@ -264,6 +264,49 @@ def test_a_a_run_on_huge_pages_side_by_side(knobs, tmp_path):
     assert host_state() == before and scratch_dirs() == dirs
 
 
+def _our_children_named(name: str) -> list[int]:
+    out = []
+    for d in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            stat = open(f"/proc/{d}/stat").read()
+        except OSError:
+            continue
+        comm, rest = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:]
+        if comm == name and int(rest.split()[1]) == os.getpid():
+            out.append(int(d))
+    return out
+
+
+def test_a_run_that_does_not_end_is_stopped(knobs):
+    """A run whose clients never finish (here pgbench itself is stopped with SIGSTOP once the
+    second block measures, as a hung server would hold it) is ended at warm-up + run + the
+    grace: validate ends with the runs before it, says which run hung, and restores
+    everything."""
+    from hpadvise.benchmarks import runner
+    before, dirs = host_state(), scratch_dirs()
+    stopped: list[int] = []
+
+    def on_update(state):
+        if state.phase == "measuring" and state.block >= 2 and not stopped:
+            for pid in _our_children_named("pgbench"):
+                os.kill(pid, signal.SIGSTOP)
+                stopped.append(pid)
+    v = runner.Validation(runner.Options(
+        variants=["current", "recommended"], duration_s=300, db="postgres", clients=2,
+        run_s=2, warm_s=1, shared_buffers="128MB", design="restart", run_grace_s=3),
+        on_update=on_update)
+    t0 = time.time()
+    v.run()
+    assert stopped, "no pgbench was found to stop"
+    assert v.failed and "the run of " in v.failed and "in block 2 was still going" in v.failed
+    assert time.time() - t0 < 200  # ended by the limit, not by the 300 s budget
+    res = v.result()
+    assert res["meta"]["stopped"] == v.failed and not res["meta"]["interrupted"]
+    assert {s["block"] for s in res["samples"]} == {0}  # block 1 (0 here) was kept whole
+    assert not [p for p in stopped if os.path.exists(f"/proc/{p}")]
+    assert host_state() == before and scratch_dirs() == dirs
+
+
 def test_side_by_side_designs_refuse_what_they_cannot_measure(knobs):
     """THP variants are host-wide, a running instance cannot be doubled: an explicit resident
     or simultaneous design says so, auto falls back to restarting and says why."""

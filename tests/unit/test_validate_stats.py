@@ -279,6 +279,24 @@ def test_servers_and_start_order_turn_between_epochs():
                                                                       "hugepages-1g"}
 
 
+def test_clients_are_ended_even_when_they_ignore_sigterm():
+    """SIGTERM to each client's process group, SIGKILL where it stays: a client stopped with
+    SIGSTOP and one that ignores SIGTERM both end, within the wait."""
+    import signal
+    import subprocess
+    import time
+    stopped = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    deaf = subprocess.Popen(["sh", "-c", "trap '' TERM; sleep 60; true"],
+                            start_new_session=True)
+    os.kill(stopped.pid, signal.SIGSTOP)
+    time.sleep(0.2)  # the shell has set its trap
+    t0 = time.time()
+    runner._kill_all([stopped, deaf], wait_s=0.5)
+    assert stopped.returncode in (-signal.SIGTERM, -signal.SIGKILL)
+    assert deaf.returncode == -signal.SIGKILL
+    assert time.time() - t0 < 5
+
+
 def test_geomean():
     assert stats.geomean([1, 100]) == pytest.approx(10)
     assert stats.geomean([5]) == pytest.approx(5)

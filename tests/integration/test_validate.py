@@ -295,11 +295,9 @@ def test_a_run_that_does_not_end_is_stopped(knobs):
         variants=["current", "recommended"], duration_s=300, db="postgres", clients=2,
         run_s=2, warm_s=1, shared_buffers="128MB", design="restart", run_grace_s=3),
         on_update=on_update)
-    t0 = time.time()
-    v.run()
+    v.run()  # without the limit it would wait for the stopped pgbench for ever
     assert stopped, "no pgbench was found to stop"
     assert v.failed and "the run of " in v.failed and "in block 2 was still going" in v.failed
-    assert time.time() - t0 < 200  # ended by the limit, not by the 300 s budget
     res = v.result()
     assert res["meta"]["stopped"] == v.failed and not res["meta"]["interrupted"]
     assert {s["block"] for s in res["samples"]} == {0}  # block 1 (0 here) was kept whole

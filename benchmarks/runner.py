@@ -284,18 +284,17 @@ def _kill_all(procs: list[subprocess.Popen], wait_s: float = 10) -> None:
     """Every client's process group ended: SIGTERM, and SIGKILL where it has not ended within
     wait_s (a client stopped with SIGSTOP held SIGTERM pending here, one that ignores it
     stays; SIGKILL ends both)."""
+    def signal_group(p: subprocess.Popen, sig: int) -> None:
+        try:
+            os.killpg(p.pid, sig)
+        except ProcessLookupError:
+            pass
     for p in procs:
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            try:
-                os.killpg(p.pid, sig)
-            except ProcessLookupError:
-                pass
-            try:
-                p.wait(timeout=wait_s)
-                break
-            except subprocess.TimeoutExpired:
-                continue
-        if sig == signal.SIGKILL:
+        signal_group(p, signal.SIGTERM)
+        try:
+            p.wait(timeout=wait_s)
+        except subprocess.TimeoutExpired:
+            signal_group(p, signal.SIGKILL)
             p.wait()
 
 

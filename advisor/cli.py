@@ -463,6 +463,9 @@ def validate(
     rounds: Annotated[Optional[int], typer.Option(
         help="Runs of every variant per server start, resident and simultaneous designs "
              "[default: 2, or one per variant when simultaneous].")] = None,
+    swap_seconds: Annotated[Optional[float], typer.Option(
+        help="Simultaneous design: the servers trade CPUs this often within a run, 0 never "
+             "[default: about 3, cutting the run into equal pieces on every CPU].")] = None,
     clients: Annotated[int, typer.Option(help="Clients (pgbench -c, sysbench --threads).")] = 16,
     scale: Annotated[Optional[int], typer.Option(
         help="pgbench scale or TPC-C warehouses [default: what fits in the buffers].")] = None,
@@ -529,7 +532,8 @@ def validate(
         run_s=run_seconds, warm_s=warmup_seconds,
         target_ci_pct=_pct(target_ci, "--target-ci") if target_ci is not None else None,
         band_pct=_pct(band, "--band"), shared_buffers=shared_buffers, profile=profile,
-        instance=instance, allow_restart=allow_restart, design=design, rounds=rounds)
+        instance=instance, allow_restart=allow_restart, design=design, rounds=rounds,
+        swap_s=swap_seconds)
     if scratch and instance:
         raise InputError("--scratch and --instance exclude each other")
     form = _fmt(fmt, json_out)

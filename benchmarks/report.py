@@ -319,6 +319,8 @@ def _design(m: dict) -> str:
             "simultaneous": "one server per variant, measured at the same time on their own "
                             "CPUs, rotating"}.get(d, d)
     rounds = f", {m['rounds']} rounds per epoch" if m.get("rounds") else ""
+    if m.get("swap_s"):
+        rounds += f", trading CPUs every {m['swap_s']:g} s"
     why = f" ({m['design_reason']})" if m.get("design_reason") else ""
     return f"design: {d}: {what}{rounds}{why}"
 

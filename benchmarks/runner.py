@@ -11,8 +11,9 @@ Three designs (docs/design.md, "Validating"; measured side by side in benchmarks
   them, then alternates several short runs among them without restarts; the servers are
   restarted at every epoch so restart-to-restart variation is still sampled.
 - simultaneous: as resident, but the servers are measured at the same time, each server and its
-  clients pinned to its own CPU, the CPUs rotating between the rounds of an epoch, so
-  time-varying noise (a VM's steal) hits every variant alike.
+  clients pinned to its own CPU, the servers trading CPUs every few seconds within a run and
+  the starting CPUs rotating between the rounds of an epoch, so time-varying noise (a VM's
+  steal, one vCPU slower than the other for a while) hits every variant alike.
 A variant may be named twice (an A/A run: two servers, or two runs per block, of the same
 variant); the comparison then measures noise alone. In every design the effect's unit is the
 epoch (one restart of every variant; in the restart design an epoch is a block), so the CI
@@ -155,6 +156,9 @@ class Options:
     allow_restart: bool = False
     design: str = "auto"  # one of DESIGNS
     rounds: int | None = None  # runs of every variant per epoch (resident, simultaneous)
+    # simultaneous: the servers trade CPUs every swap_s seconds within a run as well (0: each
+    # keeps its CPUs for the whole run); None: the default (see preflight)
+    swap_s: float | None = None
     # how long a run may go on past its warm-up and measured seconds before its clients are
     # stopped: pgbench -T and sysbench --time end the clients on their own clock, so beyond
     # them only connecting and the final report remain (seconds); a run still going a
@@ -184,6 +188,9 @@ class Sample:
     epoch: int | None = None  # the servers' start this run belongs to (= block when restarting)
     cpus: list[int] | None = None  # CPUs the server and its clients were pinned to
     server: int | None = None  # side by side: 0 the server the data was loaded into, 1.. copies
+    # simultaneous: the CPU trades within the run (warm-up included) that took, read back off
+    # the server's main process and its driver
+    trades: int | None = None
 
 
 @dataclass
@@ -278,6 +285,15 @@ def _start_pinned(start: Callable[[], subprocess.Popen], cpus) -> subprocess.Pop
         return start()
     finally:
         os.sched_setaffinity(0, old)
+
+
+def _turn(now: float, warm_s: float, swap_s: float) -> int:
+    """How many times the servers have traded CPUs `now` seconds into a run that swaps every
+    swap_s seconds: on a grid through the end of the warm-up, so that the measured part is cut
+    into whole swap_s pieces and each server spends an equal share of it on every CPU group
+    when it holds a multiple of (servers) pieces."""
+    first = warm_s % swap_s or swap_s
+    return 0 if now < first else int((now - first) // swap_s) + 1
 
 
 def _kill_all(procs: list[subprocess.Popen], wait_s: float = 10) -> None:
@@ -391,6 +407,9 @@ class Validation:
             o.rounds = n if self.design == "simultaneous" else 2
         if o.rounds < 1:
             raise InputError(f"--rounds {o.rounds}: give at least 1")
+        if o.swap_s is not None and o.swap_s < 0:
+            raise InputError(f"--swap-seconds {o.swap_s}: give 0 (no swapping within a run) "
+                             "or more")
         if o.run_s is None:
             # 30 s measured: shorter windows were dominated by this VM's few-second dips (sd of
             # the block ln-ratio 0.06-0.07 at 10-20 s, 0.05 at 25-30 s; benchmarks/README.md).
@@ -403,6 +422,17 @@ class Validation:
                 runs = o.rounds * (1 if self.design == "simultaneous" else n)
                 per = (epoch - 12 * n) / runs - o.warm_s
             o.run_s = max(3, min(30, int(per)))
+        if o.swap_s is None:
+            # Simultaneous: pinned for a whole run, a run's ln ratio carried a level of its own
+            # (sd ~0.06 between the rounds of one epoch, not the CPUs' lasting difference and
+            # not the servers'), two thirds of an A/A's epoch variance; trading CPUs every
+            # ~3 s within the run removed it (round-to-round spread down to what per-second
+            # noise predicts; benchmarks/README.md, "Trading CPUs within a run"). Pieces of
+            # ~3 s: the per-second ratio's autocorrelation is gone after 2-3 s, and a trade
+            # moves every thread of a server and its clients. The run is cut into a multiple
+            # of n pieces, so each server spends equal time on every CPU group.
+            pieces = n * max(1, round(o.run_s / (3 * n)))
+            o.swap_s = o.run_s / pieces if self.design == "simultaneous" else 0
 
     def _default_buffers(self) -> tuple[str, str]:
         """The scratch server's buffers when none are given: those of the largest running
@@ -527,6 +557,7 @@ class Validation:
                                        if v in o.variants},
                      "design_reason": self.design_reason,
                      "rounds": o.rounds if self.design != "restart" else None,
+                     "swap_s": o.swap_s if self.design == "simultaneous" else None,
                      "thp_defrag": defrag.group(1) if defrag else None,
                      "plan_thp": self._plan_thp(), "profile": o.profile,
                      "shared_buffers": t.buffers, "buffers_setting": t.buffers_setting,
@@ -889,7 +920,7 @@ class Validation:
         _pin_trees(self.sr, [(t.pid(), cpus) for _, t, _, cpus in jobs if cpus is not None])
         started = time.time()
         try:
-            runs, mem, ptes, thp, steal, dtlb = self._bench(
+            runs, mem, ptes, thp, steal, dtlb, trades = self._bench(
                 [(drv, self._logprefix(t), cpus) for _, t, drv, cpus in jobs], clients,
                 [t.pid() for _, t, _, _ in jobs])
         except RunOverrun as exc:
@@ -904,8 +935,8 @@ class Validation:
                        mem.get("anon_huge_kb"),
                        mem.get("shmem_huge_kb"), mem.get("hugetlb_kb"), t.backing(), thp,
                        run.progress, round(started, 1), steal, dtlb, epoch,
-                       sorted(cpus) if cpus is not None else None, self._server_no(t))
-                for (v, t, _, cpus), run, pte in zip(jobs, runs, ptes)]
+                       sorted(cpus) if cpus is not None else None, self._server_no(t), traded)
+                for (v, t, _, cpus), run, pte, traded in zip(jobs, runs, ptes, trades)]
 
     def _server_no(self, t: BenchTarget) -> int | None:
         return next((i for i, (m, _) in enumerate(self.made) if m is t), None)
@@ -946,6 +977,10 @@ class Validation:
                    for i in range(len(procs))]
         for th in threads:
             th.start()
+        groups = [cpus for _, _, cpus in jobs]
+        swap = o.swap_s if len(jobs) > 1 and None not in groups + pids else 0
+        turn = 0
+        trades: list[int | None] = [0 if swap else None] * len(procs)
         mem: dict = {}
         ptes: list[int | None] = [None] * len(pids)
         before: dict | None = None
@@ -960,6 +995,19 @@ class Validation:
                                      f"{now - warm_s - seconds:.0f} s past its {warm_s} s of "
                                      f"warm-up and {seconds} s of measuring (a server that "
                                      "stopped making progress?)")
+                if swap and (k := _turn(now, warm_s, swap)) != turn:
+                    turn = k
+                    _pin_trees(self.sr, [
+                        (pid, groups[(i + turn) % len(groups)])
+                        for i, p in enumerate(procs) for pid in (pids[i], p.pid)])
+                    for i, p in enumerate(procs):
+                        want = set(groups[(i + turn) % len(groups)])
+                        try:
+                            took = all(os.sched_getaffinity(x) == want
+                                       for x in (pids[i], p.pid))
+                        except OSError:  # the client just ended
+                            took = False
+                        trades[i] += took
                 if before is None and now >= warm_s:
                     before = _thp_counters(self.sr)
                     cpu0 = read_cpu_times(self.sr)
@@ -984,7 +1032,8 @@ class Validation:
         steal = _steal_pct(cpu0, read_cpu_times(self.sr))
         before = before or after
         thp = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
-        return runs, mem or _meminfo(self.sr), ptes, thp, steal, self._perf_finish(perf)
+        return (runs, mem or _meminfo(self.sr), ptes, thp, steal, self._perf_finish(perf),
+                trades)
 
     def _perf_start(self, seconds: int):
         """dTLB counters over the measured part, host-wide (`perf stat -a`: the server's

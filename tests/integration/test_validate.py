@@ -229,6 +229,14 @@ def test_every_run_is_on_its_variants_pages(knobs, tmp_path, design):
                 cpus = {tuple(s["cpus"]) for s in samples if s["epoch"] == ep
                         and s["variant"] == v}
                 assert len(cpus) == 2, (ep, v, cpus)
+        # and within every run they traded CPUs on the swap grid, each trade read back off
+        # the server and its clients: at least one per piece of the measured part
+        assert m["swap_s"] > 0
+        low = [(s["block"], s["trades"]) for s in samples
+               if s["trades"] < round(m["run_s"] / m["swap_s"])]
+        assert not low, (m["run_s"], m["swap_s"], low)
+    else:
+        assert all(s["trades"] is None for s in samples)
     # page tables are each server's own (VmPTE), not the host's: measured at the same moment,
     # the 4 KiB server's backends map the buffers with PTEs, the huge page server's do not
     pt = {v: sum(s["page_tables_kb"] for s in samples if s["variant"] == v)

@@ -279,6 +279,27 @@ def test_servers_and_start_order_turn_between_epochs():
                                                                       "hugepages-1g"}
 
 
+@pytest.mark.parametrize("warm_s,run_s,swap_s,n", [(11, 30, 3, 2), (4, 30, 3, 2), (20, 30, 5, 3),
+                                                    (0, 12, 2, 2), (7, 30, 2.5, 2)])
+def test_cpu_trades_within_a_run_share_the_measured_part_evenly(warm_s, run_s, swap_s, n):
+    """The servers trade CPUs on a grid through the end of the warm-up: the measured part is
+    whole pieces, and with a multiple of n of them every server spends the same time on every
+    CPU group; no trade before the first grid point."""
+    assert runner._turn(0, warm_s, swap_s) == 0
+    step = 0.01
+    time_on = [[0.0] * n for _ in range(n)]  # [server][group]
+    for k in range(int(run_s / step)):
+        turn = runner._turn(warm_s + (k + 0.5) * step, warm_s, swap_s)
+        for i in range(n):
+            time_on[i][(i + turn) % n] += step
+    for row in time_on:
+        assert row == pytest.approx([run_s / n] * n, abs=1e-6)
+    # whole pieces: the turn changes exactly at the end of the warm-up (unless none is left)
+    if warm_s:
+        assert runner._turn(warm_s + 1e-9, warm_s, swap_s) == \
+            runner._turn(warm_s - 1e-9, warm_s, swap_s) + 1
+
+
 def test_clients_are_ended_even_when_they_ignore_sigterm():
     """SIGTERM to each client's process group, SIGKILL where it stays: a client stopped with
     SIGSTOP and one that ignores SIGTERM both end, within the wait."""

@@ -426,8 +426,8 @@ class Validation:
             # Simultaneous: pinned for a whole run, a run's ln ratio carried a level of its own
             # (sd ~0.06 between the rounds of one epoch, not the CPUs' lasting difference and
             # not the servers'), two thirds of an A/A's epoch variance; trading CPUs every
-            # ~3 s within the run removed it (round-to-round spread down to what per-second
-            # noise predicts; benchmarks/README.md, "Trading CPUs within a run"). Pieces of
+            # ~3 s within the run cut it to 0.007-0.019, twice what per-second noise predicts
+            # at most (benchmarks/README.md, "Trading CPUs within a run"). Pieces of
             # ~3 s: the per-second ratio's autocorrelation is gone after 2-3 s, and a trade
             # moves every thread of a server and its clients. The run is cut into a multiple
             # of n pieces, so each server spends equal time on every CPU group.

@@ -997,14 +997,12 @@ class Validation:
                                      "stopped making progress?)")
                 if swap and (k := _turn(now, warm_s, swap)) != turn:
                     turn = k
-                    _pin_trees(self.sr, [
-                        (pid, groups[(i + turn) % len(groups)])
-                        for i, p in enumerate(procs) for pid in (pids[i], p.pid)])
-                    for i, p in enumerate(procs):
-                        want = set(groups[(i + turn) % len(groups)])
+                    on = [(groups[(i + turn) % len(groups)], (pids[i], p.pid))
+                          for i, p in enumerate(procs)]
+                    _pin_trees(self.sr, [(pid, cpus) for cpus, both in on for pid in both])
+                    for i, (cpus, both) in enumerate(on):
                         try:
-                            took = all(os.sched_getaffinity(x) == want
-                                       for x in (pids[i], p.pid))
+                            took = all(os.sched_getaffinity(x) == set(cpus) for x in both)
                         except OSError:  # the client just ended
                             took = False
                         trades[i] += took

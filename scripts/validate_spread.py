@@ -73,7 +73,8 @@ def main(paths: list[str]) -> int:
           "start var | per-second sd | white")
     for path in paths:
         try:
-            result = json.load(open(path))
+            with open(path) as f:
+                result = json.load(f)
         except (OSError, ValueError) as exc:
             print(f"validate_spread: {path}: {exc}", file=sys.stderr)
             return 2

@@ -3,9 +3,9 @@
 (`hpadvise validate ... --json --output FILE`): for each comparison, the epoch ln ratios'
 sd (what the CI is made of), how much of it is round to round within an epoch and how much
 start to start, and how much of the round-to-round part per-second noise explains (the
-rest is a level each run carries for its whole length). benchmarks/README.md quotes it.
+rest is a level each run carries for its whole length). lab/README.md quotes it.
 
-    python3 scripts/validate_spread.py benchmarks/results/aa-4k-60m.json [...]
+    python3 lab/validate_spread.py lab/results/aa-4k-60m.json [...]
 
 Definitions (r = ln(TPS_B / TPS_A) of one round, both from the same epoch):
   epoch sd        sd over epochs of the epoch mean of r (an epoch's TPS is the geometric

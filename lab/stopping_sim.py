@@ -8,7 +8,7 @@ after every epoch, the stopping rule `should_stop` with the given target and at 
 --min-epochs, and the budget's epoch count as the last resort. Prints the share of final
 intervals that exclude 0 (nominal: 5%) and the mean number of epochs used.
 
-    python3 scripts/stopping_sim.py --max-epochs 6 --target 1 --sd 0.003 0.008 0.012 0.02
+    python3 lab/stopping_sim.py --max-epochs 6 --target 1 --sd 0.003 0.008 0.012 0.02
 """
 
 from __future__ import annotations

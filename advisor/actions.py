@@ -18,7 +18,6 @@ import tempfile
 from typing import Any, ClassVar
 
 from .secrets import redact_text
-from .errors import InputError
 from .sizing import fmt_page
 
 
@@ -439,14 +438,3 @@ class FileSetting(Action):
 
 
 KINDS: dict[str, type[Action]] = {c.kind: c for c in (SysfsChoice, Compact, Pool, File, Symlink)}
-
-
-def from_spec(spec: dict) -> Action:
-    """Rebuild an action from the journal. Engine actions carry {"engine": name}."""
-    if "engine" in spec:
-        from .engines import registry
-        return registry.get(spec["engine"]).action_from_spec(spec)
-    cls = KINDS.get(spec.get("kind", ""))
-    if cls is None:
-        raise InputError(f"journal names an unknown action kind {spec.get('kind')!r}")
-    return cls.from_spec(spec)

@@ -7,90 +7,17 @@ same plan twice changes nothing the second time.
 
 from __future__ import annotations
 
-import os
-import re
-from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from . import journal as jr
-from .actions import Action, ActionError, Compact, File, Pool, SysfsChoice, Symlink, from_spec
-from .engines import Engine, Instance
+from .actions import Action, ActionError, Compact, File, Pool, SysfsChoice
+from .engines import Engine
+from .engines import action_from_spec as from_spec
 from .errors import InputError
+from .persist import THP_DIR
 from .plan import Report
-from .sizing import fmt_bytes, fmt_page
-
-THP_DIR = "/sys/kernel/mm/transparent_hugepage"
-UNIT_NAME = "hpadvise-hugepages.service"
-
-
-@dataclass
-class Step:
-    action: Action
-    new: Any
-    why: str
-    phase: str  # runtime | persist | engine | restart
-    old: Any = None
-    error: str | None = None
-    unread: str | None = None  # why the old value could not be read (plans made without root)
-    # planned | done | unchanged (already so when its turn came) | failed | undone (rolled
-    # back after a later step failed) | not reached
-    status: str = "planned"
-
-    @property
-    def needed(self) -> bool:
-        return self.error is None and (self.unread is not None
-                                       or not self.action.same(self.old, self.new))
-
-
-@dataclass
-class ApplyPlan:
-    report: Report
-    instances: list[Instance]
-    steps: list[Step]
-    notices: list[str] = field(default_factory=list)
-    restart_pending: list[str] = field(default_factory=list)
-
-    @property
-    def changes(self) -> list[Step]:
-        return [s for s in self.steps if s.needed]
-
-
-@dataclass
-class Result:
-    journal: str | None
-    done: list[str]
-    problems: list[str]
-    status: str  # ok | nothing | shortfall | restart-failed | failed
-
-
-def select_instances(report: Report, engines: list[str], wanted: str | list[str] | None,
-                     ask: Callable[[list[Instance]], Instance] | None) -> list[Instance]:
-    """The instances apply acts on: by ID, data directory or port (several may be named);
-    with several engines and none named, every instance of them (one plan for the host);
-    with one engine and several instances, ask (or refuse without a terminal)."""
-    cands = [i for i in report.instances if i.engine in engines]
-    names = [wanted] if isinstance(wanted, str) else list(wanted or [])
-    if names:
-        def match(i: Instance, w: str) -> bool:
-            s = i.settings
-            dd = s.get("data_directory")
-            return w in (i.id, str(s.get("port", "")), dd, i.id.split(":", 1)[-1]) or (
-                bool(dd) and os.path.realpath(w) == os.path.realpath(dd))
-        out: list[Instance] = []
-        for w in names:
-            found = [i for i in cands if match(i, w)]
-            if not found:
-                known = ", ".join(i.id for i in cands) or "none found"
-                raise InputError(f"no {'/'.join(engines)} instance {w!r} (instances: {known})")
-            if found[0] not in out:
-                out.append(found[0])
-        return out
-    if len(cands) > 1 and len(engines) == 1:
-        if ask is None:
-            raise InputError(f"{len(cands)} instances found ({', '.join(i.id for i in cands)}); "
-                             "name one with --instance")
-        return [ask(cands)]
-    return cands
+from .sizing import cmdline_size, fmt_bytes, fmt_page
+from .steps import ApplyPlan, Result, Step
 
 
 def prepare(report: Report, engines: dict[str, Engine], *, restart: bool, persist: bool,
@@ -114,8 +41,7 @@ def prepare(report: Report, engines: dict[str, Engine], *, restart: bool, persis
         if pp.target_pages > (pp.current_pages or 0):
             ap.steps.append(Step(Compact(f"{sys_root}/proc/sys/vm/compact_memory"), True,
                                  "free contiguous memory first", "runtime", old=None))
-        why = next((c.reason for c in report.changes
-                    if c.target == f"hugepages-{pp.size_kb}kB/nr_hugepages"), "")
+        why = c.reason if (c := report.pool_change(pp.size_kb)) else ""
         if pp.per_node:  # NUMA: each node's pool, read back per node
             for node, pages in pp.per_node:
                 ap.steps.append(Step(Pool(pp.size_kb, node=node, root=sys_root), pages,
@@ -126,11 +52,12 @@ def prepare(report: Report, engines: dict[str, Engine], *, restart: bool, persis
     # 2. THP
     for c in report.changes:
         if c.kind == "thp":
-            ap.steps.append(Step(SysfsChoice(f"{sys_root}{THP_DIR}/{c.target.split('/')[1]}"),
+            ap.steps.append(Step(SysfsChoice(f"{sys_root}{THP_DIR}/{c.knob}"),
                                  c.recommended, c.reason, "runtime"))
     # 3. persistence
     if persist:
-        _persist(ap, persist_root)
+        from .persist import persist_steps
+        persist_steps(ap, persist_root)
     else:
         ap.notices.append("--no-persist: the runtime changes last until the next reboot.")
     # 4. engine settings, 5. restarts
@@ -173,189 +100,6 @@ def prepare(report: Report, engines: dict[str, Engine], *, restart: bool, persis
 def _on_huge_pages(report: Report, step: Step) -> bool:
     return any(i.id == step.action.instance and i.backing == "hugetlb"
                for i in report.instances)
-
-
-def _persist(ap: ApplyPlan, root: str) -> None:
-    """Files that make the runtime changes survive a reboot (docs/design.md, "Changing the system")."""
-    from .boot import SYSCTL_LATE, SYSCTL_NAME, persistence
-    from .plan import plan_knobs
-    report, host = ap.report, ap.report.host
-    knobs = plan_knobs(report)
-    per = persistence(host.boot, knobs, host.default_hugepage_kb) if host.boot else None
-    sysctl_name = per.sysctl_name if per else SYSCTL_NAME
-    boot: list[tuple[str, str]] = []  # (sysfs path, value) that are not sysctls
-    sysctl_lines = []
-    for pp in report.pools:
-        if pp.per_node:  # not expressible as a sysctl: per-node files at boot
-            boot += [(f"/sys/devices/system/node/node{n}/hugepages/hugepages-{pp.size_kb}kB/"
-                      "nr_hugepages", str(k)) for n, k in pp.per_node]
-        elif pp.size_kb == host.default_hugepage_kb:
-            # vm.nr_hugepages is the default size's pool (Documentation/admin-guide/sysctl/vm.rst)
-            sysctl_lines.append(f"vm.nr_hugepages = {pp.target_pages}")
-        else:
-            boot.append((f"/sys/kernel/mm/hugepages/hugepages-{pp.size_kb}kB/nr_hugepages",
-                         str(pp.target_pages)))
-    p = report.profile
-    changing = {c.target.split("/")[1] for c in report.changes if c.kind == "thp"}
-    tuned = dict(per.tuned) if per else {}
-    for knob in ("enabled", "defrag", "shmem_enabled"):
-        want = knobs.get(f"thp.{knob}")  # the plan's value, resolved against the instances
-        if want and f"thp.{knob}" not in tuned:  # not sysctls: a unit or the command line
-            boot.append((f"{THP_DIR}/{knob}", want))
-    if sysctl_lines:
-        text = ("# Written by hpadvise apply (profile " + p.name + "); `hpadvise rollback` "
-                "removes it.\n" + "\n".join(sysctl_lines) + "\n")
-        why = "huge page pool at boot" + (
-            " (named to sort after the sysctl files that also set it)"
-            if sysctl_name != SYSCTL_NAME else "")
-        ap.steps.append(Step(File(f"{root}/etc/sysctl.d/{sysctl_name}"), File.encode(text),
-                             why, "persist"))
-        other = SYSCTL_LATE if sysctl_name == SYSCTL_NAME else SYSCTL_NAME
-        if os.path.exists(f"{root}/etc/sysctl.d/{other}"):  # an earlier apply's, now stale
-            ap.steps.append(Step(File(f"{root}/etc/sysctl.d/{other}"), None,
-                                 "replaced by " + sysctl_name, "persist"))
-    if tuned:
-        _tuned_profile(ap, root, host.boot, tuned)
-    for key, value in host.cmdline_params:
-        if key in ("hugepages", "hugepagesz", "default_hugepagesz", "transparent_hugepage",
-                   "transparent_hugepage_shmem"):
-            ap.notices.append(f"the kernel command line already has {key}={value}: it applies "
-                              "at boot, before the settings persisted here")
-    if not boot:
-        return
-    if os.path.isdir(f"{root}/run/systemd/system"):
-        lines = "\n".join(f"ExecStart=/bin/sh -c 'echo {v} > {path}'" for path, v in boot)
-        unit = (f"# Written by hpadvise apply (profile {p.name}); `hpadvise rollback` removes "
-                "it.\n[Unit]\nDescription=hpadvise: huge page pools and THP\n"
-                "DefaultDependencies=no\nBefore=sysinit.target\n\n[Service]\nType=oneshot\n"
-                f"RemainAfterExit=yes\n{lines}\n\n[Install]\nWantedBy=sysinit.target\n")
-        path = f"{root}/etc/systemd/system/{UNIT_NAME}"
-        ap.steps.append(Step(File(path), File.encode(unit), "THP and pools at boot", "persist"))
-        ap.steps.append(Step(Symlink(f"{root}/etc/systemd/system/sysinit.target.wants/"
-                                     f"{UNIT_NAME}"), f"/etc/systemd/system/{UNIT_NAME}",
-                             "enable the unit", "persist"))
-        return
-    grub = f"{root}/etc/default/grub"
-    if os.path.isfile(grub):
-        cur = File(grub).get()
-        new, left = grub_cmdline(File.decode(cur) or "", boot)
-        ap.steps.append(Step(File(grub), File.encode(new), "THP and pools at boot", "persist"))
-        ap.notices.append("then run `" + _grub_update(root) + "` and reboot for the kernel "
-                          "command line to take effect")
-        boot = left
-    for path, v in boot:
-        if path.rsplit("/", 1)[1] in changing or "hugepages-" in path:
-            ap.notices.append(f"not persisted (no systemd, no kernel command line parameter): "
-                              f"add `echo {v} > {path}` to a boot script such as /etc/rc.local")
-
-
-# Kernel parameters for boot-time values (Documentation/admin-guide/kernel-parameters.txt).
-_CMDLINE_FOR = {f"{THP_DIR}/enabled": "transparent_hugepage",
-                f"{THP_DIR}/shmem_enabled": "transparent_hugepage_shmem"}
-
-
-def grub_cmdline(text: str, boot: list[tuple[str, str]]) -> tuple[str, list[tuple[str, str]]]:
-    """GRUB_CMDLINE_LINUX with our parameters set (replacing earlier values of the same ones);
-    returns the new file text and what the command line cannot express."""
-    params, left = [], []
-    gig = []
-    per_node: dict[int, list[str]] = {}
-    for path, v in boot:
-        if (mn := re.search(r"node(\d+)/hugepages/hugepages-(\d+)kB/nr_hugepages$", path)):
-            # kernel-parameters.txt, hugepages=: node format <node>:<integer>[,...]
-            per_node.setdefault(int(mn.group(2)), []).append(f"{mn.group(1)}:{v}")
-        elif path in _CMDLINE_FOR:
-            params.append(f"{_CMDLINE_FOR[path]}={v}")
-        elif (mt := re.search(r"hugepages-(\d+)kB/nr_hugepages$", path)):
-            size = int(mt.group(1))
-            gig.append((size, v))
-        else:
-            left.append((path, v))
-    gig += [(size, ",".join(v)) for size, v in sorted(per_node.items())]
-    mt = re.search(r'^GRUB_CMDLINE_LINUX="([^"]*)"', text, re.M)
-    words = mt.group(1).split() if mt else []
-    keys = {p.split("=")[0] for p in params}
-    out, skip = [], False
-    sizes = {("1G" if s == 1048576 else f"{s // 1024}M") for s, _ in gig}
-    for w in words:
-        k, _, v = w.partition("=")
-        if skip:
-            skip = False
-            if k == "hugepages":
-                continue
-        if k in keys:
-            continue
-        if k == "hugepagesz" and v in sizes:
-            skip = True
-            continue
-        out.append(w)
-    for s, v in gig:
-        out += [f"hugepagesz={'1G' if s == 1048576 else f'{s // 1024}M'}", f"hugepages={v}"]
-    out += params
-    line = f'GRUB_CMDLINE_LINUX="{" ".join(out)}"'
-    if mt:
-        text = text[:mt.start()] + line + text[mt.end():]
-    else:
-        text = text.rstrip("\n") + ("\n" if text else "") + line + "\n"
-    return text, left
-
-
-def _tuned_profile(ap: ApplyPlan, root: str, boot, knobs: dict[str, str]) -> None:
-    """TuneD re-applies its active profile at every start, over what sysctl files and units
-    set: the plan goes into a child profile that includes the active one and overrides just
-    these knobs (tuned.conf(5): `include=`, then the [vm], [sysctl] and [sysfs] plugins), made
-    the active profile the way tuned-adm records it (/etc/tuned/active_profile, profile_mode
-    manual). Rollback restores both files."""
-    from .boot import TUNED_PROFILE
-    sections: dict[str, list[str]] = {}
-    for knob, value in sorted(knobs.items()):
-        if knob == "thp.enabled":
-            sections.setdefault("vm", []).append(f"transparent_hugepages={value}")
-        elif knob.startswith("thp."):
-            sections.setdefault("sysfs", []).append(f"{THP_DIR}/{knob[4:]}={value}")
-        elif knob == f"pool.{ap.report.host.default_hugepage_kb}":
-            sections.setdefault("sysctl", []).append(f"vm.nr_hugepages={value}")
-        else:
-            sections.setdefault("sysfs", []).append(
-                f"/sys/kernel/mm/hugepages/hugepages-{knob[5:]}kB/nr_hugepages={value}")
-    parent = boot.tuned_profile if boot.tuned_profile != TUNED_PROFILE else \
-        _tuned_parent(root)
-    text = [f"# Written by hpadvise apply (profile {ap.report.profile.name}); `hpadvise "
-            "rollback` restores the previous TuneD profile.", "[main]",
-            f"summary=hpadvise: huge pages and THP over {parent}", f"include={parent}"]
-    for sec, lines in sections.items():
-        text += ["", f"[{sec}]", *lines]
-    d = f"{root}/etc/tuned/{TUNED_PROFILE}"
-    ap.steps.append(Step(File(f"{d}/tuned.conf"), File.encode("\n".join(text) + "\n"),
-                         f"TuneD would re-apply {parent}'s values at its start", "persist"))
-    ap.steps.append(Step(File(f"{root}/etc/tuned/active_profile"),
-                         File.encode(TUNED_PROFILE + "\n"), "make it TuneD's profile",
-                         "persist"))
-    ap.steps.append(Step(File(f"{root}/etc/tuned/profile_mode"), File.encode("manual\n"),
-                         "chosen by hand, as tuned-adm profile records it", "persist"))
-    ap.notices.append(f"TuneD applies profile {TUNED_PROFILE} (over {parent}) at its next "
-                      f"start; `tuned-adm profile {TUNED_PROFILE}` applies it now")
-
-
-def _tuned_parent(root: str) -> str:
-    """The profile hpadvise's own child profile includes (a second apply keeps it)."""
-    try:
-        with open(f"{root}/etc/tuned/hpadvise/tuned.conf") as f:
-            mt = re.search(r"^include=(.+)$", f.read(), re.M)
-            return mt.group(1).strip() if mt else "balanced"
-    except OSError:
-        return "balanced"
-
-
-def _grub_update(root: str) -> str:
-    try:
-        osr = open(f"{root}/etc/os-release").read()
-    except OSError:
-        osr = ""
-    ids = re.findall(r"^(?:ID|ID_LIKE)=\"?([^\"\n]+)", osr, re.M)
-    if any(x in " ".join(ids) for x in ("debian", "ubuntu")):
-        return "update-grub"
-    return "grub2-mkconfig -o /boot/grub2/grub.cfg"
 
 
 def describe(ap: ApplyPlan) -> list[str]:
@@ -433,7 +177,7 @@ def verify_boot(ap: ApplyPlan, persist_root: str) -> list[str]:
     if persist_root not in ("", "/"):
         return []  # persisted elsewhere (a test root): the host's boot is not the question
     from .boot import read as read_boot
-    from .plan import plan_knobs
+    from .boot_plan import plan_knobs
     from .sysroot import SysRoot
     host = ap.report.host
     b = read_boot(SysRoot("/"), host.default_hugepage_kb)
@@ -479,7 +223,7 @@ def _undo(j: jr.Journal) -> None:
 def _shortfall(s: Step, granted: int) -> str:
     a: Pool = s.action  # type: ignore[assignment]
     missing = s.new - granted
-    size = "1G" if a.size_kb == 1048576 else f"{a.size_kb // 1024}M"
+    size = cmdline_size(a.size_kb)
     return (f"the kernel granted {granted} of {s.new} {fmt_page(a.size_kb)} pages "
             f"({missing} missing, {fmt_bytes(missing * a.size_kb * 1024)}): free memory is too "
             f"fragmented or too small. Nothing was changed. Reserve them at boot instead: add "

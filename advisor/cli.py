@@ -153,7 +153,7 @@ def check(
       hpadvise check --dsn 'postgresql://app@db1:5432/postgres'
     """
     from .engines import Targets
-    from .plan import inspect
+    from .pipeline import inspect
     from .sysroot import SysRoot, snapshot_root
 
     from .engines import registry
@@ -205,7 +205,7 @@ def snapshot(
     import os
 
     from .engines import Targets
-    from .plan import inspect
+    from .pipeline import inspect
     from .snapshot import write_snapshot
     from .sysroot import SysRoot
 
@@ -267,7 +267,7 @@ def apply(
     from . import apply as ap_mod
     from . import journal as jr
     from .engines import Targets
-    from .plan import build, inspect
+    from .pipeline import inspect, plan_for, select
     from .sysroot import SysRoot
 
     json_out = _fmt(fmt, json_out) == "json"
@@ -283,16 +283,15 @@ def apply(
     engines = report.engines
     names = sorted(engines) if wanted is None else wanted
     ask = None if (yes or not sys.stdin.isatty()) else _ask_instance
-    selected = ap_mod.select_instances(report, names, instance, ask)
+    selected = select(report, names, instance, ask)
     if not selected:
         raise InputError(f"no running or named {'/'.join(names)} instance found; "
                          "`hpadvise check` shows what is there")
-    unsized = [i for i in selected if i.demand is None and engines[i.engine].uses_pool(
-        i, report.profile)]
+    unsized = [i for i in selected if report.placements[i.id].status == "unsized"]
     if unsized and len(unsized) == len(selected):
         raise InputError(f"cannot size {', '.join(i.id for i in unsized)} as this user (its "
                          "configuration is unreadable): run as root or as the server's owner")
-    report = build(report.host, selected, report.profile, engines)
+    report = plan_for(report, selected)
     plan = ap_mod.prepare(report, engines, restart=restart, persist=not no_persist,
                           persist_root=persist_root, read_only=os.geteuid() != 0)
     lines = ap_mod.describe(plan)
@@ -449,7 +448,9 @@ def validate(
     bench: Annotated[Optional[str], typer.Option(
         help="pgbench (postgres) or tpcc (hpadvise's TPC-C for sysbench; postgres and mysql) "
              "[default: pgbench for postgres, tpcc for mysql].")] = None,
-    workload: Annotated[str, typer.Option(help="tpcb or select (select-only).")] = "select",
+    workload: Annotated[Optional[str], typer.Option(
+        help="The benchmark's workload: pgbench select (select-only) or tpcb; tpcc has one "
+             "[default: the benchmark's first: select, tpcc].")] = None,
     variants: Annotated[Optional[str], typer.Option(
         help="Comma-separated: current, recommended, thp-always, thp-never, thp-shmem, "
              "hugepages-off, hugepages-1g [default: current,recommended,thp-never,thp-always]. "
@@ -474,8 +475,9 @@ def validate(
     warmup_seconds: Annotated[Optional[int], typer.Option(
         help="Warm-up before each measured run, same connections, left out of the figures "
              "[default: 3 + 1 per GiB of buffers, at most 20].")] = None,
-    shared_buffers: Annotated[Optional[str], typer.Option(
-        help="The scratch server's shared_buffers (postgres) or innodb_buffer_pool_size "
+    buffers: Annotated[Optional[str], typer.Option(
+        "--buffers", "--shared-buffers",
+        help="The scratch server's buffers: shared_buffers (postgres) or innodb_buffer_pool_size "
              "(mysql) [default: those of the largest running instance of the engine, capped "
              "by available memory; 1GB when none runs].")] = None,
     target_ci: Annotated[Optional[str], typer.Option(
@@ -502,7 +504,7 @@ def validate(
 
     Examples:
 
-      hpadvise validate --duration 10m --shared-buffers 8GB --report hp.html
+      hpadvise validate --duration 10m --buffers 8GB --report hp.html
 
       hpadvise validate --duration 2m --variants current,recommended --workload tpcb
 
@@ -510,28 +512,28 @@ def validate(
 
       hpadvise validate --variants recommended,recommended --band 2% --duration 10m
 
-      hpadvise validate --db mysql --bench tpcc --duration 10m --shared-buffers 4GB
+      hpadvise validate --db mysql --bench tpcc --duration 10m --buffers 4GB
 
       hpadvise validate --db postgres --bench tpcc --duration 5m
     """
     import json
 
     from .benchmarks import report as rep
-    from .benchmarks.runner import DEFAULT_VARIANTS, Options, Validation, parse_duration
+    from .benchmarks.options import Options
+    from .benchmarks.runner import Validation
+    from .benchmarks.variants import DEFAULT_VARIANTS, parse_duration
 
     from .engines import registry
     names = registry.resolve([db]) or []
     if len(names) != 1:
         raise InputError(f"--db {db}: validate benchmarks one engine; name it (postgres, mysql)")
     db = names[0]
-    if bench is None:  # the engine's first benchmark
-        bench = (registry.get(db).benches or ("",))[0]
-    opts = Options(db=db, bench=bench,
+    opts = Options(db=db, bench=bench or "",
         variants=[v.strip() for v in variants.split(",")] if variants else list(DEFAULT_VARIANTS),
         duration_s=parse_duration(duration), workload=workload, clients=clients, scale=scale,
         run_s=run_seconds, warm_s=warmup_seconds,
         target_ci_pct=_pct(target_ci, "--target-ci") if target_ci is not None else None,
-        band_pct=_pct(band, "--band"), shared_buffers=shared_buffers, profile=profile,
+        band_pct=_pct(band, "--band"), buffers=buffers, profile=profile,
         instance=instance, allow_restart=allow_restart, design=design, rounds=rounds,
         swap_s=swap_seconds)
     if scratch and instance:
@@ -542,7 +544,7 @@ def validate(
     to_stdout = form == "json" and not output
     console = _console(stderr=to_stdout)
     live = rep.LiveStatus(console)
-    from .benchmarks.runner import ValidateError
+    from .benchmarks.switching import ValidateError
     val = Validation(opts, on_update=live.update)
     try:
         val.run()
@@ -749,7 +751,7 @@ def probe_cmd(
         nbytes = parse_bytes(size, "--size")
         host = collect(SysRoot("/"))
     else:  # the planned pools' size; the plan's host facts serve the probe too
-        from .plan import inspect
+        from .pipeline import inspect
         r = inspect(SysRoot("/"))
         host = r.host
         planned = sum(p.target_pages * p.size_kb * 1024 for p in r.pools)
@@ -806,10 +808,9 @@ def k8s(
 
       hpadvise k8s --pgdata /srv/pg/16/main --pods 3 > cluster-resources.yaml
     """
-    from . import apply as ap_mod
     from . import k8s as k8s_mod
     from .engines import Targets
-    from .plan import inspect
+    from .pipeline import inspect, select
     from .procs import ProcTable
     from .sysroot import SysRoot
 
@@ -822,7 +823,7 @@ def k8s(
         raise InputError(e)
     wanted = report.instances
     if instance:
-        wanted = ap_mod.select_instances(report, sorted(report.engines), instance, None)
+        wanted = select(report, None, instance)
     docs = [y for i in wanted if (y := k8s_mod.snippet(report, ProcTable(sr), i, pods))]
     unsized = [i.id for i in wanted if i.demand is None]
     if not docs and unsized:

@@ -16,82 +16,18 @@ the registry is first used, so ``hpadvise --help`` does not pay for database dri
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from .findings import SEVERITIES, Codes, Finding  # noqa: F401  (part of the engine API)
+from .model import Change, Demand, Instance, Placement, Targets  # noqa: F401  (engine API)
 from .secrets import redact_dsn  # noqa: F401  (part of the engine API)
 
 if TYPE_CHECKING:
     from .actions import Action
-    from .cgroups import HugetlbLimit, MemoryLimit
     from .host import HostFacts
     from .procs import ProcTable
     from .profiles import Profile
-
-@dataclass(frozen=True)
-class Demand:
-    """Memory an instance wants on huge pages, as a page count per candidate page size.
-
-    `pages` maps page size (kB) -> pages needed at that size. `page_kb` is the size the
-    instance is configured for now; `selectable` says whether the engine can be told to use
-    another size (PostgreSQL's huge_page_size, PG >= 14)."""
-    instance: str
-    bytes: int | None
-    page_kb: int
-    pages: dict[int, int]
-    exact: bool
-    source: str
-    selectable: bool = False
-    node: int | None = None
-    held_pages: int = 0  # pages of page_kb the running instance holds now (0 if not on hugetlb)
-
-
-@dataclass(frozen=True)
-class Change:
-    """One knob the plan wants changed: what it is now and what it should be."""
-    kind: str  # "pool" | "thp" | "setting"
-    target: str  # knob name as people know it, e.g. "hugepages-2048kB/nr_hugepages"
-    current: Any
-    recommended: Any
-    reason: str
-    instance: str | None = None
-    restart: bool = False  # takes effect only after the instance restarts
-
-
-@dataclass
-class Instance:
-    engine: str
-    id: str  # stable, usable with --instance: "postgres:5432" or "postgres:/data/dir"
-    label: str
-    running: bool
-    pid: int | None = None
-    owner: str | None = None
-    version: str | None = None
-    # What shared memory actually sits on now: "hugetlb", "thp", "4k", or None if unknown.
-    backing: str | None = None
-    backing_page_kb: int | None = None
-    page_tables_kb: int | None = None  # VmPTE summed over the instance's processes
-    page_tables_huge_kb: int | None = None  # estimate with the shared memory on huge pages
-    settings: dict[str, Any] = field(default_factory=dict)
-    demand: Demand | None = None
-    findings: list[Finding] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)  # input errors: they make the exit code 2
-    # hugetlb cgroup limits on its process (filled in by the core from /proc/PID/cgroup).
-    cgroup: tuple[HugetlbLimit, ...] = ()
-    memory_limit: MemoryLimit | None = None  # the tightest memory limit on it, if any
-    # The engine's own typed state for this instance (a dataclass of its package). The core
-    # never reads it; only the engine that made the instance does.
-    state: Any = field(default=None, repr=False)
-
-
-@dataclass(frozen=True)
-class Targets:
-    """What the user pointed hpadvise at, beyond what it discovers by itself."""
-    dsns: tuple[str, ...] = ()
-    datadirs: tuple[str, ...] = ()
-
 
 def error_line(exc: BaseException, dsn: str | None = None, password: str | None = None) -> str:
     """A driver's error as one line that may be shown: at most 300 characters, the DSN
@@ -135,6 +71,11 @@ class Engine:
     def uses_pool(self, inst: Instance, profile: Profile) -> bool:
         """Whether this instance's demand goes into the static pools (a JVM on THP does not)."""
         return True
+
+    def references(self, inst: Instance) -> tuple[str, ...]:
+        """How users may name this instance besides its ID (`--instance`): a data
+        directory, a port, a socket ... (a path matches by its real path)."""
+        return ()
 
     def thp_needs(self, inst: Instance, profile: Profile) -> dict[str, tuple[set[str], str]]:
         """THP knob values this instance can live with: knob -> (acceptable values, why).
@@ -274,3 +215,28 @@ class Registry:
 
 
 registry = Registry()
+
+
+def action_from_spec(spec: dict) -> Action:
+    """Rebuild an action from the journal: the core's kinds, or {"engine": name}'s own."""
+    from .actions import KINDS
+    from .errors import InputError
+    if "engine" in spec:
+        return registry.get(spec["engine"]).action_from_spec(spec)
+    cls = KINDS.get(spec.get("kind", ""))
+    if cls is None:
+        raise InputError(f"journal names an unknown action kind {spec.get('kind')!r}")
+    return cls.from_spec(spec)
+
+
+def catalog() -> dict:
+    """Every declared finding code -> (who declares it: "core" or an engine name, the Code)."""
+    from .findings import CORE
+    out: dict = {c.code: ("core", c) for c in CORE.values()}
+    for eng in registry.all():
+        for c in eng.codes.values():
+            if c.code in out:
+                raise ValueError(f"finding code {c.code} declared by {out[c.code][0]} and "
+                                 f"{eng.name}")
+            out[c.code] = (eng.name, c)
+    return dict(sorted(out.items()))

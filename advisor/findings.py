@@ -3,7 +3,7 @@ generic title and the source of the rule; the code that raises it adds the ratio
 evidence of the case at hand.
 
 The core's codes are declared here; each engine declares its own in its package and lists them
-in `Engine.codes`. `catalog()` gathers them all; docs/findings.md and the JSON schema's list
+in `Engine.codes`. `engines.catalog()` gathers them all; docs/findings.md and the JSON schema's list
 of codes are generated from it (scripts/gen_findings.py), and a test fails when they drift.
 """
 
@@ -127,28 +127,15 @@ CORE = Codes(
 )
 
 
-def catalog() -> dict[str, tuple[str, Code]]:
-    """Every declared code -> (who declares it: "core" or an engine name, the Code)."""
-    from .engines import registry
-    out: dict[str, tuple[str, Code]] = {c.code: ("core", c) for c in CORE.values()}
-    for eng in registry.all():
-        for c in eng.codes.values():
-            if c.code in out:
-                raise ValueError(f"finding code {c.code} declared by {out[c.code][0]} and "
-                                 f"{eng.name}")
-            out[c.code] = (eng.name, c)
-    return dict(sorted(out.items()))
-
-
-def markdown() -> str:
-    """docs/findings.md, generated from the catalog."""
+def markdown(catalog: dict[str, tuple[str, Code]]) -> str:
+    """docs/findings.md, generated from the catalog (engines.catalog())."""
     lines = ["# Finding codes", "",
              "Every code `hpadvise check` can report, generated from the catalog by",
              "`scripts/gen_findings.py`: edit the declarations in the code, not this file. Codes",
              "are stable; pipelines may match on them (`check --json`). A severity such as",
              "`warn/info` means the first is usual and the others apply to milder cases.", "",
              "| code | severity | title | declared by | source |", "|---|---|---|---|---|"]
-    for code, (owner, c) in catalog().items():
+    for code, (owner, c) in catalog.items():
         sev = "/".join((c.severity, *c.also))
         lines.append(f"| `{code}` | {sev} | {c.title} | {owner} | {c.source} |")
     return "\n".join(lines) + "\n"

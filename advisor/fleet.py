@@ -46,7 +46,7 @@ def _load_json(path: str) -> dict:
 
 
 def _check_snapshot(path: str) -> dict:
-    from .plan import inspect
+    from .pipeline import inspect
     from .render import to_dict
     from .sysroot import SysRoot
     return to_dict(inspect(SysRoot(path)))

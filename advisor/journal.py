@@ -20,7 +20,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from .actions import Action, from_spec
+from .actions import Action
+from .engines import action_from_spec as from_spec
 from .errors import InputError
 
 DEFAULT_DIR = "/var/lib/hpadvise/journal"

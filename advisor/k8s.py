@@ -16,7 +16,7 @@ for the rest of the server; the node's pool must hold N such pods.
 from __future__ import annotations
 
 from .engines import Instance
-from .plan import Report, choose_page_kb
+from .plan import Report
 from .procs import Proc, ProcTable
 from .sizing import fmt_page, headroom
 
@@ -38,7 +38,7 @@ def quantity(nbytes: int) -> str:
 
 
 def resource(page_kb: int) -> str:
-    return "hugepages-1Gi" if page_kb == 1048576 else f"hugepages-{page_kb // 1024}Mi"
+    return f"hugepages-{quantity(page_kb * 1024)}"
 
 
 def memory_bytes(procs: ProcTable, inst: Instance) -> int | None:
@@ -55,10 +55,10 @@ def memory_bytes(procs: ProcTable, inst: Instance) -> int | None:
 
 def snippet(r: Report, procs: ProcTable, inst: Instance, pods: int) -> str | None:
     """The YAML for one instance, or None when it has no huge page demand."""
-    kb = choose_page_kb(inst, r.host, r.profile) if inst.demand else None
-    eng = r.engines.get(inst.engine)
-    if kb is None or eng is None or not eng.uses_pool(inst, r.profile):
-        return None
+    place, eng = r.placements.get(inst.id), r.engines.get(inst.engine)
+    if place is None or eng is None or place.status not in ("pool", "held_back"):
+        return None  # no demand, or its engine takes no pool (THP)
+    kb = place.page_kb
     pages = inst.demand.pages[kb]
     huge = quantity(pages * kb * 1024)
     mem = memory_bytes(procs, inst)

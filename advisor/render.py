@@ -7,8 +7,9 @@ from dataclasses import asdict
 from importlib.metadata import PackageNotFoundError, version
 
 from .engines import SEVERITIES
-from .plan import SCHEMA_VERSION, Report, boot_view
-from .sizing import fmt_bytes, fmt_page
+from .boot_plan import view as boot_view
+from .plan import SCHEMA_VERSION, Report
+from .sizing import GIB_KB, fmt_bytes, fmt_page, pool_label
 
 _STYLE = {"ok": "green", "info": "cyan", "warn": "yellow", "crit": "bold red"}
 
@@ -53,6 +54,7 @@ def to_dict(r: Report) -> dict:
         "plan": {
             "pools": [dict(asdict(p), target_pages=p.target_pages, target_bytes=p.target_bytes)
                       for p in r.pools],
+            "placements": [asdict(p) for p in r.placements.values()],
             "changes": [asdict(c) for c in r.changes],
             "blocked": r.blocked,
             "boot": boot_view(r),
@@ -143,7 +145,7 @@ def render(r: Report, console, verbose: bool = False) -> None:
         nodes = " ".join(f"n{n.node}:{_n(n.nr_pages)}/{_n(n.free_pages)}" for n in p.nodes)
         t.add_row(fmt_page(p.size_kb), _n(p.nr_pages), _n(p.free_pages), _n(p.resv_pages),
                   _n(p.surplus_pages), _n(p.overcommit_pages), nodes or "-",
-                  _n(h.runtime_allocatable_pages(p.size_kb)) if p.size_kb < 1048576 else "-")
+                  _n(h.runtime_allocatable_pages(p.size_kb)) if p.size_kb < GIB_KB else "-")
     console.print(t)
 
     th = h.thp
@@ -179,14 +181,13 @@ def render(r: Report, console, verbose: bool = False) -> None:
               "page tables (now -> huge)")
     for i in r.instances:
         need = "?"
-        eng = r.engines.get(i.engine)
-        pooled = eng is None or eng.uses_pool(i, r.profile)
-        if i.demand and pooled:
+        place = r.placements.get(i.id)
+        if place is not None and place.status == "thp":
+            need = "no pool (THP)"
+        elif i.demand:
             d = i.demand
             need = ", ".join(f"{n} x {fmt_page(k)}" for k, n in sorted(d.pages.items())
                              if k == d.page_kb) + ("" if d.exact else " (estimate)")
-        elif not pooled:
-            need = "no pool (THP)"
         pt = "-"
         if i.page_tables_kb is not None:
             pt = f"{_kb(i.page_tables_kb)} -> ~{_kb(i.page_tables_huge_kb)}"
@@ -224,13 +225,12 @@ def render(r: Report, console, verbose: bool = False) -> None:
     for c in r.changes:
         rec = str(c.recommended)
         if c.kind == "pool":
-            size_kb = int(c.target.split("-")[1].split("kB")[0])
-            rec += f" ({fmt_bytes(c.recommended * size_kb * 1024)})"
+            rec += f" ({fmt_bytes(c.recommended * c.size_kb * 1024)})"
         t.add_row(c.target + (f" ({c.instance})" if c.instance and c.kind == "setting" else ""),
                   _n(c.current), rec + (" (restart)" if c.restart else ""), c.reason)
     for p in r.pools:
         if p.current_pages == p.target_pages:
-            t.add_row(f"hugepages-{p.size_kb}kB/nr_hugepages", _n(p.current_pages),
+            t.add_row(pool_label(p.size_kb), _n(p.current_pages),
                       f"{p.target_pages} (already)", "")
     if r.changes or r.pools:
         console.print(t)

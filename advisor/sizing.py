@@ -35,8 +35,31 @@ def fmt_bytes(n: int | None) -> str:
     return f"{n} B"
 
 
+# The x86-64 gigantic page: 1 GiB in kB (Documentation/admin-guide/mm/hugetlbpage.rst).
+GIB_KB = 1048576
+
+
 def fmt_page(size_kb: int) -> str:
-    return "1 GiB" if size_kb == 1048576 else fmt_bytes(size_kb * 1024).replace(".0 ", " ")
+    """A page size for people: "2 MiB", "1 GiB"."""
+    return "1 GiB" if size_kb == GIB_KB else fmt_bytes(size_kb * 1024).replace(".0 ", " ")
+
+
+def cmdline_size(size_kb: int) -> str:
+    """A page size as the kernel command line writes it (hugepagesz=2M, hugepagesz=1G;
+    Documentation/admin-guide/kernel-parameters.txt)."""
+    return f"{size_kb // GIB_KB}G" if size_kb % GIB_KB == 0 else f"{size_kb // 1024}M"
+
+
+def sysfs_pool(size_kb: int, node: int | None = None) -> str:
+    """The sysfs file of a pool's size (Documentation/admin-guide/mm/hugetlbpage.rst): the
+    global one, or one NUMA node's. The only place these paths are spelled."""
+    base = "/sys/kernel/mm" if node is None else f"/sys/devices/system/node/node{node}"
+    return f"{base}/hugepages/hugepages-{size_kb}kB/nr_hugepages"
+
+
+def pool_label(size_kb: int) -> str:
+    """The short name users know a pool by: "hugepages-2048kB/nr_hugepages"."""
+    return f"hugepages-{size_kb}kB/nr_hugepages"
 
 
 def pages_for(nbytes: int, page_bytes: int) -> int:
@@ -55,6 +78,12 @@ def commit_limit_kb(mem_total_kb: int, hugetlb_kb: int, ratio: int, swap_kb: int
     return (mem_total_kb - hugetlb_kb) * ratio // 100 + swap_kb
 
 
+# A planned pool on this host: settable now; the memory is there but a runtime allocation
+# cannot be relied on (1 GiB pages, or free memory too fragmented), so it is reserved at boot;
+# or the pools would leave the OS less than the profile's floor.
+FEASIBILITY = ("fits", "boot_reservation", "does_not_fit")
+
+
 @dataclass(frozen=True)
 class PoolPlan:
     size_kb: int
@@ -66,6 +95,9 @@ class PoolPlan:
     # NUMA: (node, pages) when the pool is planned per node (instances bound to nodes);
     # empty = one global pool the kernel spreads over the nodes.
     per_node: tuple[tuple[int, int], ...] = ()
+    # Whether the host can hold it: one of FEASIBILITY, and why (plan._feasibility decides).
+    feasibility: str = "fits"
+    feasibility_reason: str = ""
 
     @property
     def target_pages(self) -> int:

@@ -1,14 +1,15 @@
 """`hpadvise size`: the plan for database configurations that are not deployed yet, on this
 host or on a snapshot of the target host.
 
-Each engine sizes its planned instance (Engine.what_if: PostgreSQL asks `postgres -C` on a
+The verdicts are the plan's own (PoolPlan.feasibility); this module only words them. Each
+engine sizes its planned instance (Engine.what_if: PostgreSQL asks `postgres -C` on a
 throwaway initdb, MariaDB's and the JVM's own binaries resolve the settings, then the models
 `check` uses). The instances go through the same plan as running ones: one pool per page size
 with the profile's headroom, the OS floor, runtime feasibility. The verdict per pool:
 - fits: the pool can be set at runtime now;
 - fits after a boot-time reservation: the memory is there, but a runtime allocation cannot be
-  relied on (1 GiB pages; or free memory too fragmented for the 2 MiB pages; pool.fragmented /
-  pool.gigantic_runtime findings) -> `hugepagesz= hugepages=` on the kernel command line;
+  relied on (more 1 GiB pages than the pool holds; or free memory too fragmented for the
+  2 MiB pages) -> `hugepagesz= hugepages=` on the kernel command line;
 - does not fit: the pools would leave the OS less than the profile's floor (pool.os_floor).
 """
 
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 
 from .engines import Instance
 from .plan import Report, build
-from .sizing import fmt_bytes, fmt_page
+from .sizing import cmdline_size, sysfs_pool
 
 
 @dataclass
@@ -67,28 +68,26 @@ def size(host, wanted: list[tuple[str, list[str]]], profile, version: str | None
     return build(host, insts, profile, engines)
 
 
+# The words `size` uses for each feasibility the plan decides (sizing.FEASIBILITY).
+WORDS = {"fits": "fits", "boot_reservation": "fits after a boot-time reservation",
+         "does_not_fit": "does not fit"}
+
+
 def verdicts(r: Report) -> list[Verdict]:
-    codes = {f.code for f in r.findings}
+    """Each planned pool's feasibility, as the plan decided it, and what to set."""
     total = (r.host.mem.total_kb or 0) * 1024
-    pools_b = sum(p.target_pages * p.size_kb * 1024 for p in r.pools)
+    pools_b = sum(p.target_bytes for p in r.pools)
     left = total - pools_b if total else None
     out = []
     for p in r.pools:
-        size = "1G" if p.size_kb >= 1048576 else f"{p.size_kb // 1024}M"
-        if "pool.os_floor" in codes:
-            v, how = "does not fit", (f"the pools ({fmt_bytes(pools_b)}) would leave "
-                                      f"{fmt_bytes(max(0, left or 0))} of "
-                                      f"{fmt_bytes(total)} to the OS, under the profile's floor: "
-                                      "lower the settings or add RAM")
-        elif p.size_kb >= 1048576 or ("pool.fragmented" in codes and any(
-                f.code == "pool.fragmented" and fmt_page(p.size_kb) in f.title
-                for f in r.findings)):
-            v, how = "fits after a boot-time reservation", \
-                f"kernel command line: hugepagesz={size} hugepages={p.target_pages}"
+        if p.feasibility == "does_not_fit":
+            how = f"{p.feasibility_reason}: lower the settings or add RAM"
+        elif p.feasibility == "boot_reservation":
+            how = f"kernel command line: hugepagesz={cmdline_size(p.size_kb)} " \
+                  f"hugepages={p.target_pages}"
+        elif p.size_kb == r.host.default_hugepage_kb:
+            how = f"vm.nr_hugepages = {p.target_pages}"
         else:
-            v, how = "fits", (f"vm.nr_hugepages = {p.target_pages}"
-                              if p.size_kb == r.host.default_hugepage_kb else
-                              f"echo {p.target_pages} > /sys/kernel/mm/hugepages/"
-                              f"hugepages-{p.size_kb}kB/nr_hugepages")
-        out.append(Verdict(p.size_kb, p.target_pages, v, how, left))
+            how = f"echo {p.target_pages} > {sysfs_pool(p.size_kb)}"
+        out.append(Verdict(p.size_kb, p.target_pages, WORDS[p.feasibility], how, left))
     return out

@@ -8,7 +8,8 @@ import json
 import re
 from pathlib import Path
 
-from hpadvise.findings import catalog, markdown
+from hpadvise.engines import catalog
+from hpadvise.findings import markdown
 
 REPO = Path(__file__).resolve().parent.parent
 SCHEMA = REPO / "advisor" / "check-schema.json"
@@ -24,6 +25,6 @@ def schema_text(text: str) -> str:
 
 
 if __name__ == "__main__":
-    (REPO / "docs" / "findings.md").write_text(markdown())
+    (REPO / "docs" / "findings.md").write_text(markdown(catalog()))
     SCHEMA.write_text(schema_text(SCHEMA.read_text()))
     print(f"{len(catalog())} codes: docs/findings.md and {SCHEMA.relative_to(REPO)} written")

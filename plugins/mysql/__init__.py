@@ -48,6 +48,12 @@ class MySQLEngine(Engine):
         s = inst.state
         return s if isinstance(s, Server) and not inst.errors else None
 
+    def references(self, inst: Instance) -> tuple[str, ...]:
+        """A server is named by its data directory, its port or its socket."""
+        s = inst.state
+        return tuple(str(x) for x in (s.datadir, s.port, s.socket) if x) \
+            if s is not None else ()
+
     def findings(self, inst: Instance, host: HostFacts, profile: Profile) -> list[Finding]:
         s = self._server(inst)
         return _findings.findings(inst, s, host) if s else []

@@ -46,6 +46,11 @@ class PostgresEngine(Engine):
         c = inst.state
         return c if isinstance(c, Cluster) and c.settings else None
 
+    def references(self, inst: Instance) -> tuple[str, ...]:
+        """A cluster is named by its data directory or its port."""
+        c = inst.state
+        return tuple(str(x) for x in (c.datadir, c.port) if x) if c is not None else ()
+
     def findings(self, inst: Instance, host: HostFacts, profile: Profile) -> list[Finding]:
         c = self._cluster(inst)
         return _findings.findings(inst, c, host) if c else []

@@ -15,7 +15,8 @@ import pytest
 from hpadvise import apply as ap_mod
 from hpadvise import journal as jr
 from hpadvise.engines import registry
-from hpadvise.plan import build, inspect
+from hpadvise.pipeline import inspect
+from hpadvise.plan import build
 from hpadvise.sysroot import SysRoot
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "example"))

@@ -7,6 +7,8 @@ import shutil
 
 import pytest
 
+from hpadvise.persist import BootValue, grub_cmdline
+
 from hpadvise import apply, host, journal, plan, profiles
 from hpadvise.actions import File
 from hpadvise.engines import Demand, Instance, registry
@@ -116,23 +118,23 @@ def test_refuses_to_take_pages_in_use(hosts, tmp_path):
 
 
 @pytest.mark.parametrize("before,boot,after", [
-    ('GRUB_CMDLINE_LINUX=""\n', [("/sys/kernel/mm/transparent_hugepage/enabled", "never")],
+    ('GRUB_CMDLINE_LINUX=""\n', [BootValue("never", thp="enabled")],
      'GRUB_CMDLINE_LINUX="transparent_hugepage=never"\n'),
     ('GRUB_CMDLINE_LINUX="ro hugepagesz=1G hugepages=4 transparent_hugepage=always"\n',
-     [("/sys/kernel/mm/hugepages/hugepages-1048576kB/nr_hugepages", "9"),
-      ("/sys/kernel/mm/transparent_hugepage/enabled", "madvise")],
+     [BootValue("9", size_kb=1048576), BootValue("madvise", thp="enabled")],
      'GRUB_CMDLINE_LINUX="ro hugepagesz=1G hugepages=9 transparent_hugepage=madvise"\n'),
-    ('X=1\n', [("/sys/kernel/mm/transparent_hugepage/enabled", "madvise")],
+    ('X=1\n', [BootValue("madvise", thp="enabled")],
      'X=1\nGRUB_CMDLINE_LINUX="transparent_hugepage=madvise"\n'),
 ])
 def test_grub_cmdline(before, boot, after):
-    text, left = apply.grub_cmdline(before, boot)
+    text, left = grub_cmdline(before, boot)
     assert text == after and left == []
 
 
 def test_defrag_is_not_a_kernel_parameter():
-    _, left = apply.grub_cmdline("", [("/sys/kernel/mm/transparent_hugepage/defrag", "madvise")])
-    assert left == [("/sys/kernel/mm/transparent_hugepage/defrag", "madvise")]
+    _, left = grub_cmdline("", [BootValue("madvise", thp="defrag")])
+    assert left == [BootValue("madvise", thp="defrag")]
+    assert left[0].path == "/sys/kernel/mm/transparent_hugepage/defrag"
 
 
 def test_file_action_keeps_mode_and_restores_absence(tmp_path):

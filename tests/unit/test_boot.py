@@ -7,7 +7,7 @@ import json
 import os
 import shutil
 
-from hpadvise import boot, plan
+from hpadvise import boot, pipeline
 from hpadvise.sysroot import SysRoot
 
 from support import run_cli
@@ -156,5 +156,5 @@ def test_check_shows_three_ways_and_the_crit_finding_before_apply(hosts, tmp_pat
     assert codes["boot.instance_breaks"]["severity"] == "crit"
     assert d["plan"]["blocked"]
     # the same host without the competitor: nothing to say about the boot
-    r = plan.inspect(SysRoot(hosts / "pg-hugetlb"), engine_names=["postgres"])
+    r = pipeline.inspect(SysRoot(hosts / "pg-hugetlb"), engine_names=["postgres"])
     assert "boot.overridden" not in {f.code for f in r.findings}

@@ -6,14 +6,14 @@ import shutil
 
 import pytest
 
-from hpadvise import cgroups, plan
+from hpadvise import cgroups, pipeline
 from hpadvise.sysroot import SysRoot
 
 MiB = 1 << 20
 
 
 def _pg(tree):
-    r = plan.inspect(SysRoot(tree), engine_names=["postgres"])
+    r = pipeline.inspect(SysRoot(tree), engine_names=["postgres"])
     [inst] = [i for i in r.instances if i.cgroup]
     return r, inst
 

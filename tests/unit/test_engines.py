@@ -6,9 +6,10 @@ import os
 
 import pytest
 
-from hpadvise import host, plan
+from hpadvise import host, pipeline
 from hpadvise import journal as jr
-from hpadvise.actions import KINDS, Action, File, FileSetting, from_spec
+from hpadvise.actions import KINDS, Action, File, FileSetting
+from hpadvise.engines import action_from_spec as from_spec
 from hpadvise.engines import Engine, Instance, Targets, registry
 from hpadvise.findings import CORE, Codes
 from hpadvise.procs import ProcTable
@@ -68,7 +69,7 @@ def _engine_actions(hosts) -> list:
     """(engine, action, value) for every action the plans of the captured trees make."""
     out = []
     for tree in sorted(hosts.iterdir()):
-        r = plan.inspect(SysRoot(tree))
+        r = pipeline.inspect(SysRoot(tree))
         for inst in r.instances:
             eng = r.engines[inst.engine]
             out += [(eng, a, v) for a, v in eng.actions(inst, r.changes)]
@@ -151,7 +152,7 @@ class ToyEngine(Engine):
 def test_third_party_engine_takes_part_in_the_plan(hosts):
     registry.register(ToyEngine)
     try:
-        r = plan.inspect(SysRoot(hosts / "no-pools"), engine_names=["toy"])
+        r = pipeline.inspect(SysRoot(hosts / "no-pools"), engine_names=["toy"])
         assert [i.id for i in r.instances] == ["toy:1"]
         assert r.pools[0].demand_pages == 10
     finally:

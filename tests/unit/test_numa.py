@@ -4,7 +4,7 @@ import dataclasses
 import shutil
 
 from hpadvise import apply as ap_mod
-from hpadvise import host, plan, profiles
+from hpadvise import host, pipeline, plan, profiles
 from hpadvise.engines import Demand, Instance, registry
 from hpadvise.procs import ProcTable
 from hpadvise.sysroot import SysRoot
@@ -61,9 +61,9 @@ def test_apply_allocates_and_verifies_per_node(hosts, tmp_path):
 
 
 def test_per_node_pools_persist_in_node_format():
-    text, left = ap_mod.grub_cmdline('GRUB_CMDLINE_LINUX="quiet"\n', [
-        ("/sys/devices/system/node/node0/hugepages/hugepages-2048kB/nr_hugepages", "604"),
-        ("/sys/devices/system/node/node1/hugepages/hugepages-2048kB/nr_hugepages", "43")])
+    from hpadvise.persist import BootValue, grub_cmdline
+    text, left = grub_cmdline('GRUB_CMDLINE_LINUX="quiet"\n', [
+        BootValue("604", size_kb=2048, node=0), BootValue("43", size_kb=2048, node=1)])
     assert 'GRUB_CMDLINE_LINUX="quiet hugepagesz=2M hugepages=0:604,1:43"' in text
     assert left == []
 
@@ -77,6 +77,6 @@ def test_a_process_bound_to_one_node_binds_its_demand(hosts, tmp_path):
     f = host.collect(SysRoot(hosts / "numa-2node"))
     a, b = inst("a", 10), inst("b", 10)
     a.pid, b.pid = 99, 98
-    plan._bind_nodes(f, ProcTable(SysRoot(tmp_path)), [a, b])
+    pipeline.bind_nodes(f, ProcTable(SysRoot(tmp_path)), [a, b])
     assert a.demand.node == 1 and b.demand.node is None
     assert dataclasses.asdict(a.demand)["pages"] == {2048: 10, 1048576: 1}

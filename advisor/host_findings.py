@@ -1,0 +1,190 @@
+"""The plan's findings about the host and the instances' surroundings: THP resolved against
+every instance's needs, the kernel command line, unused pool pages, hpadvise itself in a
+container, and each instance's hugetlb cgroup (whether it can hold its pages)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .boot_plan import THP_KNOBS
+from .cgroups import verdict as cgroup_verdict
+from .findings import CORE
+from .model import Change, Instance
+from .sizing import fmt_bytes, fmt_page, pool_label
+
+if TYPE_CHECKING:
+    from .engines import Engine
+    from .plan import Report
+
+# Kernel command line parameters about huge pages and THP
+# (Documentation/admin-guide/kernel-parameters.txt).
+CMDLINE_PARAMS = ("hugepages", "hugepagesz", "default_hugepagesz", "transparent_hugepage",
+                  "transparent_hugepage_shmem")
+
+
+_THP_WHY = {
+    "enabled": "governs private anonymous memory; with madvise only processes that ask for THP "
+               "get it (transhuge.rst), and Redis logs a latency warning at start when it is "
+               "always",
+    "defrag": "with madvise only processes that asked for THP stall in direct compaction",
+    "shmem_enabled": "governs shared anonymous memory, i.e. PostgreSQL's shared buffers when "
+                     "they are not on static huge pages",
+}
+
+
+# When the profile's THP value does not suit an instance, the value chosen among those every
+# instance accepts, in this order of preference (madvise serves a JVM's or MongoDB's madvise()
+# while leaving everything else on small pages; transhuge.rst).
+_THP_PREFER = {"enabled": ("madvise", "never", "always"),
+               "defrag": ("madvise", "defer+madvise", "defer", "never", "always"),
+               "shmem_enabled": ("never", "advise", "within_size", "always", "deny", "force")}
+
+
+def thp(r: Report, engines: dict[str, Engine] | None = None) -> None:
+    """THP per the profile, adjusted so that every instance found can live with it: one plan
+    for the host. A value no instance objects to is kept; otherwise the preferred value all
+    accept, with a finding that says who needed what; no common value: a warning."""
+    t, p = r.host.thp, r.profile
+    needs: dict[str, list[tuple[set[str], str]]] = {}
+    for inst in r.instances:
+        eng = (engines or {}).get(inst.engine)
+        if eng is not None:
+            for knob, need in eng.thp_needs(inst, p).items():
+                needs.setdefault(knob, []).append(need)
+    for knob in THP_KNOBS:
+        want, cur = getattr(p, f"thp_{knob}"), getattr(t, knob).value
+        if cur is None:
+            continue
+        if knob in needs:
+            ok = set.intersection(*(set(a) for a, _ in needs[knob]))
+            why = "; ".join(w for _, w in needs[knob])
+            base = cur if want == "keep" else want
+            if not ok:
+                r.findings.append(CORE["thp.conflict"](
+                    "No single value suits every instance on this host; keeping the profile's. "
+                    "Consider separate hosts, or static huge pages for one of them.", why,
+                    title=f"Instances need different THP {knob} values"))
+            elif base not in ok:
+                pick = next(v for v in _THP_PREFER[knob] + tuple(sorted(ok)) if v in ok)
+                r.findings.append(CORE["thp.resolved"](
+                    f"{pick} is what every instance here can live with.", why,
+                    title=f"THP {knob}: {pick} instead of {base}"))
+                want = pick
+        if want == "keep" or cur == want:
+            continue
+        r.changes.append(Change("thp", f"transparent_hugepage/{knob}", cur, want,
+                                _THP_WHY[knob], knob=knob))
+        sev = "warn" if cur in ("always", "force") else "info"
+        r.findings.append(CORE[f"thp.{knob}"](
+            _THP_WHY[knob], f"/sys/kernel/mm/transparent_hugepage/{knob} = {cur}",
+            title=f"THP {knob} is {cur}; profile {p.name} wants {want}", severity=sev))
+
+
+def host(r: Report) -> None:
+    host = r.host
+    for key, value in host.cmdline_params:
+        if key in CMDLINE_PARAMS:
+            why = {"transparent_hugepage": "boot-time THP mode; the runtime knob may differ",
+                   "default_hugepagesz": "sets the size /proc/meminfo and vm.nr_hugepages "
+                                         "refer to; with 1G, 2 MiB pages need their own "
+                                         "hugepagesz=2M hugepages=N to be reserved at boot",
+                   }.get(key, "boot-time huge page reservation")
+            r.findings.append(CORE[f"cmdline.{key}"](
+                why, host.cmdline or "", title=f"Kernel command line: {key}={value}"))
+    users = {p.size_kb for p in r.pools}
+    for pool in host.pools:
+        avail = pool.available_pages
+        if not pool.nr_pages or avail is None or avail <= 0:
+            continue
+        planned = next((p for p in r.pools if p.size_kb == pool.size_kb), None)
+        waiting = 0
+        if planned:  # pages meant for instances that are not holding them yet
+            waiting = planned.target_pages - planned.foreign_pages - sum(
+                i.demand.held_pages for i in r.instances
+                if i.demand and i.id in planned.instances)
+        unused = avail - max(0, waiting)
+        if unused > 0:
+            r.findings.append(CORE["pool.unused"](
+                "Pool pages are lost to the OS until released. Something not running now may "
+                "need them at its next start; otherwise lower the pool.",
+                f"{pool_label(pool.size_kb)}: nr {pool.nr_pages}, free {pool.free_pages}, "
+                f"resv {pool.resv_pages}" + ("" if pool.size_kb in users else ", no demand"),
+                title=f"{unused} reserved {fmt_page(pool.size_kb)} pages "
+                      f"({fmt_bytes(unused * pool.size_bytes)}) are used by nothing found"))
+    if host.in_container:
+        def cap(n: int | None) -> str:
+            return "unlimited" if n is None else fmt_bytes(n)
+        own = "; ".join(f"{c.size}: faults {cap(c.limit_bytes)}, reservations "
+                        f"{cap(c.rsvd_limit_bytes)}" for c in host.cgroup_hugetlb)
+        r.findings.append(CORE["host.container"](
+            "It sees only the processes of its own PID namespace: databases on the host or in "
+            "other containers are not found (run it on the host, or in the database's own "
+            "container). The pools it reads (/proc/meminfo, /sys/kernel/mm/hugepages) are the "
+            "host's, shared by every container, and free pages may be promised to another pod; "
+            "the kernel command line is the host's, /etc is the container's. What this "
+            "container may use is its own cgroup's limit: "
+            + (own or "no hugetlb limit on hpadvise's own cgroup") + ".",
+            ", ".join(host.container_evidence),
+            title="hpadvise runs inside a container: the host's processes and boot "
+                  "configuration are out of its sight"))
+    if host.thp.enabled.value is None:
+        r.findings.append(CORE["thp.unavailable"](
+            "Kernel without THP, or a container hiding /sys."))
+    if not r.instances:
+        r.findings.append(CORE["instances.none"](
+            "Nothing to size. Start the database, name a server with --dsn, or a stopped "
+            "one with its engine's option (`hpadvise check --help` lists them)."))
+
+
+def cgroup(r: Report, inst: Instance, page_kb: int) -> str | None:
+    """Findings for an instance whose hugetlb cgroup cannot hold its pages (cgroups.py explains
+    the two limits). The reason when the plan must not put it on huge pages, else None."""
+    v = cgroup_verdict(inst.cgroup, page_kb, inst.demand.pages[page_kb])
+    if v is None:
+        return None
+    lim, need, iid = v.limit, v.need_bytes, inst.id
+    pages = f"{inst.demand.pages[page_kb]} x {fmt_page(page_kb)}"
+    if lim.max_events:
+        r.findings.append(CORE["cgroup.hugetlb.hit"](
+            "A process in this cgroup touched a huge page beyond the fault limit and was "
+            "killed with SIGBUS (PostgreSQL logs \"terminated by signal 7: Bus error\" and "
+            "restarts; a JVM dies).", f"{lim.mount}{lim.cgroup.rstrip('/')}/hugetlb.{lim.size}."
+            f"{'events: max' if lim.version == 2 else 'failcnt:'} {lim.max_events}", iid,
+            title=f"{iid}: its cgroup's {lim.size} huge page limit was hit {lim.max_events} "
+                  "times"))
+    if v.kind == "fits":
+        return None
+    cap = lim.rsvd_limit_bytes if v.kind == "reserve_short" else lim.limit_bytes
+    fix = (f"Raise {lim.file('max')} and {lim.file('rsvd.max')} to at least {need} bytes, "
+           f"or turn huge pages off for this instance (the plan does).")
+    evidence = (f"needs {need} bytes ({pages}); {lim.file('max')} = "
+                f"{lim.limit_bytes if lim.limit_bytes is not None else 'max'}, "
+                f"{lim.file('rsvd.max')} = "
+                f"{lim.rsvd_limit_bytes if lim.rsvd_limit_bytes is not None else 'max'}")
+    if v.kind == "sigbus":
+        r.findings.append(CORE["cgroup.hugetlb.sigbus"](
+            "Reservations are not limited, so the mapping succeeds and the server starts (it "
+            "even reports huge pages as free: /proc/meminfo is not per cgroup); the first touch "
+            "past the fault limit kills it with SIGBUS. " + fix + " Or set the reservation "
+            f"limit to {lim.limit_bytes} bytes, so that it fails cleanly at start instead.",
+            evidence, iid, title=f"{iid} will crash with SIGBUS: cgroup {lim.limit_cgroup} allows "
+            f"{fmt_bytes(cap)} of {lim.size} huge pages, it needs {fmt_bytes(need)}"))
+    else:
+        r.findings.append(CORE["cgroup.hugetlb.reserve_short"](
+            "Mapping its huge pages fails at start: a server set to fall back runs on normal "
+            "pages, one set to insist (PostgreSQL huge_pages = on) refuses to start. " + fix,
+            evidence, iid, title=f"{iid} cannot reserve its huge pages: cgroup "
+            f"{lim.rsvd_limit_cgroup} allows {fmt_bytes(cap)} of {lim.size}, it needs "
+            f"{fmt_bytes(need)}"))
+    mem = inst.memory_limit
+    if mem is not None and mem.limit_bytes < need:
+        r.findings.append(CORE["cgroup.memory.short"](
+            "With huge pages off its buffers live on normal pages, and those are charged to the "
+            "memory limit (huge pages are not): the kernel reclaims, swaps or OOM-kills inside "
+            f"the cgroup. Raise {mem.file} by at least {need} bytes along with turning huge "
+            "pages off, or raise the hugetlb limits instead.",
+            f"{mem.file} = {mem.limit_bytes}; buffers {need} bytes", iid,
+            title=f"{iid}: off huge pages, its {fmt_bytes(need)} of buffers exceed its cgroup's "
+                  f"memory limit of {fmt_bytes(mem.limit_bytes)}"))
+    return (f"cgroup {lim.limit_cgroup if v.kind == 'sigbus' else lim.rsvd_limit_cgroup} "
+            f"allows {fmt_bytes(cap)} of {lim.size} huge pages, it needs {fmt_bytes(need)}")

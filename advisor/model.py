@@ -1,0 +1,119 @@
+"""What the core and the engines hand each other: an instance, its demand, the plan's changes
+and placements. Plain data with no behaviour, so every module can import it without pulling in
+the registry, the actions or the findings.
+
+Each decision of the plan is made once (plan.build) and carried here as a typed field:
+`Placement` says where an instance's memory goes and why, `Change` says which knob changes,
+of what kind, for which page size or instance, and what the next boot would set. Views read
+these fields; none recomputes a decision or parses one back out of a title or a path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .cgroups import HugetlbLimit, MemoryLimit
+    from .findings import Finding
+
+
+@dataclass(frozen=True)
+class Demand:
+    """Memory an instance wants on huge pages, as a page count per candidate page size.
+
+    `pages` maps page size (kB) -> pages needed at that size. `page_kb` is the size the
+    instance is configured for now; `selectable` says whether the engine can be told to use
+    another size (PostgreSQL's huge_page_size, PG >= 14)."""
+    instance: str
+    bytes: int | None
+    page_kb: int
+    pages: dict[int, int]
+    exact: bool
+    source: str
+    selectable: bool = False
+    node: int | None = None
+    held_pages: int = 0  # pages of page_kb the running instance holds now (0 if not on hugetlb)
+
+
+@dataclass(frozen=True)
+class Change:
+    """One knob the plan wants changed: what it is now and what it should be.
+
+    kind "pool": `size_kb` names the pool; "thp": `knob` names the THP file (enabled, defrag,
+    shmem_enabled); "setting": `target` is the engine's setting and `instance` its instance.
+    `target` is for people only: code reads the typed fields. `at_boot` is what the next boot
+    would set (pools and THP), filled in by the plan from the boot sources."""
+    kind: str  # "pool" | "thp" | "setting"
+    target: str  # the knob as people know it, e.g. "hugepages-2048kB/nr_hugepages"
+    current: Any
+    recommended: Any
+    reason: str
+    instance: str | None = None
+    restart: bool = False  # takes effect only after the instance restarts
+    size_kb: int | None = None  # kind "pool": the page size of the pool
+    knob: str | None = None  # kind "thp": the file under transparent_hugepage/
+    at_boot: Any = None  # pools and THP: the value the next boot sets, as things stand
+
+    @property
+    def boot_knob(self) -> str | None:
+        """The boot-time knob it is ("pool.<kB>", "thp.<knob>"), as boot.py names them."""
+        if self.kind == "pool":
+            return f"pool.{self.size_kb}"
+        return f"thp.{self.knob}" if self.kind == "thp" else None
+
+
+# Placement.status: where the plan puts an instance's huge page demand.
+PLACEMENTS = ("pool", "thp", "held_back", "unsized")
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where one instance's memory goes, decided once by the plan.
+
+    status "pool": `pages` pages of `page_kb` are in that size's static pool for it; "thp":
+    its engine serves it from THP, not a pool; "held_back": its cgroup cannot hold the pages
+    of `page_kb`, so the plan keeps it off huge pages; "unsized": its demand is unknown (its
+    configuration could not be read)."""
+    instance: str
+    status: str  # one of PLACEMENTS
+    page_kb: int | None
+    pages: int
+    reason: str
+
+    @property
+    def pooled(self) -> bool:
+        return self.status == "pool"
+
+
+@dataclass
+class Instance:
+    engine: str
+    id: str  # stable, usable with --instance: "postgres:5432" or "postgres:/data/dir"
+    label: str
+    running: bool
+    pid: int | None = None
+    owner: str | None = None
+    version: str | None = None
+    # What shared memory actually sits on now: "hugetlb", "thp", "4k", or None if unknown.
+    backing: str | None = None
+    backing_page_kb: int | None = None
+    page_tables_kb: int | None = None  # VmPTE summed over the instance's processes
+    page_tables_huge_kb: int | None = None  # estimate with the shared memory on huge pages
+    settings: dict[str, Any] = field(default_factory=dict)
+    demand: Demand | None = None
+    findings: list[Finding] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # input errors: they make the exit code 2
+    # hugetlb cgroup limits on its process (filled in by the core from /proc/PID/cgroup).
+    cgroup: tuple[HugetlbLimit, ...] = ()
+    memory_limit: MemoryLimit | None = None  # the tightest memory limit on it, if any
+    # The engine's own typed state for this instance (a dataclass of its package). The core
+    # never reads it; only the engine that made the instance does.
+    state: Any = field(default=None, repr=False)
+
+
+@dataclass(frozen=True)
+class Targets:
+    """What the user pointed hpadvise at, beyond what it discovers by itself."""
+    dsns: tuple[str, ...] = ()
+    datadirs: tuple[str, ...] = ()

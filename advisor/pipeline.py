@@ -1,0 +1,106 @@
+"""One pipeline from "these instances on this host (or snapshot), this profile" to a plan:
+read the host, discover the instances, read their cgroups, build the plan once. `check`,
+`apply`, `size`, `k8s`, `validate` and the engines' benchmark code all go through here."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+from . import host as host_mod
+from . import profiles
+from .cgroups import limits as cgroup_limits
+from .cgroups import memory_limit
+from .cgroups import mounts as cgroup_mounts
+from .engines import registry
+from .host import HostFacts
+from .model import Instance, Targets
+from .plan import Report, build
+from .procs import Proc, ProcTable
+from .sysroot import SysRoot
+
+
+def inspect(sr: SysRoot, profile_name: str = "oltp", targets: Targets | None = None,
+            engine_names: list[str] | None = None) -> Report:
+    """Read the host, discover the instances of these engines (None: every installed one)
+    and build the plan for all of them: what `check` shows."""
+    engines = {e.name: e for e in (registry.all() if not engine_names
+                                   else [registry.get(n) for n in engine_names])}
+    profile = profiles.load(profile_name, registry.profile_schemas())
+    facts = host_mod.collect(sr)
+    procs = ProcTable(sr)
+    instances: list[Instance] = []
+    for eng in engines.values():
+        instances.extend(eng.discover(facts, procs, targets or Targets()))
+    hier = cgroup_mounts(sr)
+    for inst in instances:  # the hugetlb limits on each process decide what it can hold
+        if inst.pid is not None:
+            inst.cgroup = cgroup_limits(sr, inst.pid, hier)
+            inst.memory_limit = memory_limit(sr, inst.pid, hier)
+    seen: set[str] = set()
+    for inst in instances:  # IDs key the plan: two servers claiming one port stay apart
+        if inst.id in seen and inst.pid:
+            inst.id = f"{inst.id}@pid{inst.pid}"
+        seen.add(inst.id)
+    if len(facts.numa_nodes) > 1:
+        bind_nodes(facts, procs, instances)
+    report = build(facts, instances, profile, engines)
+    report.notes = [str(n) for n in sr.notes]
+    return report
+
+
+def plan_for(report: Report, selected: list[Instance]) -> Report:
+    """The plan for some of a report's instances only (what `apply --instance` acts on, what
+    validate switches one server to): the same host and profile, no second inspection."""
+    out = build(report.host, selected, report.profile, report.engines)
+    out.notes = report.notes
+    return out
+
+
+def select(report: Report, engines: list[str] | None, wanted: list[str] | None,
+           ask=None) -> list[Instance]:
+    """The instances named (by ID or by any reference their engine declares: data directory,
+    port, socket ...), or, with none named, every instance of these engines; with one engine,
+    several instances and none named, `ask` picks one (None: refuse)."""
+    from .errors import InputError
+    names = sorted(report.engines) if engines is None else engines
+    cands = [i for i in report.instances if i.engine in names]
+    if wanted:
+        out: list[Instance] = []
+        for w in wanted:
+            found = [i for i in cands if _refers(report, i, w)]
+            if not found:
+                known = ", ".join(i.id for i in cands) or "none found"
+                raise InputError(f"no {'/'.join(names)} instance {w!r} (instances: {known})")
+            if found[0] not in out:
+                out.append(found[0])
+        return out
+    if len(cands) > 1 and len(names) == 1:
+        if ask is None:
+            raise InputError(f"{len(cands)} instances found ({', '.join(i.id for i in cands)}); "
+                             "name one with --instance")
+        return [ask(cands)]
+    return cands
+
+
+def _refers(report: Report, inst: Instance, name: str) -> bool:
+    """Whether `name` names this instance: its ID, the part after "engine:", or one of the
+    references its engine declares (a path compares by its real path)."""
+    if name in (inst.id, inst.id.split(":", 1)[-1]):
+        return True
+    eng = report.engines.get(inst.engine)
+    for ref in (eng.references(inst) if eng is not None else ()):
+        if name == ref or (ref.startswith("/") and os.path.realpath(name) ==
+                           os.path.realpath(ref)):
+            return True
+    return False
+
+
+def bind_nodes(host: HostFacts, procs, instances: list[Instance]) -> None:
+    """An instance whose process may allocate from one node only gets its demand there."""
+    for inst in instances:
+        if inst.demand is None or inst.pid is None or inst.demand.node is not None:
+            continue
+        allowed = Proc(procs.sr, inst.pid).mems_allowed
+        if allowed and len(allowed) == 1 and allowed[0] in host.numa_nodes:
+            inst.demand = dataclasses.replace(inst.demand, node=allowed[0])

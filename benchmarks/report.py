@@ -6,7 +6,7 @@ from __future__ import annotations
 import html
 import math
 
-from .runner import kind
+from .variants import kind
 
 COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd"]
 

@@ -87,7 +87,7 @@ def should_stop(effects: list[Effect], target_pct: float | None, min_blocks: int
     Stopping on the interval's own width is optional stopping: it ends runs whose sample sd
     happens to be small, so the final t interval covers less than its nominal 95%. Simulated
     for this rule (normal epoch ratios, true effect 0, target 1%, at least 3 epochs;
-    scripts/stopping_sim.py, results in benchmarks/README.md): up to 8% of intervals miss the
+    lab/stopping_sim.py, results in lab/README.md): up to 8% of intervals miss the
     true effect with at most 6 epochs, up to ~10% with 30, against 5% for a fixed number of
     epochs. Hence opt-in only."""
     return target_pct is not None and bool(effects) and all(
@@ -100,3 +100,51 @@ def percentile(sorted_values: list[float], p: float) -> float:
         return math.nan
     k = max(0, math.ceil(p / 100 * len(sorted_values)) - 1)
     return sorted_values[k]
+
+
+def unit(s) -> int:
+    """The paired unit a sample belongs to: its epoch (one start of every variant's server;
+    a block in the restart design)."""
+    return s.epoch if s.epoch is not None else s.block
+
+
+def effects(samples: list, pairs: list[tuple[str, str]], band_pct: float
+            ) -> dict[tuple[str, str], Effect]:
+    """B over A per pair, one paired unit per epoch: the geometric mean of the epoch's runs
+    of each variant. Runs within one start of a server share its memory layout, so they are
+    not independent of each other; epochs are (docs/design.md, "Validating")."""
+    out = {}
+    epochs = sorted({unit(s) for s in samples})
+    for a, b in pairs:
+        ta, tb = [], []
+        for ep in epochs:
+            sa = [s.tps for s in samples if unit(s) == ep and s.variant == a]
+            sb = [s.tps for s in samples if unit(s) == ep and s.variant == b]
+            if sa and sb and len(sa) == len(sb):
+                ta.append(geomean(sa))
+                tb.append(geomean(sb))
+        out[(a, b)] = paired_effect(ta, tb, band_pct)
+    return out
+
+
+def summary(samples: list) -> dict:
+    """One variant's runs: TPS mean and its 95% CI, latency percentiles and what the memory
+    sat on (medians over the runs)."""
+    if not samples:
+        return {"runs": 0}
+    tps = [s.tps for s in samples]
+    mean = sum(tps) / len(tps)
+    sd = math.sqrt(sum((x - mean) ** 2 for x in tps) / (len(tps) - 1)) if len(tps) > 1 else 0.0
+    h = t975(len(tps) - 1) * sd / math.sqrt(len(tps)) if len(tps) > 1 else math.nan
+
+    def med(key):
+        vals = sorted(getattr(s, key) for s in samples if getattr(s, key) is not None)
+        return vals[len(vals) // 2] if vals else None
+
+    return {"runs": len(tps), "tps_mean": mean, "tps_ci95": h, "p50_ms": med("p50_ms"),
+            "p95_ms": med("p95_ms"), "p99_ms": med("p99_ms"),
+            "page_tables_kb": med("page_tables_kb"), "anon_huge_kb": med("anon_huge_kb"),
+            "shmem_huge_kb": med("shmem_huge_kb"),
+            "steal_pct_max": max((s.steal_pct for s in samples if s.steal_pct is not None),
+                                 default=None),
+            "backing": samples[-1].backing}

@@ -156,12 +156,12 @@ class MariaTarget(BenchTarget):
             raise InputError("MariaDB server binaries not found; install the server package "
                              "(Debian: apt-get install mariadb-server)")
         self.o = opts
-        self.buffers = opts.shared_buffers
+        self.buffers = opts.buffers
         self.m: ScratchMaria | None = None
 
     def setup(self, progress) -> None:
         progress("creating the scratch MariaDB server")
-        self.m = ScratchMaria({"innodb-buffer-pool-size": self.o.shared_buffers,
+        self.m = ScratchMaria({"innodb-buffer-pool-size": self.o.buffers,
                                "max-connections": str(self.o.clients + 20),
                                "innodb-buffer-pool-dump-at-shutdown": "OFF",
                                "innodb-buffer-pool-load-at-startup": "OFF"})

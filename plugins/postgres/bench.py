@@ -223,7 +223,7 @@ class PgTarget(BenchTarget):
             self.instance_ref = self.running.datadir
             self.restarts_instance = True
         else:
-            self.buffers = opts.shared_buffers
+            self.buffers = opts.buffers
             self.label = "scratch cluster"
             self.restart_starts = True
 
@@ -236,7 +236,7 @@ class PgTarget(BenchTarget):
             self.dbname = self.c.dbname
         else:
             progress("creating the scratch cluster")
-            self.c = ScratchCluster({"shared_buffers": o.shared_buffers,
+            self.c = ScratchCluster({"shared_buffers": o.buffers,
                                      "max_connections": str(max(o.max_connections,
                                                                 o.clients + 10)),
                                      "huge_pages": "try"})
@@ -340,12 +340,11 @@ class PgTarget(BenchTarget):
 
 def _find_instance(opts):
     """The running cluster --instance names, checked for what validate needs of it."""
-    from hpadvise import apply as ap_mod
     from hpadvise.engines import Targets
-    from hpadvise.plan import inspect
+    from hpadvise.pipeline import inspect, select
     report = inspect(SysRoot("/"), opts.profile, Targets(), ["postgres"])
     try:
-        inst = ap_mod.select_instances(report, ["postgres"], opts.instance, None)[0]
+        inst = select(report, ["postgres"], [opts.instance])[0]
     except InputError:
         if os.path.exists(os.path.join(opts.instance, "PG_VERSION")):
             raise InputError(f"the cluster in {opts.instance} is not running; start it, "

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from hpadvise.benchmarks import pgbench, runner, stats
+from hpadvise.benchmarks import cpus, measure, pgbench, runner, stats, variants
+from hpadvise.benchmarks.options import Options
+from hpadvise.benchmarks.switching import Switcher
 from hpadvise.errors import InputError
 from hpadvise.plugins.postgres import bench as pgbench_target
 
@@ -106,39 +108,39 @@ def test_parse_transaction_logs():
 
 @pytest.mark.parametrize("text,secs", [("10m", 600), ("90s", 90), ("1h", 3600), ("45", 45)])
 def test_durations(text, secs):
-    assert runner.parse_duration(text) == secs
+    assert variants.parse_duration(text) == secs
 
 
 @pytest.mark.parametrize("text", ["10x", "", "m", "-5m", "1.5h"])
 def test_bad_durations(text):
     with pytest.raises(InputError, match="not a duration"):
-        runner.parse_duration(text)
+        variants.parse_duration(text)
 
 
 def test_pairs():
-    assert runner.pairs_for(list(runner.DEFAULT_VARIANTS)) == [
+    assert variants.pairs_for(list(variants.DEFAULT_VARIANTS)) == [
         ("current", "recommended"), ("thp-never", "thp-always")]
-    assert runner.pairs_for(["hugepages-off", "thp-always"]) == [("hugepages-off", "thp-always")]
+    assert variants.pairs_for(["hugepages-off", "thp-always"]) == [("hugepages-off", "thp-always")]
 
 
 def test_a_variant_named_twice_is_an_a_a_run():
     """A repeated variant gets its own label (a second server or run of the same variant), is
     compared with the first of its kind, and runs what its kind runs."""
-    assert runner.labels_for(["current", "current"]) == ["current", "current#2"]
-    assert runner.labels_for(["recommended", "current", "recommended", "recommended"]) == [
+    assert variants.labels_for(["current", "current"]) == ["current", "current#2"]
+    assert variants.labels_for(["recommended", "current", "recommended", "recommended"]) == [
         "recommended", "current", "recommended#2", "recommended#3"]
-    assert runner.pairs_for(["current", "current#2"]) == [("current", "current#2")]
-    assert runner.pairs_for(["current", "recommended", "current#2"]) == [
+    assert variants.pairs_for(["current", "current#2"]) == [("current", "current#2")]
+    assert variants.pairs_for(["current", "recommended", "current#2"]) == [
         ("current", "recommended"), ("current", "current#2")]
-    assert runner.kind("recommended#2") == "recommended" and runner.kind("thp-never") == \
+    assert variants.kind("recommended#2") == "recommended" and variants.kind("thp-never") == \
         "thp-never"
-    v = runner.Validation(runner.Options(variants=["hugepages-off", "hugepages-off"],
+    v = runner.Validation(Options(variants=["hugepages-off", "hugepages-off"],
                                          duration_s=60, db="postgres"))
 
     class Server:
         def hugepages_off(self):
             return [("huge_pages", "off")]
-    assert v._variant_steps("hugepages-off#2", Server()) == [("huge_pages", "off")]
+    assert v.sw.steps("hugepages-off#2", Server()) == [("huge_pages", "off")]
 
 
 def test_a_a_advice_reads_the_noise_and_flags_a_false_verdict():
@@ -210,22 +212,22 @@ def test_steal_share_from_two_proc_stat_readings(tmp_path):
                  "irq": 0, "softirq": 289, "steal": 101}
     stat.write_text("cpu  38410 0 43477 102269 1092 0 290 201 0 0\n")
     b = read_cpu_times(sr)
-    assert runner._steal_pct(a, b) == round(100 * 100 / (166 + 396 + 366 + 67 + 1 + 100), 1)
-    assert runner._steal_pct(None, b) is None
-    assert runner._steal_pct(b, b) is None  # no time passed: no share
+    assert measure.steal_pct(a, b) == round(100 * 100 / (166 + 396 + 366 + 67 + 1 + 100), 1)
+    assert measure.steal_pct(None, b) is None
+    assert measure.steal_pct(b, b) is None  # no time passed: no share
     stat.write_text("intr 1 2 3\n")
     assert read_cpu_times(sr) is None
 
 
 def _sample(block, variant, tps, epoch):
-    return runner.Sample(block, variant, tps, None, 1, 2, 3, None, None, None, None, "4k", {},
+    return measure.Sample(block, variant, tps, None, 1, 2, 3, None, None, None, None, "4k", {},
                          epoch=epoch)
 
 
 def test_epochs_are_the_unit_runs_inside_one_are_averaged_geometrically():
     """Two rounds in each of three epochs: the effect pairs epoch geometric means, so n is
     the number of epochs (server starts), not of runs."""
-    v = runner.Validation(runner.Options(variants=["current", "recommended"], duration_s=60,
+    v = runner.Validation(Options(variants=["current", "recommended"], duration_s=60,
                                          db="postgres"))
     tps = {0: [(100, 110), (100, 121)], 1: [(90, 99), (110, 121)], 2: [(100, 105), (100, 115)]}
     for ep, rounds in tps.items():
@@ -246,7 +248,7 @@ def test_epochs_are_the_unit_runs_inside_one_are_averaged_geometrically():
 
 
 def test_cpu_groups_are_disjoint_and_equal():
-    groups = runner._cpu_groups(2)
+    groups = cpus.cpu_groups(2)
     assert len(groups) == 2 and len(groups[0]) == len(groups[1]) >= 1
     assert not set(groups[0]) & set(groups[1])
     assert set().union(*groups) <= set(os.sched_getaffinity(0))
@@ -256,15 +258,15 @@ def test_servers_and_start_order_turn_between_epochs():
     """Side by side, over every n epochs each variant runs once on each server (the original
     and its copies), and over n*n epochs starts once in each place among servers alike; the
     servers on huge pages always start first."""
-    v = runner.Validation(runner.Options(variants=["current", "current#2"], duration_s=60,
+    v = runner.Validation(Options(variants=["current", "current#2"], duration_s=60,
                                          db="postgres"))
     v.made = [("original", None), ("copy", None)]
     on = []
     for ep in range(4):
-        v._assign_servers(ep)
+        v.assign_servers(ep)
         on.append((v.servers["current"][0], v.servers["current#2"][0]))
     assert on == [("original", "copy"), ("copy", "original")] * 2
-    firsts = [runner._start_order(["current", "current#2"], ep)[0] for ep in range(4)]
+    firsts = [variants.start_order(["current", "current#2"], ep)[0] for ep in range(4)]
     assert firsts == ["current", "current", "current#2", "current#2"]
     # copy and start order are not confounded: over 4 epochs current#2 is the copy and
     # starts second, the original and starts second, the copy and starts first, ...
@@ -273,9 +275,9 @@ def test_servers_and_start_order_turn_between_epochs():
         ("copy", "current#2"), ("original", "current#2")}
     three = ["current", "recommended", "hugepages-1g"]
     for ep in range(9):
-        order = runner._start_order(three, ep)
+        order = variants.start_order(three, ep)
         assert order[-1] == "current" and set(order) == set(three)
-    assert {runner._start_order(three, ep)[0] for ep in range(9)} == {"recommended",
+    assert {variants.start_order(three, ep)[0] for ep in range(9)} == {"recommended",
                                                                       "hugepages-1g"}
 
 
@@ -285,19 +287,19 @@ def test_cpu_trades_within_a_run_share_the_measured_part_evenly(warm_s, run_s, s
     """The servers trade CPUs on a grid through the end of the warm-up: the measured part is
     whole pieces, and with a multiple of n of them every server spends the same time on every
     CPU group; no trade before the first grid point."""
-    assert runner._turn(0, warm_s, swap_s) == 0
+    assert cpus.turn(0, warm_s, swap_s) == 0
     step = 0.01
     time_on = [[0.0] * n for _ in range(n)]  # [server][group]
     for k in range(int(run_s / step)):
-        turn = runner._turn(warm_s + (k + 0.5) * step, warm_s, swap_s)
+        turn = cpus.turn(warm_s + (k + 0.5) * step, warm_s, swap_s)
         for i in range(n):
             time_on[i][(i + turn) % n] += step
     for row in time_on:
         assert row == pytest.approx([run_s / n] * n, abs=1e-6)
     # whole pieces: the turn changes exactly at the end of the warm-up (unless none is left)
     if warm_s:
-        assert runner._turn(warm_s + 1e-9, warm_s, swap_s) == \
-            runner._turn(warm_s - 1e-9, warm_s, swap_s) + 1
+        assert cpus.turn(warm_s + 1e-9, warm_s, swap_s) == \
+            cpus.turn(warm_s - 1e-9, warm_s, swap_s) + 1
 
 
 def test_clients_are_ended_even_when_they_ignore_sigterm():
@@ -312,7 +314,7 @@ def test_clients_are_ended_even_when_they_ignore_sigterm():
     os.kill(stopped.pid, signal.SIGSTOP)
     time.sleep(0.2)  # the shell has set its trap
     t0 = time.time()
-    runner._kill_all([stopped, deaf], wait_s=0.5)
+    measure.kill_all([stopped, deaf], wait_s=0.5)
     assert stopped.returncode in (-signal.SIGTERM, -signal.SIGKILL)
     assert deaf.returncode == -signal.SIGKILL
     assert time.time() - t0 < 5
@@ -329,10 +331,7 @@ def test_the_advice_quotes_checks_own_thp_plan(hosts):
     profile that wants shmem THP is quoted as agreeing with a shmem THP gain."""
     from hpadvise.benchmarks import report
     from hpadvise.sysroot import SysRoot
-    v = runner.Validation(runner.Options(variants=["current", "thp-shmem"], duration_s=60,
-                                         db="postgres"))
-    v.sr = SysRoot(hosts / "thp-always")
-    plan_thp = v._plan_thp()
+    plan_thp = Switcher("postgres", "oltp", SysRoot(hosts / "thp-always")).plan_thp()
     assert plan_thp == {"enabled": "madvise", "defrag": "madvise", "shmem_enabled": "never"}
 
     def said(effects, plan):

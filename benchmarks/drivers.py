@@ -1,0 +1,66 @@
+"""The benchmarks validate can run, declared once, and the protocol their drivers implement.
+
+The runner reads these declarations (how much data one unit of scale is, which workloads a
+benchmark offers, whether it writes per-transaction logs, what it needs installed) and calls
+the driver through `Driver`; it never names a benchmark. An engine's BenchTarget makes the
+driver for its server (target.driver) and lists its benchmarks in `Engine.benches`.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass
+from typing import Iterable, Protocol
+
+
+class Driver(Protocol):
+    """One benchmark client against one server (pgbench.Pgbench, sysbench.Sysbench)."""
+
+    def start(self, workload: str, clients: int, seconds: int, logprefix: str | None,
+              warm_s: int = 0) -> subprocess.Popen:
+        """Start warm_s seconds of warm-up then `seconds` measured, in a session of its own."""
+
+    def stream(self, proc: subprocess.Popen) -> Iterable[str]:
+        """The pipe its per-second progress lines come on."""
+
+    def live_tps(self, line: str) -> float | None:
+        """The TPS of one progress line, or None."""
+
+    def finish(self, proc: subprocess.Popen, logprefix: str | None, lines: list[str],
+               warm_s: int = 0):
+        """Wait for it and parse its figures over the measured part (a Run)."""
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    name: str
+    # The workloads it offers (`--workload`); the first is its default. A benchmark with one
+    # workload of its own lists just that.
+    workloads: tuple[str, ...]
+    describe: tuple[tuple[str, str], ...]  # workload -> what it stresses, for the report
+    mb_per_unit: int  # data per unit of scale, loaded (for the default scale and disk check)
+    unit: str  # what the scale counts ("scale", "warehouses")
+    logs: bool  # writes per-transaction logs (percentiles) into a directory of the server's
+    needs: tuple[str, str] | None = None  # (executable, Debian package) that must be installed
+
+    def loading(self, scale: int) -> str:
+        return f"loading {self.name} data ({self.unit} {scale})"
+
+    def about(self, workload: str) -> str:
+        return dict(self.describe).get(workload, "")
+
+
+BENCHMARKS = {b.name: b for b in (
+    # pgbench scale 1 is ~15 MiB of tables and indexes (scale 400 measured ~6 GB,
+    # docs/reference.md).
+    Benchmark("pgbench", ("select", "tpcb"), (
+        ("select", "select-only: reads through the buffers, the memory effect alone"),
+        ("tpcb", "TPC-B (pgbench's default script): updates, WAL and fsync, where the huge "
+                 "page effect is diluted")), 15, "scale", True),
+    # One TPC-C warehouse with its share of ITEM is ~100 MiB loaded (TPC-C 5.11 clause 4.2.2
+    # puts it near 70 MiB of rows; measured here with indexes: ~95 MiB on MariaDB and
+    # PostgreSQL).
+    Benchmark("tpcc", ("tpcc",), (
+        ("tpcc", "TPC-C (hpadvise's sysbench script): new orders, payments, deliveries"),),
+        100, "warehouses", False, ("sysbench", "sysbench")),
+)}

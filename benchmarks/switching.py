@@ -1,0 +1,235 @@
+"""Switching: what each variant changes for one server (as `apply` would make it), made
+through journaled actions and undone the same way; the host's knobs saved before anything
+changes and put back at the end; pools held for the whole run.
+
+The recommended variant's steps come from the same pipeline as `check` and `apply` (inspect,
+select the server, plan). They are made once per server and reused while the host's pools and
+THP knobs are as they were when the plan was made: validate inspects again only when the host
+changed, not at every epoch.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from typing import Callable
+
+from hpadvise import journal as jr
+from hpadvise.actions import Action, Compact, Pool, SysfsChoice
+from hpadvise.boot_plan import THP_KNOBS, knob_now, plan_knobs
+from hpadvise.engines import Targets
+from hpadvise.pipeline import inspect, plan_for, select
+from hpadvise.sizing import GIB_KB, sysfs_pool
+from hpadvise.sysroot import SysRoot
+
+from .target import BenchTarget
+from .variants import THP_SWITCH, kind
+
+THP = "/sys/kernel/mm/transparent_hugepage"
+
+
+class ValidateError(Exception):
+    """validate could not go on (not bad input): one line for the user, everything restored."""
+
+
+class Switcher:
+    def __init__(self, db: str, profile: str, sr: SysRoot,
+                 update: Callable[..., None] = lambda **kw: None):
+        self.db, self.profile, self.sr, self.update = db, profile, sr, update
+        self.jdir: str | None = None  # the variants' journals, made when the run starts
+        self.active: list[jr.Journal] = []  # the variants switched on now, in order
+        self.reserved: list[jr.Journal] = []  # pools held for the whole run
+        self.baseline: list[tuple[Action, object]] = []
+        self.held_kb: set[int] = set()  # page sizes whose pool is held for the whole run
+        self.knobs: dict[str, list[str]] = {}  # variant -> what it set ("label = value")
+        self.current = ""  # the variant being switched to
+        self.inspections = 0  # how often the host was inspected for a plan
+        self._plans: dict[str, tuple[tuple, list[tuple[Action, object]], int]] = {}
+
+    # ---- the host before and after
+    def save_baseline(self) -> None:
+        self.jdir = tempfile.mkdtemp(prefix="hpadvise-validate-journal-")
+        for d in sorted(os.listdir("/sys/kernel/mm/hugepages")):
+            a = Pool(int(d.split("-")[1][:-2]))
+            self.baseline.append((a, a.get()))
+        for k in THP_KNOBS:
+            a = SysfsChoice(f"{THP}/{k}")
+            self.baseline.append((a, a.get()))
+
+    def restore_host(self) -> list[str]:
+        """The held pools' journals back, then every saved knob; the errors, if any."""
+        errors = []
+        for j in reversed(self.reserved):
+            try:
+                jr.rollback(j)
+                j.mark_rolled_back([])
+            except Exception as exc:
+                errors.append(str(exc))
+        for action, old in reversed(self.baseline):
+            try:
+                if action.get() != old:
+                    action.set(old)
+            except Exception as exc:
+                errors.append(f"{action.label}: {exc}")
+        if self.jdir:
+            import shutil
+            shutil.rmtree(self.jdir, ignore_errors=True)
+        return errors
+
+    # ---- what a variant changes
+    def steps(self, v: str, t: BenchTarget) -> list[tuple[Action, object]]:
+        """What variant v changes, for server t."""
+        v = kind(v)
+        if v == "current":
+            return []
+        if v in THP_SWITCH:
+            knob, value = THP_SWITCH[v]
+            return [(SysfsChoice(f"{THP}/{knob}"), value)]
+        if v == "hugepages-off":
+            return t.hugepages_off()
+        if v == "hugepages-1g":
+            pool = Pool(GIB_KB)
+            return [(pool, pool.get() + self._plan(t)[1])] + list(t.page_size_steps(GIB_KB))
+        return self._plan(t)[0]  # recommended: the plan for this server, as apply makes it
+
+    def _fingerprint(self) -> tuple:
+        """What the plan for a server depends on that validate itself changes: the pools and
+        the THP knobs."""
+        pools = tuple(sorted((a.size_kb, a.get()) for a, _ in self.baseline
+                             if isinstance(a, Pool)))
+        return pools, tuple(a.get() for a, _ in self.baseline if isinstance(a, SysfsChoice))
+
+    def _plan(self, t: BenchTarget) -> tuple[list[tuple[Action, object]], int]:
+        """The recommended steps for server t and its demand in 1 GiB pages, from one
+        inspection, made again only when the host's pools or THP changed since."""
+        from hpadvise.apply import prepare
+        key, now = t.instance_ref, self._fingerprint() if self.baseline else ()
+        cached = self._plans.get(key)
+        if cached is not None and cached[0] == now:
+            return cached[1], cached[2]
+        self.inspections += 1
+        report = inspect(self.sr, self.profile, Targets(), [self.db])
+        [inst] = select(report, [self.db], [t.instance_ref])
+        plan = prepare(plan_for(report, [inst]), report.engines, restart=False, persist=False)
+        steps = [(s.action, s.new) for s in plan.steps if s.phase in ("runtime", "engine")]
+        gig = inst.demand.pages.get(GIB_KB, 0) if inst.demand else 0
+        self._plans[key] = (now, steps, gig)
+        return steps, gig
+
+    def plan_thp(self) -> dict[str, str]:
+        """The THP modes `check` recommends for this host under the profile (its plan's THP
+        changes over the values now), read before any variant is applied: the report's advice
+        quotes them, so that validate's words and check's never disagree."""
+        report = inspect(self.sr, self.profile, Targets())  # every engine, as check does
+        want = plan_knobs(report)  # a knob the profile keeps is not in it: its value now
+        out = {k: want.get(f"thp.{k}") or knob_now(report.host, f"thp.{k}") for k in THP_KNOBS}
+        return {k: str(v) for k, v in out.items() if v}
+
+    def skips(self, t: BenchTarget, variants: list[str]) -> dict[str, str]:
+        """Variants that cannot change anything for this server, and why."""
+        import re
+        out: dict[str, str] = {}
+        pid = t.pid()
+        status = self.sr.read(f"/proc/{pid}/status", quiet_missing=True) if pid else None
+        if status and re.search(r"^THP_enabled:\s*0", status, re.M):
+            for v in THP_SWITCH:
+                out[v] = ("the server turned THP off for itself (prctl PR_SET_THP_DISABLE; "
+                          f"/proc/{pid}/status THP_enabled: 0): THP knobs cannot reach it")
+        if "hugepages-1g" in map(kind, variants):
+            why = t.page_size_steps(GIB_KB)
+            if isinstance(why, str):
+                out["hugepages-1g"] = why
+            elif not self.sr.exists(sysfs_pool(GIB_KB).rsplit("/", 1)[0]):
+                out["hugepages-1g"] = "this host has no 1 GiB pages"
+        return {v: out[kind(v)] for v in variants if kind(v) in out}
+
+    # ---- switching
+    def apply(self, steps: list[tuple[Action, object]], t: BenchTarget) -> None:
+        """Switch into the variant being applied (self.current) on server t."""
+        # a directory per switch: journals are named by the second they start in
+        j = jr.Journal.create(tempfile.mkdtemp(dir=self.jdir), {"argv": ["validate"]})
+        self.active.append(j)
+        knobs = self.knobs.setdefault(self.current, [])
+        for action, new in steps:
+            shown = new.get("value") if isinstance(new, dict) else new
+            if f"{action.label} = {shown}" not in knobs:
+                knobs.append(f"{action.label} = {shown}")
+            old = action.get()
+            if action.same(old, new):
+                continue
+            e = j.intent(action, old, new)
+            action.set(new)
+            ok, actual = action.verify(new)
+            if not ok and isinstance(action, Pool) and t.restart_starts:
+                # the scratch server's own 4 KiB shared memory may be what fragments RAM: stop
+                # it (the variant's restart starts it again) and ask once more
+                # (compaction skips pages under writeback, mm/migrate.c: write them back
+                # first; cheap, though the 1 GiB shortfalls seen here did not yield to it)
+                self.update(phase="stopping the server to free memory for the pool")
+                t.stop()
+                os.sync()
+                Compact().set(True)
+                action.set(new)
+                ok, actual = action.verify(new)
+            j.done(e, actual)
+            if not ok and isinstance(action, Pool):
+                stopped = " even with the scratch server stopped" \
+                    if t.restart_starts else ""
+                raise ValidateError(f"the kernel granted {actual} of {new} pages for "
+                                    f"{action.label}{stopped}; free memory, lower "
+                                    "--shared-buffers or reserve the pages at boot")
+
+    def unapply(self) -> None:
+        while self.active:
+            j = self.active[-1]
+            jr.rollback(j)
+            j.mark_rolled_back([])
+            self.active.pop()
+
+    def reserve_pools(self, variants: list[str], t: BenchTarget, only_kb: int | None = None
+                      ) -> tuple[bool, dict[str, str]]:
+        """Side by side, the pools for every huge page variant are reserved once, before the
+        data is loaded and copied, and held until validate ends: at 8 GB the kernel granted
+        only 4140-4152 of 4242 2 MiB pages once two copies had been made, and 2 of 9 1 GiB
+        pages after the load alone (23 GB free, but unmovable pages left all over memory by
+        the load), even with every server stopped. Each variant's pool need is what its plan
+        adds to the pool as it is now (for this server alone); needs of the same page size
+        add up.
+
+        The largest page size is reserved first: a 1 GiB page needs a whole free, aligned
+        1 GiB block, and thousands of 2 MiB pages taken first land all over memory
+        (Documentation/admin-guide/mm/hugetlbpage.rst: gigantic pages are best reserved as
+        early as possible). A 1 GiB pool that still cannot be had drops only the
+        hugepages-1g variant, with the kernel's answer as the reason, when two variants
+        remain. only_kb: that page size alone (the restart design holds the 1 GiB pool).
+        Returns whether pools were touched (the server may have been stopped to free memory
+        for them) and the variants dropped, with why."""
+        need: dict[int, tuple[Pool, int, list[str]]] = {}
+        for v in variants:
+            for a, new in self.steps(v, t):
+                if isinstance(a, Pool) and only_kb in (None, a.size_kb):
+                    pool, have, users = need.get(a.size_kb, (a, a.get(), []))
+                    need[a.size_kb] = (pool, have + max(0, new - a.get()), users + [v])
+        dropped: dict[str, str] = {}
+        if not need:
+            return False, dropped
+        self.update(phase="reserving the huge page pools for the whole run")
+        self.current = "pools held for the whole run"
+        for size in sorted(need, reverse=True):
+            pool, n, users = need[size]
+            try:
+                self.apply([(Compact(), True), (pool, n)], t)
+            except ValidateError as exc:
+                if {kind(u) for u in users} != {"hugepages-1g"} \
+                        or len(variants) - len(dropped) - len(users) < 2:
+                    raise
+                self.unapply()  # this pool's journal only: the held ones are set aside
+                dropped.update({u: str(exc) for u in users})
+                self.update(phase=f"skipping hugepages-1g: {exc}")
+                continue
+            self.reserved.append(self.active.pop())  # rolled back by restore_host()
+            self.held_kb.add(size)
+            for v in users:  # named among each user's knobs
+                self.knobs.setdefault(v, []).append(
+                    f"{pool.label} = {n} (held for the whole run)")
+        return True, dropped

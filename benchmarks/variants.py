@@ -1,0 +1,87 @@
+"""validate's vocabulary: the variants a run can compare, how they are labelled and paired,
+and the order servers start in side by side.
+
+What each variant changes (and nothing else):
+  current        nothing: the host and server as they are
+  recommended    the plan, as `apply` would make it (runtime and the server's settings)
+  thp-always     THP `enabled` = always: private anonymous memory (defrag as the host has it)
+  thp-never      THP `enabled` = never
+  thp-shmem      THP `shmem_enabled` = always: shared memory, PostgreSQL's buffers among it
+  hugepages-off  the server's own huge page setting off
+  hugepages-1g   the server on 1 GiB static pages (an engine that can choose its page size)
+A variant named twice runs twice, as "name" and "name#2" (labels_for): an A/A run, whose
+effect measures the noise of the host and the design, since nothing differs.
+THP `enabled` does not reach shared memory, `shmem_enabled` does (transhuge.rst): the split is
+what a DBA means by "THP on" versus the shared-memory THP that helps PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import re
+
+from hpadvise.errors import InputError
+
+VARIANTS = ("current", "recommended", "thp-always", "thp-never", "thp-shmem", "hugepages-off",
+            "hugepages-1g")
+# Variants that are settings of the server alone (plus pool pages for it): they can run side by
+# side on servers that are resident at once. THP variants change host-wide knobs.
+PER_SERVER = ("current", "recommended", "hugepages-off", "hugepages-1g")
+# Variants whose server takes huge pages: side by side they start first (start_order).
+ON_HUGE_PAGES = ("recommended", "hugepages-1g")
+# The host-wide THP switch of each THP variant: (knob under transparent_hugepage/, value).
+THP_SWITCH = {"thp-always": ("enabled", "always"), "thp-never": ("enabled", "never"),
+              "thp-shmem": ("shmem_enabled", "always")}
+DEFAULT_VARIANTS = ("current", "recommended", "thp-never", "thp-always")
+# Comparisons (A, B): the effect reported is B over A.
+PAIRS = (("current", "recommended"), ("thp-never", "thp-always"), ("current", "thp-shmem"),
+         ("current", "hugepages-off"), ("recommended", "hugepages-1g"))
+
+
+def parse_duration(text: str) -> int:
+    mt = re.fullmatch(r"\s*(\d+)\s*(s|m|h)?\s*", text or "")
+    if not mt:
+        raise InputError(f"duration {text!r} is not a duration; write it like 90s, 10m or 1h")
+    seconds = int(mt.group(1)) * {"s": 1, "m": 60, "h": 3600, None: 1}[mt.group(2)]
+    if seconds < 1:
+        raise InputError(f"duration {text!r} is no time at all; give at least 1s (e.g. 10m)")
+    return seconds
+
+
+def kind(label: str) -> str:
+    """The variant a label runs: "current#2" is a second server of "current" (an A/A run)."""
+    return label.split("#", 1)[0]
+
+
+def labels_for(names: list[str]) -> list[str]:
+    """Unique labels for the variants asked for, in order: a variant named again becomes
+    "name#2", "name#3", ..., a second server of the same variant. Comparing a variant with
+    itself (an A/A run) measures the host's own noise: its effect should be 0."""
+    out: list[str] = []
+    for v in names:
+        label, k = v, 2
+        while label in out:
+            label, k = f"{kind(v)}#{k}", k + 1
+        out.append(label)
+    return out
+
+
+def pairs_for(variants: list[str]) -> list[tuple[str, str]]:
+    out = [p for p in PAIRS if p[0] in variants and p[1] in variants]
+    # every repeat against the first server of its variant (A/A)
+    out += [(next(u for u in variants if kind(u) == kind(v)), v)
+            for v in variants if kind(v) != v]
+    if not out and len(variants) >= 2:
+        out = [(variants[0], variants[1])]
+    return out
+
+
+def start_order(variants: list[str], epoch: int) -> list[str]:
+    """The order the servers start in at an epoch: those on huge pages first, so that a
+    server on `huge_pages = try` finds no free pages of the held pools and stays on 4 KiB
+    pages. Among servers alike, the order turns every n epochs (n servers), so that starting
+    (and prewarming) later is not always the same variant's lot, and, with the servers
+    turning every epoch (runner: assign_servers), not always the same server's either."""
+    n = len(variants)
+    k = (epoch // n) % n if n else 0
+    turned = variants[k:] + variants[:k]
+    return sorted(turned, key=lambda v: kind(v) not in ON_HUGE_PAGES)

@@ -14,9 +14,9 @@ import base64
 import difflib
 import os
 import shlex
-import tempfile
 from typing import Any, ClassVar
 
+from .files import write_atomic
 from .secrets import redact_text
 from .sizing import fmt_page
 
@@ -279,25 +279,7 @@ class File(Action):
             if os.path.exists(self.path):  # keep the file's own mode and owner
                 st = os.stat(self.path)
                 mode, uid, gid = st.st_mode & 0o7777, st.st_uid, st.st_gid
-            fd, tmp = tempfile.mkstemp(dir=d, prefix=".hpadvise-")
-            try:
-                with os.fdopen(fd, "wb") as f:
-                    f.write(data)
-                    f.flush()
-                    os.fsync(f.fileno())
-                os.chmod(tmp, mode)
-                if uid is not None and os.geteuid() == 0:
-                    os.chown(tmp, uid, gid if gid is not None else -1)
-                os.rename(tmp, self.path)
-            except BaseException:
-                if os.path.exists(tmp):
-                    os.unlink(tmp)
-                raise
-            dfd = os.open(d, os.O_RDONLY)
-            try:
-                os.fsync(dfd)
-            finally:
-                os.close(dfd)
+            write_atomic(self.path, data, mode, uid, gid)
         except OSError as exc:
             raise ActionError(f"cannot write {self.path}: {exc.strerror}") from None
 

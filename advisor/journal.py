@@ -23,6 +23,7 @@ from typing import Any
 from .actions import Action
 from .engines import action_from_spec as from_spec
 from .errors import InputError
+from .files import fsync_dir
 
 DEFAULT_DIR = "/var/lib/hpadvise/journal"
 
@@ -142,11 +143,7 @@ class Journal:
         os.makedirs(d, mode=0o700, exist_ok=True)
         name = f"{e.n}-{what}.json"
         _write_private(os.path.join(d, name), json.dumps(value).encode())
-        dfd = os.open(d, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+        fsync_dir(d)
         return {"sealed": name}
 
     def _unseal(self, value: Any) -> Any:

@@ -1,0 +1,102 @@
+"""`apply` as a whole, without the command line: the plan for the instances asked for (one
+pipeline: inspect, select, plan for them, prepare the steps), running it under the journal,
+and the printed and JSON forms of both. The CLI parses options and confirms; the Ansible
+modules and tests can drive the same functions."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Callable
+
+from . import apply as ap
+from . import journal as jr
+from .errors import InputError
+from .model import Instance, Targets
+from .pipeline import inspect, plan_for, select
+from .steps import ApplyPlan, Result
+from .sysroot import SysRoot
+
+
+@dataclass
+class Request:
+    engines: list[str] | None  # engine names (None: every installed engine)
+    instances: list[str] = field(default_factory=list)  # IDs or references; empty: all
+    profile: str = "oltp"
+    restart: bool = False
+    persist: bool = True
+    persist_root: str = ""
+    read_only: bool = False  # a plan to show (--dry-run, --print-script), maybe not as root
+    journal_dir: str | None = None
+
+
+def plan(req: Request, ask: Callable[[list[Instance]], Instance] | None = None) -> ApplyPlan:
+    """The steps apply would take; InputError when it must not (not root, nothing found,
+    nothing sizable, a blocked plan)."""
+    if os.geteuid() != 0 and not req.read_only:
+        raise InputError("apply changes kernel settings and needs root; run it with sudo, or "
+                         "use --print-script to hand the changes to someone who is root")
+    report = inspect(SysRoot("/"), req.profile, Targets(), None)
+    names = sorted(report.engines) if req.engines is None else req.engines
+    selected = select(report, names, req.instances, ask)
+    if not selected:
+        raise InputError(f"no running or named {'/'.join(names)} instance found; "
+                         "`hpadvise check` shows what is there")
+    unsized = [i for i in selected if report.placements[i.id].status == "unsized"]
+    if unsized and len(unsized) == len(selected):
+        raise InputError(f"cannot size {', '.join(i.id for i in unsized)} as this user (its "
+                         "configuration is unreadable): run as root or as the server's owner")
+    return ap.prepare(plan_for(report, selected), report.engines, restart=req.restart,
+                      persist=req.persist, persist_root=req.persist_root,
+                      read_only=os.geteuid() != 0)
+
+
+def run(p: ApplyPlan, req: Request, say: Callable[[str], None] = lambda s: None
+        ) -> tuple[Result, list[str]]:
+    """Run the plan under the journal; the result and, after persisting to the real /etc,
+    every planned knob the next boot would not give as planned."""
+    names = sorted({i.engine for i in p.instances})
+    argv = ["apply", "--db", *names] + [a for i in req.instances for a in ("--instance", i)] \
+        + (["--restart"] if req.restart else [])
+    result = ap.execute(p, jr.journal_dir(req.journal_dir),
+                        {"argv": argv, "instances": [i.id for i in p.instances],
+                         "profile": p.report.profile.name}, say=say)
+    boot = ap.verify_boot(p, req.persist_root) \
+        if result.status in ("ok", "nothing") and req.persist else []
+    return result, boot
+
+
+def plan_json(p: ApplyPlan) -> dict:
+    return {"dry_run": True, "changes": ap.changes_json(p), "notices": p.notices,
+            "restart_needed": p.restart_pending}
+
+
+def result_json(p: ApplyPlan, result: Result, boot: list[str]) -> dict:
+    return {"status": result.status, "journal": result.journal,
+            "changes": ap.changes_json(p), "problems": result.problems,
+            "notices": p.notices, "restart_needed": p.restart_pending, "next_boot": boot}
+
+
+def print_plan(p: ApplyPlan) -> None:
+    print(f"Plan for {', '.join(i.id for i in p.instances)} (profile "
+          f"{p.report.profile.name}):")
+    for ln in ap.describe(p) or ["nothing to change"]:
+        print("  " + ln.replace("\n", "\n  "))
+    for n in p.notices:
+        print(f"  note: {n}")
+
+
+def print_result(p: ApplyPlan, req: Request, result: Result, boot: list[str]) -> None:
+    for d in result.done:
+        print(f"done: {d}")
+    if result.status == "nothing":
+        print("Nothing to change: the host already matches the plan.")
+    for iid in p.restart_pending:
+        pool = ", ".join(f"{pp.target_pages} x {pp.size_kb} kB" for pp in p.report.pools)
+        print(f"restart needed: {iid} takes its huge pages at its next start (the pool holds "
+              f"{pool} until then, unused); run again with --restart or restart it yourself")
+    if result.journal:
+        print(f"journal: {result.journal} (undo with `hpadvise rollback {result.journal}`)")
+    if result.status in ("ok", "nothing") and req.persist and req.persist_root in ("", "/"):
+        print("next boot: " + ("every planned knob comes back as planned (checked)"
+                               if not boot else "; ".join(boot)))

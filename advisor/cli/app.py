@@ -1,0 +1,61 @@
+"""The typer application and the entry point; every command lives in a module of its own
+in this package and registers itself on `app`."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+
+from ..errors import InputError
+
+app = typer.Typer(
+    no_args_is_help=True, rich_markup_mode=None,
+    # A crash must not print local variables: they can hold a DSN with its password.
+    pretty_exceptions_show_locals=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+        print(f"hpadvise {version('hpadvise')}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _main(version: Annotated[bool, typer.Option(
+        "--version", callback=_version, is_eager=True,
+        help="Print the version and exit.")] = False) -> None:
+    """Database-focused huge page advisor: size static huge page pools exactly for
+    PostgreSQL and friends, and set THP the way each engine needs."""
+
+
+def main() -> None:
+    try:
+        code = app(prog_name="hpadvise", standalone_mode=False)
+    except InputError as exc:
+        print(f"hpadvise: error: {exc}", file=sys.stderr)
+        sys.exit(exc.exit_code)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except (typer.Abort, KeyboardInterrupt):
+        print("hpadvise: aborted", file=sys.stderr)
+        sys.exit(130)
+    except Exception as exc:
+        # Click's errors (a bad option or value: exit 2), as one line saying where help is.
+        # Typer vendors Click from 0.28 on, so they are recognised by what they offer.
+        if not (hasattr(exc, "format_message") and isinstance(getattr(exc, "exit_code", None),
+                                                              int)):
+            raise
+        if type(exc).__name__ == "NoArgsIsHelpError":  # plain `hpadvise`: the help
+            print(exc.format_message())
+            sys.exit(0)
+        msg = " ".join(exc.format_message().split())
+        ctx = getattr(exc, "ctx", None)
+        hint = f" (see: {ctx.command_path} --help)" if ctx is not None else ""
+        print(f"hpadvise: error: {msg}{hint}", file=sys.stderr)
+        sys.exit(exc.exit_code)
+    sys.exit(code if isinstance(code, int) else 0)

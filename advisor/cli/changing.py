@@ -1,0 +1,193 @@
+"""apply, rollback and history: the changes, journaled, and undoing them."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Optional
+
+import typer
+
+from ..errors import InputError
+from .app import app
+from .common import ApplyFormat, Format2, JsonOpt, TableOrJson, fmt_of, print_json
+
+
+@app.command()
+def apply(
+    db: Annotated[list[str], typer.Option(
+        help="Engine(s) to apply for (repeatable), or all: one plan for every instance of them.")],
+    instance: Annotated[Optional[list[str]], typer.Option(
+        help="Instance ID as `check` shows it, a data directory or a port (repeatable).")]
+    = None,
+    profile: Annotated[str, typer.Option(help="Profile name or .toml path.")] = "oltp",
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Show the changes and stop.")]
+    = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
+    = False,
+    restart: Annotated[bool, typer.Option("--restart", help="Restart the instance so that it "
+                                          "takes its huge pages, then verify.")] = False,
+    no_persist: Annotated[bool, typer.Option("--no-persist", help="Runtime changes only.")]
+    = False,
+    fmt: ApplyFormat = Format2.table,
+    json_out: JsonOpt = False,
+    print_script: Annotated[bool, typer.Option(
+        "--print-script", help="Print a shell script with the same changes and stop "
+        "(for someone who is root).")] = False,
+    journal_dir: Annotated[Optional[str], typer.Option(
+        help="Journal directory [default: $HPADVISE_JOURNAL_DIR or /var/lib/hpadvise/journal].")]
+    = None,
+    persist_root: Annotated[str, typer.Option(
+        help="Write the persistent files (/etc/...) under this directory instead of /.")] = "",
+):
+    """Apply the plan for one engine's instance: pools, THP, persistence, database settings.
+
+    Every change is journaled before it is made; `hpadvise rollback` undoes it exactly.
+
+    Examples:
+
+      hpadvise apply --db postgres --dry-run
+
+      hpadvise apply --db postgres --instance 5432 --restart --yes
+
+      hpadvise apply --db postgres --print-script > hugepages.sh   # not root? hand it over
+
+      hpadvise apply --db all --profile mixed --dry-run   # one plan for every engine found
+
+      hpadvise apply --db postgres --db jvm --instance 5432 --instance jvm:4242 --restart
+    """
+    from .. import applying
+    from .. import apply as ap_mod
+    from ..engines import registry
+
+    json_out = fmt_of(fmt, json_out) == "json"
+    if print_script and json_out:
+        raise InputError("--print-script prints a shell script; leave out --json (or use "
+                         "--dry-run --json for the plan as JSON)")
+    req = applying.Request(registry.resolve(db), list(instance or ()), profile, restart,
+                           not no_persist, persist_root, read_only=dry_run or print_script,
+                           journal_dir=journal_dir)
+    ask = None if (yes or not sys.stdin.isatty()) else _ask_instance
+    plan = applying.plan(req, ask)
+    if print_script:
+        print(ap_mod.script(plan), end="")
+        return
+    if not json_out:
+        applying.print_plan(plan)
+    if dry_run:
+        if json_out:
+            print_json(applying.plan_json(plan))
+        return
+    if plan.changes and not yes:
+        if not sys.stdin.isatty():
+            raise InputError("no terminal to confirm on: add --yes to apply without asking")
+        if not typer.confirm("Apply these changes?", default=False):
+            raise typer.Exit(1)
+    result, boot = applying.run(plan, req, say=(lambda m: None) if json_out else
+                                (lambda m: print(f"  {m}", flush=True)))
+    if json_out:
+        print_json(applying.result_json(plan, result, boot))
+    else:
+        applying.print_result(plan, req, result, boot)
+    for p in result.problems:
+        print(f"hpadvise: error: {p}", file=sys.stderr)
+    if result.status not in ("ok", "nothing"):
+        raise typer.Exit(1)
+
+
+@app.command()
+def rollback(
+    apply_id: Annotated[Optional[str], typer.Argument(
+        help="The apply to undo (see `hpadvise history`); default: the latest.")] = None,
+    journal_dir: Annotated[Optional[str], typer.Option(help="Journal directory.")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would be restored and "
+                                          "stop.")] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask (at a terminal, "
+                                      "rollback asks before restoring).")] = False,
+):
+    """Undo an apply exactly: every knob and file back, in reverse order; restart an instance
+    the apply restarted.
+
+    Examples:
+
+      hpadvise rollback --dry-run
+
+      hpadvise rollback 20261122-135501-4242 --yes
+    """
+    import contextlib
+    import os
+
+    from .. import journal as jr
+    d = jr.journal_dir(journal_dir)
+    if os.geteuid() != 0 and not dry_run:
+        raise InputError("rollback changes kernel settings and needs root; run it with sudo "
+                         "(--dry-run shows what it would restore)")
+    if not dry_run and not yes and not sys.stdin.isatty():
+        raise InputError("no terminal to confirm on: add --yes to roll back without asking "
+                         "(--dry-run shows what it would restore)")
+    if dry_run:
+        jr.readable_dir(d)
+    else:
+        jr.open_dir(d)
+    with (contextlib.nullcontext() if dry_run else jr.Lock(d)):
+        j = jr.find(d, apply_id)
+        if j.rolled_back is not None:
+            raise InputError(f"apply {j.id} is already rolled back")
+        todo = jr.plan_rollback(j)
+        print(f"Rollback of {j.id} ({j.status}, {len(j.entries)} changes):")
+        for line in todo or ["nothing to restore"]:
+            print(f"  {line}")
+        if dry_run:
+            return
+        if todo and not yes and not typer.confirm("Restore these?", default=False):
+            raise typer.Exit(1)
+        done, errors = jr.rollback(j)
+        j.mark_rolled_back(errors)
+    for x in done:
+        print(f"restored: {x}")
+    if not done:
+        print("nothing to restore: every knob already had its old value")
+    print(f"rolled back {j.id}")
+    for e in errors:
+        print(f"hpadvise: error: {e}", file=sys.stderr)
+    if errors:
+        raise typer.Exit(1)
+
+
+@app.command()
+def history(
+    journal_dir: Annotated[Optional[str], typer.Option(help="Journal directory.")] = None,
+    fmt: TableOrJson = Format2.table,
+    json_out: JsonOpt = False,
+):
+    """List applies and whether they were rolled back.
+
+    Example: hpadvise history --json | jq -r '.[] | select(.rolled_back == null) | .id'"""
+    import time
+
+    from .. import journal as jr
+    json_out = fmt_of(fmt, json_out) == "json"
+    d = jr.journal_dir(journal_dir)
+    jr.readable_dir(d)
+    js = jr.list_journals(d)
+    if json_out:
+        print_json([{"id": j.id, "time": j.header["time"], "status": j.status,
+                      "rolled_back": j.rolled_back, "changes": len(j.entries),
+                      "instances": j.header.get("instances", []),
+                      "argv": j.header.get("argv", [])} for j in js])
+        return
+    if not js:
+        print("no applies recorded")
+    for j in js:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(j.header["time"]))
+        rb = "rolled back" if j.rolled_back else "active"
+        print(f"{j.id}  {when}  {j.status:<14} {rb:<11} {len(j.entries):>3} changes  "
+              f"{' '.join(j.header.get('instances', []))}")
+
+
+def _ask_instance(cands):
+    for n, i in enumerate(cands, 1):
+        print(f"  {n}) {i.id}  {i.label}")
+    n = typer.prompt("Which instance", type=int)
+    if not 1 <= n <= len(cands):
+        raise InputError(f"choose a number from 1 to {len(cands)}")
+    return cands[n - 1]

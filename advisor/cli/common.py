@@ -1,0 +1,112 @@
+"""What every command shares: output formats, `--json`, writing a report to a file, the
+console, and reading percentages."""
+
+from __future__ import annotations
+
+import sys
+from enum import Enum
+from typing import Annotated, Optional
+
+import typer
+
+from ..errors import InputError
+
+
+class Format(str, Enum):
+    table = "table"
+    json = "json"
+    prometheus = "prometheus"
+
+
+class Format2(str, Enum):
+    """The formats of commands that have no metrics to export."""
+    table = "table"
+    json = "json"
+
+
+def fmt_of(fmt: Format | Format2, json_out: bool,
+         allowed: tuple[str, ...] = ("table", "json")) -> str:
+    """--format, with --json as its short form; formats a command does not offer are refused."""
+    if json_out:
+        if fmt.value not in ("table", "json"):
+            raise InputError(f"--json and --format {fmt.value} contradict each other; give one")
+        return "json"
+    if fmt.value not in allowed:
+        raise InputError(f"--format {fmt.value} is not offered here; use "
+                         f"{' or '.join(allowed)}")
+    return fmt.value
+
+
+def emit(text: str, output: str | None) -> None:
+    """Print, or replace FILE atomically: a reader such as node_exporter's textfile collector
+    never sees half a file."""
+    if not output or output == "-":
+        sys.stdout.write(text)
+        return
+    import os
+
+    from ..files import write_atomic
+    try:
+        write_atomic(output, text.encode())
+    except OSError as exc:
+        where = os.path.dirname(os.path.abspath(output))
+        raise InputError(f"--output {output}: cannot write in {where}: {exc.strerror}") \
+            from None
+
+
+# `--json`, alike on every command that reports: the short form of `--format json`.
+JsonOpt = Annotated[bool, typer.Option("--json", help="Short for --format json.")]
+
+
+def format_opt(kind: type[Enum], help: str):
+    """`--format` of a command that reports, with its formats and what they give."""
+    return Annotated[kind, typer.Option("--format", case_sensitive=False, help=help)]
+
+
+TableOrJson = format_opt(Format2, "table or json.")
+CheckFormat = format_opt(Format, "table, json (the versioned report: docs/json-schema.md) or "
+                          "prometheus (node_exporter textfile format).")
+ApplyFormat = format_opt(Format2, "table, or json: each change with target, before, after "
+                          "and status.")
+ValidateFormat = format_opt(Format2, "table, or json: the result with every sample (progress "
+                             "and tables then go to stderr unless --output is given).")
+CheckOutput = Annotated[Optional[str], typer.Option(
+    help="Write the report to FILE (replaced atomically) instead of printing it.")]
+ValidateOutput = Annotated[Optional[str], typer.Option(
+    help="Write the JSON result to FILE (replaced atomically).")]
+
+
+class FailOn(str, Enum):
+    none = "none"
+    warn = "warn"
+    crit = "crit"
+
+
+def console(stderr: bool = False, file=None):
+    """Rich falls back to 80 columns when it does not write to a terminal (a pipe, `tee`, a CI
+    log, a file) and then wraps the tables cell by cell; 120 columns fit them. COLUMNS still
+    wins."""
+    import os
+
+    from rich.console import Console
+    stream = file or (sys.stderr if stderr else sys.stdout)
+    wide = not stream.isatty() and not os.environ.get("COLUMNS")
+    return Console(stderr=stderr, file=file, width=120 if wide else None)
+
+
+def pct(text: str, what: str) -> float:
+    try:
+        v = float(text.rstrip("%"))
+    except ValueError:
+        raise InputError(f"{what} {text!r} is not a percentage; write it like 1% or 0.5%") \
+            from None
+    if v <= 0:
+        raise InputError(f"{what} must be positive")
+    return v
+
+
+
+
+def print_json(obj) -> None:
+    import json
+    print(json.dumps(obj, indent=2, default=str))

@@ -1,0 +1,45 @@
+"""report: many hosts' check reports in one table."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from .app import app
+from .common import Format2, JsonOpt, TableOrJson, emit, fmt_of
+from .common import console as make_console
+
+
+@app.command("report")
+def report_cmd(
+    paths: Annotated[list[str], typer.Argument(
+        metavar="PATH...", help="`check --json` outputs, snapshots, or directories of them.")],
+    fmt: TableOrJson = Format2.table,
+    json_out: JsonOpt = False,
+    html: Annotated[Optional[str], typer.Option(help="Also write an HTML page here.")] = None,
+):
+    """One table for many hosts, worst first: instances, how many run on huge pages, pool
+    short or unused, THP conflicts, crit/warn counts. Changes nothing.
+
+    Examples:
+
+      hpadvise report reports/*.json
+
+      hpadvise report /srv/audit/ --html fleet.html
+    """
+    from .. import fleet
+    form = fmt_of(fmt, json_out)
+    rs = fleet.rows(paths)
+    if html:
+        emit(fleet.to_html(rs), html)
+    if form == "json":
+        print(fleet.to_json(rs))
+        return
+    from rich.table import Table
+    t = Table("host", "worst", "crit", "warn", "instances", "on huge pages", "pool",
+              "THP conflicts", box=None)
+    for r in rs:
+        t.add_row(r.host, r.worst, str(r.crit), str(r.warn), ", ".join(r.instances) or "-",
+                  f"{r.on_huge_pages} of {r.running}", r.pool, str(r.thp_conflicts))
+    make_console().print(t)

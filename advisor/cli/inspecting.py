@@ -1,0 +1,170 @@
+"""check, snapshot and k8s: what is on this host and what it needs; they change nothing."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Optional
+
+import typer
+
+from ..errors import InputError
+from .app import app
+from .common import CheckFormat, CheckOutput, FailOn, Format, JsonOpt, emit, fmt_of
+from .common import console as make_console
+
+
+@app.command()
+def check(
+    fmt: CheckFormat = Format.table,
+    json_out: JsonOpt = False,
+    output: CheckOutput = None,
+    fail_on: Annotated[FailOn, typer.Option(help="Exit 1 when a finding is this severe or worse "
+                                            "(for audit pipelines).", case_sensitive=False)]
+    = FailOn.none,
+    profile: Annotated[str, typer.Option(help="Policy: a shipped profile name or a .toml path.")]
+    = "oltp",
+    dsn: Annotated[Optional[list[str]], typer.Option(
+        help="Connect to a server with this DSN (repeatable). Passwords are never printed.")]
+    = None,
+    pgdata: Annotated[Optional[list[str]], typer.Option(
+        help="Also plan for a stopped PostgreSQL cluster in this data directory (repeatable).")]
+    = None,
+    db: Annotated[Optional[list[str]], typer.Option(
+        help="Only these engines (repeatable); default: every installed engine.")] = None,
+    root: Annotated[str, typer.Option(help="Read /proc, /sys and /etc under this directory "
+                                      "(an `hpadvise snapshot`) instead of the live host.")]
+    = "/",
+    verbose: Annotated[bool, typer.Option("--verbose", "-v",
+                                          help="Show sources and unreadable files.")] = False,
+):
+    """Inspect the host and running databases; size the pools; recommend. Changes nothing.
+
+    Exit codes: 0 done; 1 a finding reached --fail-on; 2 bad input (the report is still
+    printed where it could be made).
+
+    Examples:
+
+      hpadvise check
+
+      hpadvise check --json --fail-on warn > audit.json
+
+      hpadvise check --format prometheus --output /var/lib/node_exporter/hpadvise.prom
+
+      hpadvise check --pgdata /srv/pg/16/main      # plan before the first start
+
+      hpadvise check --dsn 'postgresql://app@db1:5432/postgres'
+    """
+    from ..engines import Targets
+    from ..pipeline import inspect
+    from ..sysroot import SysRoot, snapshot_root
+
+    from ..engines import registry
+    import time
+    started = time.monotonic()
+    form = fmt_of(fmt, json_out, ("table", "json", "prometheus"))
+    report = inspect(SysRoot(snapshot_root(root)), profile,
+                     Targets(tuple(dsn or ()), tuple(pgdata or ())), registry.resolve(db))
+    if form == "json":
+        from ..render import to_json
+        emit(to_json(report) + "\n", output)
+    elif form == "prometheus":
+        from ..metrics import to_prometheus
+        emit(to_prometheus(report, time.monotonic() - started, time.time()), output)
+    elif output:
+        import io
+
+        from ..render import render
+        buf = io.StringIO()
+        render(report, make_console(file=buf), verbose)
+        emit(buf.getvalue(), output)
+    else:
+        from ..render import render
+        render(report, make_console(), verbose)
+    for e in report.errors:
+        print(f"hpadvise: error: {e}", file=sys.stderr)
+    if report.errors:
+        raise typer.Exit(2)
+    if fail_on != FailOn.none:
+        from ..engines import SEVERITIES
+        if SEVERITIES.index(report.worst()) >= SEVERITIES.index(fail_on.value):
+            raise typer.Exit(1)
+
+
+@app.command()
+def snapshot(
+    directory: Annotated[str, typer.Argument(help="Where to write the captured tree.")],
+    pgdata: Annotated[Optional[list[str]], typer.Option(help="Stopped clusters to include.")]
+    = None,
+    with_environ: Annotated[bool, typer.Option(
+        "--with-environ", help="Also keep the processes' environments (values of "
+        "secret-looking names removed); a JVM's JAVA_TOOL_OPTIONS live there.")] = False,
+):
+    """Capture every file `check` reads into DIRECTORY, for offline audits (`check --root`)
+    and test fixtures. The directory is readable by you only; passwords in command lines,
+    option files and DSNs are replaced by ***; environments are left out unless asked for.
+
+    Example: hpadvise snapshot /tmp/host-a && hpadvise check --root /tmp/host-a"""
+    import os
+
+    from ..engines import Targets
+    from ..pipeline import inspect
+    from ..snapshot import write_snapshot
+    from ..sysroot import SysRoot
+
+    if os.path.exists(directory) and (not os.path.isdir(directory) or os.listdir(directory)):
+        raise InputError(f"{directory} exists and is not an empty directory; give a new path")
+    sr = SysRoot("/", record=True)
+    inspect(sr, targets=Targets(datadirs=tuple(pgdata or ())))
+    n = write_snapshot(sr, directory, environ=with_environ)
+    print(f"wrote {n} files to {directory} (readable by you only; secrets replaced by ***"
+          + ("" if with_environ else "; environments left out: --with-environ keeps them")
+          + ")")
+
+
+@app.command("k8s")
+def k8s(
+    db: Annotated[Optional[list[str]], typer.Option(
+        help="Only these engines (repeatable); default: every installed engine.")] = None,
+    instance: Annotated[Optional[list[str]], typer.Option(
+        help="Only this instance: ID as `check` shows it, data directory or port "
+             "(repeatable).")] = None,
+    pgdata: Annotated[Optional[list[str]], typer.Option(
+        help="Size a stopped PostgreSQL cluster in this data directory (repeatable).")] = None,
+    pods: Annotated[int, typer.Option(help="Pods of this kind a node must hold.")] = 1,
+    profile: Annotated[str, typer.Option(help="Profile name or .toml path.")] = "oltp",
+):
+    """Kubernetes resources for each instance on huge pages: hugepages-2Mi or hugepages-1Gi
+    with request = limit = its exact pages, memory for the rest of the server, the server's
+    settings, and the node pool for N such pods. Changes nothing.
+
+    Examples:
+
+      hpadvise k8s --db postgres
+
+      hpadvise k8s --pgdata /srv/pg/16/main --pods 3 > cluster-resources.yaml
+    """
+    from .. import k8s as k8s_mod
+    from ..engines import Targets
+    from ..pipeline import inspect, select
+    from ..procs import ProcTable
+    from ..sysroot import SysRoot
+
+    if pods < 1:
+        raise InputError(f"--pods {pods}: a node holds at least 1 pod; give 1 or more")
+    sr = SysRoot("/")
+    from ..engines import registry
+    report = inspect(sr, profile, Targets(datadirs=tuple(pgdata or ())), registry.resolve(db))
+    for e in report.errors:
+        raise InputError(e)
+    wanted = report.instances
+    if instance:
+        wanted = select(report, None, instance)
+    docs = [y for i in wanted if (y := k8s_mod.snippet(report, ProcTable(sr), i, pods))]
+    unsized = [i.id for i in wanted if i.demand is None]
+    if not docs and unsized:
+        raise InputError(f"cannot size {', '.join(unsized)} as this user: run as root or as "
+                         "the server's owner")
+    if not docs:
+        raise InputError("no instance with a huge page demand found; `hpadvise check` shows "
+                         "what is there (a stopped PostgreSQL cluster: --pgdata DIR)")
+    print("---\n".join(docs), end="")

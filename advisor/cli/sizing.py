@@ -1,0 +1,85 @@
+"""size: a configuration that is not deployed yet, judged against a host."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from .app import app
+from .common import Format2, JsonOpt, TableOrJson, fmt_of, print_json
+from .common import console as make_console
+
+
+@app.command("size", context_settings={"ignore_unknown_options": True})
+def size_cmd(
+    spec: Annotated[list[str], typer.Argument(
+        metavar="ENGINE [SETTING=VALUE ...] [+ ENGINE ...]",
+        help="An engine and its planned settings; several engines separated by + give one "
+             "plan. JVM flags go after --.")],
+    root: Annotated[str, typer.Option(help="Judge the target host from this snapshot "
+                                      "(`hpadvise snapshot`) instead of this one.")] = "/",
+    version: Annotated[Optional[str], typer.Option(
+        "--version", help="The engine version to ask (PostgreSQL: another installed major).")]
+    = None,
+    profile: Annotated[str, typer.Option(help="Profile name or .toml path.")] = "oltp",
+    fmt: TableOrJson = Format2.table,
+    json_out: JsonOpt = False,
+):
+    """Size a configuration that is not deployed yet, and judge the host for it: fits / fits
+    after a boot-time reservation / does not fit, the pool to set and what it leaves for the
+    OS. Changes nothing.
+
+    Examples:
+
+      hpadvise size postgres shared_buffers=64GB max_connections=500 huge_page_size=2MB
+
+      hpadvise size mysql innodb_buffer_pool_size=48G key_buffer_size=64M
+
+      hpadvise size jvm -- -Xmx16g -XX:+UseLargePages -XX:ReservedCodeCacheSize=240m
+
+      hpadvise size postgres shared_buffers=8GB + jvm -Xmx4g --root /srv/audit/db7
+    """
+    from .. import host as host_mod
+    from .. import profiles, whatif
+    from ..engines import registry
+    from ..sysroot import SysRoot, snapshot_root
+
+    form = fmt_of(fmt, json_out)
+    args = [a for a in spec if a != "--"]
+    wanted = whatif.groups(args)
+    host = host_mod.collect(SysRoot(snapshot_root(root)))
+    prof = profiles.load(profile, registry.profile_schemas())
+    r = whatif.size(host, wanted, prof, version)
+    verdicts = whatif.verdicts(r)
+    if form == "json":
+        from dataclasses import asdict
+        print_json({"instances": [{"engine": i.engine, "id": i.id, "label": i.label,
+                                    "version": i.version, "demand": asdict(i.demand)}
+                                   for i in r.instances],
+                     "pools": [asdict(v) for v in verdicts],
+                     "findings": [asdict(f) for f in r.findings],
+                     "changes": [asdict(c) for c in r.changes if c.kind == "setting"]})
+        return
+    from rich.table import Table
+
+    from ..sizing import fmt_bytes, fmt_page
+    console = make_console()
+    t = Table("planned", "pages", "count", box=None)
+    for i in r.instances:
+        d = i.demand
+        t.add_row(i.label, ", ".join(f"{n} x {fmt_page(kb)}" for kb, n in sorted(d.pages.items())),
+                  ("exact: " if d.exact else "estimate: ") + d.source)
+    console.print(t)
+    for v in verdicts:
+        console.print(f"{fmt_page(v.size_kb)} pool: {v.pages} pages "
+                      f"({fmt_bytes(v.pages * v.size_kb * 1024)}): [bold]{v.verdict}[/bold] -> "
+                      f"{v.how}" + (f"; leaves {fmt_bytes(v.left_for_os_bytes)} for the OS"
+                                    if v.left_for_os_bytes is not None and
+                                    v.verdict != "does not fit" else ""))
+    for c in r.changes:
+        if c.kind == "setting":
+            console.print(f"{c.instance}: set {c.target} = {c.recommended} ({c.reason})")
+    for f in r.findings:
+        if f.severity in ("warn", "crit") and f.code.startswith(("pool.", "commit.")):
+            console.print(f"{f.severity}: {f.title}")

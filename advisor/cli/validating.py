@@ -1,0 +1,148 @@
+"""validate: the plan proven by A/B benchmark runs."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Optional
+
+import typer
+
+from ..errors import InputError
+from .app import app
+from .common import Format2, JsonOpt, ValidateFormat, ValidateOutput, emit, fmt_of, pct
+from .common import console as make_console
+
+
+@app.command()
+def validate(
+    db: Annotated[str, typer.Option(help="Engine to benchmark: postgres or mysql (a scratch "
+                                    "MariaDB server).")] = "postgres",
+    duration: Annotated[str, typer.Option(
+        help="Time budget for the runs (loading the data comes on top), e.g. 90s, 10m, 1h.")]
+    = "10m",
+    bench: Annotated[Optional[str], typer.Option(
+        help="pgbench (postgres) or tpcc (hpadvise's TPC-C for sysbench; postgres and mysql) "
+             "[default: pgbench for postgres, tpcc for mysql].")] = None,
+    workload: Annotated[Optional[str], typer.Option(
+        help="The benchmark's workload: pgbench select (select-only) or tpcb; tpcc has one "
+             "[default: the benchmark's first: select, tpcc].")] = None,
+    variants: Annotated[Optional[str], typer.Option(
+        help="Comma-separated: current, recommended, thp-always, thp-never, thp-shmem, "
+             "hugepages-off, hugepages-1g [default: current,recommended,thp-never,thp-always]. "
+             "A variant named twice is an A/A run (the second is labelled name#2).")]
+    = None,
+    design: Annotated[str, typer.Option(
+        help="restart (every run restarts the server in its variant), resident (one server "
+             "per variant, alternating runs), simultaneous (one server per variant, measured "
+             "at once on their own CPUs) or auto: simultaneous where every variant is a "
+             "per-server setting and memory and CPUs allow, else restart.")] = "auto",
+    rounds: Annotated[Optional[int], typer.Option(
+        help="Runs of every variant per server start, resident and simultaneous designs "
+             "[default: 2, or one per variant when simultaneous].")] = None,
+    swap_seconds: Annotated[Optional[float], typer.Option(
+        help="Simultaneous design: the servers trade CPUs this often within a run, 0 never "
+             "[default: about 3, cutting the run into equal pieces on every CPU].")] = None,
+    clients: Annotated[int, typer.Option(help="Clients (pgbench -c, sysbench --threads).")] = 16,
+    scale: Annotated[Optional[int], typer.Option(
+        help="pgbench scale or TPC-C warehouses [default: what fits in the buffers].")] = None,
+    run_seconds: Annotated[Optional[int], typer.Option(
+        help="Length of one measured run [default: 30, less if the budget is short].")] = None,
+    warmup_seconds: Annotated[Optional[int], typer.Option(
+        help="Warm-up before each measured run, same connections, left out of the figures "
+             "[default: 3 + 1 per GiB of buffers, at most 20].")] = None,
+    buffers: Annotated[Optional[str], typer.Option(
+        "--buffers", "--shared-buffers",
+        help="The scratch server's buffers: shared_buffers (postgres) or innodb_buffer_pool_size "
+             "(mysql) [default: those of the largest running instance of the engine, capped "
+             "by available memory; 1GB when none runs].")] = None,
+    target_ci: Annotated[Optional[str], typer.Option(
+        help="Stop early once every comparison's 95% CI half-width is this small [default: "
+             "use the whole budget]. An interval stopped on its own width covers less than "
+             "95% (90-95% in a simulation of this rule).")] = None,
+    band: Annotated[str, typer.Option(help="Noise band for the verdict words.")] = "1%",
+    profile: Annotated[str, typer.Option(help="Profile for the recommended variant.")] = "oltp",
+    instance: Annotated[Optional[str], typer.Option(
+        help="Benchmark this running instance (in a scratch database validate creates and "
+             "drops) instead of a scratch cluster.")] = None,
+    allow_restart: Annotated[bool, typer.Option(
+        "--allow-restart", help="Let validate restart --instance between variants.")] = False,
+    scratch: Annotated[bool, typer.Option(
+        "--scratch", help="Use a scratch cluster (the default).")] = False,
+    report: Annotated[Optional[str], typer.Option(help="Write an HTML report here.")] = None,
+    fmt: ValidateFormat = Format2.table,
+    json_out: JsonOpt = False,
+    output: ValidateOutput = None,
+):
+    """Prove the plan: pgbench or TPC-C A/B runs on a scratch server, with and without huge
+    pages and THP, blocked and interleaved, with a paired 95% CI and a verdict. Restores every
+    knob.
+
+    Examples:
+
+      hpadvise validate --duration 10m --buffers 8GB --report hp.html
+
+      hpadvise validate --duration 2m --variants current,recommended --workload tpcb
+
+      hpadvise validate --variants hugepages-off,current --design simultaneous --duration 10m
+
+      hpadvise validate --variants recommended,recommended --band 2% --duration 10m
+
+      hpadvise validate --db mysql --bench tpcc --duration 10m --buffers 4GB
+
+      hpadvise validate --db postgres --bench tpcc --duration 5m
+    """
+    import json
+
+    from ..benchmarks import report as rep
+    from ..benchmarks.options import Options
+    from ..benchmarks.runner import Validation
+    from ..benchmarks.variants import DEFAULT_VARIANTS, parse_duration
+
+    from ..engines import registry
+    names = registry.resolve([db]) or []
+    if len(names) != 1:
+        raise InputError(f"--db {db}: validate benchmarks one engine; name it (postgres, mysql)")
+    db = names[0]
+    opts = Options(db=db, bench=bench or "",
+        variants=[v.strip() for v in variants.split(",")] if variants else list(DEFAULT_VARIANTS),
+        duration_s=parse_duration(duration), workload=workload, clients=clients, scale=scale,
+        run_s=run_seconds, warm_s=warmup_seconds,
+        target_ci_pct=pct(target_ci, "--target-ci") if target_ci is not None else None,
+        band_pct=pct(band, "--band"), buffers=buffers, profile=profile,
+        instance=instance, allow_restart=allow_restart, design=design, rounds=rounds,
+        swap_s=swap_seconds)
+    if scratch and instance:
+        raise InputError("--scratch and --instance exclude each other")
+    form = fmt_of(fmt, json_out)
+    if output and form != "json":
+        raise InputError("--output writes the JSON result: add --json")
+    to_stdout = form == "json" and not output
+    console = make_console(stderr=to_stdout)
+    live = rep.LiveStatus(console)
+    from ..benchmarks.switching import ValidateError
+    val = Validation(opts, on_update=live.update)
+    try:
+        val.run()
+    except ValidateError as exc:  # everything is restored by now
+        live.stop()
+        print(f"hpadvise: error: {exc}; every knob is restored", file=sys.stderr)
+        raise typer.Exit(1) from None
+    finally:
+        live.stop()
+    result = val.result()
+    rep.render_terminal(result, console)
+    if report:
+        with open(report, "w") as f:
+            f.write(rep.render_html(result))
+        console.print(f"report: {report}")
+    if form == "json":
+        emit(json.dumps(result, indent=2, default=str) + "\n", output)
+    for e in result["meta"].get("restore_errors", []):
+        print(f"hpadvise: error: could not restore {e}", file=sys.stderr)
+    if result["meta"].get("restore_errors"):
+        raise typer.Exit(1)
+    if val.failed:
+        print(f"hpadvise: error: {val.failed}; every knob is restored", file=sys.stderr)
+        raise typer.Exit(1)
+    if val.interrupted:
+        raise typer.Exit(130)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
-from .boot import after_apply, persistence
+from .boot_persist import after_apply, persistence
 from .findings import CORE
 from .host import HostFacts
 from .sizing import fmt_page

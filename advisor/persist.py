@@ -11,7 +11,8 @@ import re
 from dataclasses import dataclass
 
 from .actions import File, Symlink
-from .boot import SYSCTL_LATE, SYSCTL_NAME, TUNED_PROFILE, UNIT_NAME, persistence
+from .boot_persist import (SYSCTL_LATE, SYSCTL_NAME, TUNED_PROFILE, UNIT_NAME,
+                           persistence)
 from .boot_plan import THP_KNOBS, plan_knobs
 from .host_findings import CMDLINE_PARAMS
 from .sizing import cmdline_size, sysfs_pool

@@ -7,7 +7,7 @@ import json
 import os
 import shutil
 
-from hpadvise import boot, pipeline
+from hpadvise import boot, boot_persist, pipeline
 from hpadvise.sysroot import SysRoot
 
 from support import run_cli
@@ -126,19 +126,19 @@ def test_tuned_include_chain_and_reapplied_sysctl(hosts, tmp_path):
 
 def test_plan_persistence_outranks_later_files_and_refuses_what_it_cannot(hosts, tmp_path):
     b = _boot(_tree(hosts, tmp_path, {"/etc/sysctl.d/99-other.conf": "vm.nr_hugepages = 100\n"}))
-    per = boot.persistence(b, {"pool.2048": "73"}, 2048)
-    assert per.sysctl_name == boot.SYSCTL_LATE and not per.blocked
-    assert boot.after_apply(b, per).at_boot("pool.2048").value == "73"
+    per = boot_persist.persistence(b, {"pool.2048": "73"}, 2048)
+    assert per.sysctl_name == boot_persist.SYSCTL_LATE and not per.blocked
+    assert boot_persist.after_apply(b, per).at_boot("pool.2048").value == "73"
     b = _boot(_tree(hosts, tmp_path / "c", {"/etc/sysctl.conf": "vm.nr_hugepages = 77\n"}))
-    per = boot.persistence(b, {"pool.2048": "73"}, 2048)
+    per = boot_persist.persistence(b, {"pool.2048": "73"}, 2048)
     assert per.blocked and per.blocked[0][1].source == "/etc/sysctl.conf:1"
     # under TuneD the THP knobs go into a child profile
     b = _boot(_tree(hosts, tmp_path / "t", {
         "/usr/sbin/tuned": "", "/etc/tuned/active_profile": "postgresql\n",
         "/usr/lib/tuned/postgresql/tuned.conf": "[vm]\ntransparent_hugepages=never\n"}))
-    per = boot.persistence(b, {"thp.enabled": "madvise", "pool.2048": "73"}, 2048)
+    per = boot_persist.persistence(b, {"thp.enabled": "madvise", "pool.2048": "73"}, 2048)
     assert per.tuned == {"thp.enabled": "madvise"} and per.sysctl == {"pool.2048": "73"}
-    assert boot.after_apply(b, per).at_boot("thp.enabled").value == "madvise"
+    assert boot_persist.after_apply(b, per).at_boot("thp.enabled").value == "madvise"
 
 
 def test_check_shows_three_ways_and_the_crit_finding_before_apply(hosts, tmp_path):

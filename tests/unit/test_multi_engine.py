@@ -6,6 +6,7 @@ import dataclasses
 from hpadvise import host, plan, profiles
 from hpadvise.engines import Instance, registry
 from hpadvise.plugins import jvm, kv
+from hpadvise.plugins.jvm import flags as jflags
 from hpadvise.procs import ProcTable
 from hpadvise.sysroot import SysRoot
 
@@ -101,10 +102,10 @@ def test_jvm_flag_precedence_and_reservations(tmp_path):
     assert len([k for k in res if k.startswith("mark bitmap")]) == 2
     res21 = dict(jvm.reservations(g1, 1 << 30, 21, page, True))
     assert len([k for k in res21 if k.startswith("mark bitmap")]) == 1
-    assert jvm.parse_jsize("512m") == 512 << 20 and jvm.parse_jsize("x") is None
+    assert jflags.parse_jsize("512m") == 512 << 20 and jflags.parse_jsize("x") is None
     (tmp_path / "args").write_text("# comment\n-Xmx3g '-Dx=a b'\n")
     notes: list[str] = []
-    out = jvm.expand_argfiles(SysRoot("/"), ("-server", f"@{tmp_path}/args", "@/nonexistent"),
+    out = jflags.expand_argfiles(SysRoot("/"), ("-server", f"@{tmp_path}/args", "@/nonexistent"),
                               None, notes)
     assert out == ["-server", "-Xmx3g", "-Dx=a b"] and "unreadable" in notes[0]
 

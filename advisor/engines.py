@@ -20,7 +20,8 @@ from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from .findings import SEVERITIES, Codes, Finding  # noqa: F401  (part of the engine API)
-from .model import Change, Demand, Instance, Placement, Targets  # noqa: F401  (engine API)
+from .model import (Change, Demand, EngineOption, Instance, Placement,  # noqa: F401
+                    Targets)  # (the engine API)
 from .secrets import redact_dsn  # noqa: F401  (part of the engine API)
 
 if TYPE_CHECKING:
@@ -55,6 +56,10 @@ class Engine:
     action_kinds: ClassVar[tuple[type[Action], ...]] = ()
     # Benchmarks `validate` can run against this engine (empty: validate does not support it).
     benches: ClassVar[tuple[str, ...]] = ()
+    # The engine `validate` benchmarks when --db is not given (the first engine that says so).
+    validate_default: ClassVar[bool] = False
+    # Command-line options the engine adds to the core's commands (EngineOption).
+    options: ClassVar[tuple[EngineOption, ...]] = ()
 
     def discover(self, host: HostFacts, procs: ProcTable, targets: Targets) -> list[Instance]:
         raise NotImplementedError
@@ -87,8 +92,9 @@ class Engine:
         its demand sized as for a running one, exactly where the engine's own binary can tell
         (and the Demand says which). Bad settings are an InputError."""
         from .errors import InputError
+        can = [e.name for e in registry.all() if type(e).what_if is not Engine.what_if]
         raise InputError(f"{self.name}: sizing a planned configuration is not supported; "
-                         "engines that can: postgres, mysql, jvm")
+                         f"engines that can: {', '.join(can)}")
 
     def huge_page_settings(self, inst: Instance, page_kb: int, host: HostFacts) -> dict[str, str]:
         """The server's own settings that put it on huge pages of page_kb, whatever it runs
@@ -168,6 +174,11 @@ class Registry:
                         "finding_codes": len(cls.codes),
                         "profile_keys": sorted(cls.profile_schema)})
         return out
+
+    def options(self, command: str) -> list[tuple[str, EngineOption]]:
+        """(engine name, option) for every engine option on `command`."""
+        return [(n, o) for n, cls in sorted(self._load().items()) for o in cls.options
+                if command in o.commands]
 
     def names(self) -> list[str]:
         return sorted(self._load())

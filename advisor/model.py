@@ -113,7 +113,31 @@ class Instance:
 
 
 @dataclass(frozen=True)
+class EngineOption:
+    """A command-line option an engine adds to the core's commands (as sos plugins declare
+    their PluginOpts): `hpadvise check --pgdata DIR` is PostgreSQL's, not the core's. Every
+    such option is repeatable; its values reach the engine as `Targets.get(key)`."""
+    flag: str  # e.g. "--pgdata"
+    help: str
+    metavar: str = "VALUE"
+    commands: tuple[str, ...] = ("check", "snapshot", "k8s")
+
+    @property
+    def key(self) -> str:
+        return self.flag.lstrip("-").replace("-", "_")
+
+
+@dataclass(frozen=True)
 class Targets:
-    """What the user pointed hpadvise at, beyond what it discovers by itself."""
+    """What the user pointed hpadvise at, beyond what it discovers by itself: DSNs (any
+    engine's), and the values of the engines' own options (EngineOption.key -> values)."""
     dsns: tuple[str, ...] = ()
-    datadirs: tuple[str, ...] = ()
+    options: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    def get(self, key: str) -> tuple[str, ...]:
+        return dict(self.options).get(key, ())
+
+    @classmethod
+    def of(cls, dsns=(), **options) -> "Targets":
+        return cls(tuple(dsns or ()), tuple(sorted((k, tuple(v)) for k, v in options.items()
+                                                   if v)))

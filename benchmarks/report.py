@@ -6,6 +6,7 @@ from __future__ import annotations
 import html
 import math
 
+from .drivers import BENCHMARKS
 from .variants import kind
 
 COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd"]
@@ -359,9 +360,8 @@ def _steal(result: dict) -> str:
 
 
 def _scale(m: dict) -> str:
-    if m.get("bench") == "tpcc":
-        return f"{m.get('scale')} TPC-C warehouse{'s' if (m.get('scale') or 1) > 1 else ''}"
-    return f"pgbench scale {m.get('scale')}"
+    b = BENCHMARKS.get(m.get("bench") or "")
+    return f"{m.get('bench')} {b.unit if b else 'scale'} {m.get('scale')}"
 
 
 def _buffers(m: dict) -> str:

@@ -7,6 +7,7 @@ import sys
 from typing import Annotated
 
 import typer
+import typer.main
 
 from ..errors import InputError
 
@@ -33,9 +34,37 @@ def _main(version: Annotated[bool, typer.Option(
     PostgreSQL and friends, and set THP the way each engine needs."""
 
 
-def main() -> None:
+def _engine_options(group, argv: list[str]) -> None:
+    """Each engine's own options (Engine.options) on the commands they name, added before the
+    command line is parsed, and only when the command run takes some: other commands do not
+    load the engines. The values are kept for `common.targets`."""
+    from .common import ENGINE_OPTIONS
+    ENGINE_OPTIONS.clear()
+    name = next((a for a in argv if not a.startswith("-")), None)
+    command = group.commands.get(name) if name else None
+    if command is None:
+        return
+    from typer.core import TyperOption
+
+    from ..engines import registry
+
+    def store(ctx, param, value):
+        if value:
+            ENGINE_OPTIONS[param.name] = tuple(value)
+        return value
+    for eng, opt in registry.options(name):
+        command.params.append(TyperOption(
+            param_decls=[opt.flag, opt.key], multiple=True, metavar=opt.metavar,
+            expose_value=False, callback=store, help=f"{opt.help} (engine {eng})"))
+
+
+def main(argv: list[str] | None = None) -> None:
+    """The console script: run one command line (default: this process's) and exit."""
+    argv = sys.argv[1:] if argv is None else argv
     try:
-        code = app(prog_name="hpadvise", standalone_mode=False)
+        group = typer.main.get_command(app)
+        _engine_options(group, argv)
+        code = group.main(args=argv, prog_name="hpadvise", standalone_mode=False)
     except InputError as exc:
         print(f"hpadvise: error: {exc}", file=sys.stderr)
         sys.exit(exc.exit_code)

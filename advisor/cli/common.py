@@ -110,3 +110,15 @@ def pct(text: str, what: str) -> float:
 def print_json(obj) -> None:
     import json
     print(json.dumps(obj, indent=2, default=str))
+
+
+# The engines' own options as given on this command line (EngineOption.key -> values), filled
+# in while the command line is parsed (app._engine_options).
+ENGINE_OPTIONS: dict[str, tuple[str, ...]] = {}
+
+
+def targets(dsn: list[str] | None = None):
+    """What the user pointed hpadvise at: DSNs and every engine option given."""
+    from ..model import Targets
+    return Targets.of(dsn or (), **ENGINE_OPTIONS)
+

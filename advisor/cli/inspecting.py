@@ -9,7 +9,7 @@ import typer
 
 from ..errors import InputError
 from .app import app
-from .common import CheckFormat, CheckOutput, FailOn, Format, JsonOpt, emit, fmt_of
+from .common import CheckFormat, CheckOutput, FailOn, Format, JsonOpt, emit, fmt_of, targets
 from .common import console as make_console
 
 
@@ -25,9 +25,6 @@ def check(
     = "oltp",
     dsn: Annotated[Optional[list[str]], typer.Option(
         help="Connect to a server with this DSN (repeatable). Passwords are never printed.")]
-    = None,
-    pgdata: Annotated[Optional[list[str]], typer.Option(
-        help="Also plan for a stopped PostgreSQL cluster in this data directory (repeatable).")]
     = None,
     db: Annotated[Optional[list[str]], typer.Option(
         help="Only these engines (repeatable); default: every installed engine.")] = None,
@@ -54,7 +51,6 @@ def check(
 
       hpadvise check --dsn 'postgresql://app@db1:5432/postgres'
     """
-    from ..engines import Targets
     from ..pipeline import inspect
     from ..sysroot import SysRoot, snapshot_root
 
@@ -62,8 +58,7 @@ def check(
     import time
     started = time.monotonic()
     form = fmt_of(fmt, json_out, ("table", "json", "prometheus"))
-    report = inspect(SysRoot(snapshot_root(root)), profile,
-                     Targets(tuple(dsn or ()), tuple(pgdata or ())), registry.resolve(db))
+    report = inspect(SysRoot(snapshot_root(root)), profile, targets(dsn), registry.resolve(db))
     if form == "json":
         from ..render import to_json
         emit(to_json(report) + "\n", output)
@@ -93,8 +88,6 @@ def check(
 @app.command()
 def snapshot(
     directory: Annotated[str, typer.Argument(help="Where to write the captured tree.")],
-    pgdata: Annotated[Optional[list[str]], typer.Option(help="Stopped clusters to include.")]
-    = None,
     with_environ: Annotated[bool, typer.Option(
         "--with-environ", help="Also keep the processes' environments (values of "
         "secret-looking names removed); a JVM's JAVA_TOOL_OPTIONS live there.")] = False,
@@ -106,7 +99,6 @@ def snapshot(
     Example: hpadvise snapshot /tmp/host-a && hpadvise check --root /tmp/host-a"""
     import os
 
-    from ..engines import Targets
     from ..pipeline import inspect
     from ..snapshot import write_snapshot
     from ..sysroot import SysRoot
@@ -114,7 +106,7 @@ def snapshot(
     if os.path.exists(directory) and (not os.path.isdir(directory) or os.listdir(directory)):
         raise InputError(f"{directory} exists and is not an empty directory; give a new path")
     sr = SysRoot("/", record=True)
-    inspect(sr, targets=Targets(datadirs=tuple(pgdata or ())))
+    inspect(sr, targets=targets())
     n = write_snapshot(sr, directory, environ=with_environ)
     print(f"wrote {n} files to {directory} (readable by you only; secrets replaced by ***"
           + ("" if with_environ else "; environments left out: --with-environ keeps them")
@@ -128,8 +120,6 @@ def k8s(
     instance: Annotated[Optional[list[str]], typer.Option(
         help="Only this instance: ID as `check` shows it, data directory or port "
              "(repeatable).")] = None,
-    pgdata: Annotated[Optional[list[str]], typer.Option(
-        help="Size a stopped PostgreSQL cluster in this data directory (repeatable).")] = None,
     pods: Annotated[int, typer.Option(help="Pods of this kind a node must hold.")] = 1,
     profile: Annotated[str, typer.Option(help="Profile name or .toml path.")] = "oltp",
 ):
@@ -144,7 +134,6 @@ def k8s(
       hpadvise k8s --pgdata /srv/pg/16/main --pods 3 > cluster-resources.yaml
     """
     from .. import k8s as k8s_mod
-    from ..engines import Targets
     from ..pipeline import inspect, select
     from ..procs import ProcTable
     from ..sysroot import SysRoot
@@ -153,7 +142,7 @@ def k8s(
         raise InputError(f"--pods {pods}: a node holds at least 1 pod; give 1 or more")
     sr = SysRoot("/")
     from ..engines import registry
-    report = inspect(sr, profile, Targets(datadirs=tuple(pgdata or ())), registry.resolve(db))
+    report = inspect(sr, profile, targets(), registry.resolve(db))
     for e in report.errors:
         raise InputError(e)
     wanted = report.instances
@@ -166,5 +155,6 @@ def k8s(
                          "the server's owner")
     if not docs:
         raise InputError("no instance with a huge page demand found; `hpadvise check` shows "
-                         "what is there (a stopped PostgreSQL cluster: --pgdata DIR)")
+                         "what is there (a stopped server: its engine's option, listed by "
+                         "`hpadvise k8s --help`)")
     print("---\n".join(docs), end="")

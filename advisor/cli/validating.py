@@ -15,8 +15,10 @@ from .common import console as make_console
 
 @app.command()
 def validate(
-    db: Annotated[str, typer.Option(help="Engine to benchmark: postgres or mysql (a scratch "
-                                    "MariaDB server).")] = "postgres",
+    db: Annotated[Optional[str], typer.Option(
+        help="Engine to benchmark, one of those `hpadvise engines` shows with benchmarks "
+             "(postgres, mysql: a scratch MariaDB server) [default: the engine that declares "
+             "itself validate's default, postgres].")] = None,
     duration: Annotated[str, typer.Option(
         help="Time budget for the runs (loading the data comes on top), e.g. 90s, 10m, 1h.")]
     = "10m",
@@ -99,9 +101,14 @@ def validate(
     from ..benchmarks.variants import DEFAULT_VARIANTS, parse_duration
 
     from ..engines import registry
+    benched = [e.name for e in registry.all() if e.benches]
+    if db is None:
+        db = next((e.name for e in registry.all() if e.validate_default and e.benches),
+                  benched[0] if benched else "")
     names = registry.resolve([db]) or []
     if len(names) != 1:
-        raise InputError(f"--db {db}: validate benchmarks one engine; name it (postgres, mysql)")
+        raise InputError(f"--db {db}: validate benchmarks one engine; name it "
+                         f"({', '.join(benched)})")
     db = names[0]
     opts = Options(db=db, bench=bench or "",
         variants=[v.strip() for v in variants.split(",")] if variants else list(DEFAULT_VARIANTS),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hpadvise.engines import Change, Engine, Finding, Instance, Targets
+from hpadvise.engines import Change, Engine, EngineOption, Finding, Instance, Targets
 from hpadvise.host import HostFacts
 from hpadvise.procs import ProcTable
 from hpadvise.profiles import Profile
@@ -34,6 +34,9 @@ class PostgresEngine(Engine):
     codes = _findings.CODES
     action_kinds = (PgSetting, PgRestart)
     benches = ("pgbench", "tpcc")
+    validate_default = True
+    options = (EngineOption("--pgdata", "Also plan for a stopped PostgreSQL cluster in this "
+                            "data directory (repeatable).", "DIR"),)
 
     def __init__(self, connect_timeout: int = 3):
         self.connect_timeout = connect_timeout

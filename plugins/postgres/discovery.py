@@ -108,7 +108,7 @@ class Discovery:
             inst = self._from_dsn(dsn, clusters, dsn_for, host, procs)
             if inst is not None:
                 extra.append(inst)
-        for d in targets.datadirs:
+        for d in targets.get("pgdata"):
             real = os.path.realpath(d)
             if any(os.path.realpath(c.datadir) == real for c in clusters if c.datadir):
                 continue

@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 
 from hpadvise.actions import ActionError, File, FileSetting, Restart
-from hpadvise.engines import Change, Demand, Engine, Instance
+from hpadvise.engines import Change, Demand, Engine, EngineOption, Instance
 from hpadvise.findings import Code, Codes
 from hpadvise.procs import Proc, backing_of
 from hpadvise.sizing import fmt_bytes, pages_for
@@ -139,9 +139,26 @@ class DemoEngine(Engine):
     profile_schema = {"huge_pages": (str, ("on", "off"), "on")}
     codes = CODES
     action_kinds = (DemoSetting, DemoRestart)
+    # An option of its own on `check`: a server that is not running, sized from its config.
+    options = (EngineOption("--demo-config", "Also size a stopped hpdemo-server from its "
+                            "config file (repeatable).", "FILE", ("check",)),)
 
     def discover(self, host, procs, targets) -> list[Instance]:
         out = []
+        for config in targets.get("demo_config"):
+            text = procs.sr.read(config)
+            iid = f"hpdemo:{config}"
+            inst = Instance(self.name, iid, f"hpdemo-server {config} (stopped)", False)
+            if text is None:
+                inst.errors.append(f"--demo-config {config}: cannot read it")
+            else:
+                inst.settings = read_config(text)
+                inst.state = Demo(config, inst.settings, [])
+                size = int(inst.settings.get("buffer_mb", "16")) << 20
+                inst.demand = Demand(iid, size, host.default_hugepage_kb or 2048,
+                                     {kb: pages_for(size, kb * 1024)
+                                      for kb in host.page_sizes_kb}, True, "buffer_mb")
+            out.append(inst)
         for p in procs.by_name(*self.process_names):
             argv = list(p.cmdline)
             if len(argv) < 3:  # exited while we looked: nothing to read

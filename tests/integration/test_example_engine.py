@@ -2,6 +2,7 @@
 check, apply and rollback on a real hpdemo-server process and real pools, registered exactly
 as a third-party engine is, and through the same library calls the CLI makes."""
 
+import json
 import os
 import shutil
 import signal
@@ -14,6 +15,7 @@ import pytest
 
 from hpadvise import apply as ap_mod
 from hpadvise import journal as jr
+from hpadvise.cli import main
 from hpadvise.engines import registry
 from hpadvise.pipeline import inspect
 from hpadvise.plan import build
@@ -83,3 +85,29 @@ def test_example_engine_check_apply_rollback(demo, tmp_path):
     assert demo.read_bytes() == before
     assert _plan().instances[0].backing == "4k"
     assert int(Path(POOL).read_text()) == 0
+
+
+def test_example_engine_adds_its_own_check_option(tmp_path, capsys):
+    """`--demo-config` is the example engine's, not the core's: registered with the engine,
+    `check` takes it, lists it in its help, and hands its values to the engine alone."""
+    config = tmp_path / "stopped.conf"
+    config.write_text("buffer_mb = 40\nhuge_pages = on\n")
+    registry.register(DemoEngine)
+    try:
+        with pytest.raises(SystemExit) as e:
+            main(["check", "--db", "hpdemo", "--demo-config", str(config), "--json"])
+        assert e.value.code == 0
+        report = json.loads(capsys.readouterr().out)
+        with pytest.raises(SystemExit):
+            main(["check", "--help"])
+        assert "--demo-config FILE" in capsys.readouterr().out
+    finally:
+        registry.unregister("hpdemo")
+    [i] = report["instances"]
+    assert i["id"] == f"hpdemo:{config}" and not i["running"]
+    assert i["demand"]["pages"]["2048"] == 20  # 40 MiB in 2 MiB pages
+    # without the engine the option is unknown: bad input, one line, exit 2
+    with pytest.raises(SystemExit) as e:
+        main(["check", "--demo-config", str(config)])
+    assert e.value.code == 2 and "--demo-config" in capsys.readouterr().err
+

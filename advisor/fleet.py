@@ -131,3 +131,14 @@ def to_html(rs: list[Row]) -> str:
             "table{border-collapse:collapse}</style><h1>Huge pages across the fleet</h1>"
             f"<p>{len(rs)} hosts, worst first.</p><table><tr>" +
             "".join(f"<th>{h}</th>" for h in head) + "</tr>" + "".join(trs) + "</table>\n")
+
+
+def render(rs: list, console) -> None:
+    """`report` for people: one row per host, worst first."""
+    from rich.table import Table
+    t = Table("host", "worst", "crit", "warn", "instances", "on huge pages", "pool",
+              "THP conflicts", box=None)
+    for r in rs:
+        t.add_row(r.host, r.worst, str(r.crit), str(r.warn), ", ".join(r.instances) or "-",
+                  f"{r.on_huge_pages} of {r.running}", r.pool, str(r.thp_conflicts))
+    console.print(t)

@@ -312,3 +312,31 @@ def parse_perf_csv(text: str) -> dict[str, float | None]:
         except ValueError:
             out[event] = None
     return out
+
+
+def to_json(res) -> dict:
+    from dataclasses import asdict
+    return {**asdict(res), "saving_ns": res.saving_ns(),
+            "bound": {f"{m:g}": res.bound(m) for m in (0.01, 0.05, 0.1, 0.25, 1.0)}}
+
+
+def render(res, runs: int) -> None:
+    """`probe` for people: each variant's cost per access, the saving and its upper bound."""
+    print(f"Working set {fmt_bytes(res.size_bytes)}, {res.accesses} random 8-byte reads per run, "
+          f"best of {runs} ({res.seconds:.0f} s in all):")
+    for v in res.variants:
+        if v.ns is None:
+            print(f"  {v.name:14} skipped: {v.skipped}")
+        else:
+            print(f"  {v.name:14} {v.ns:6.1f} ns per access   ({v.backing})")
+    s = res.saving_ns()
+    if s is not None:
+        print(f"A huge page saves {s:.1f} ns per access that misses the TLB here "
+              f"({s / res.by('4 KiB').ns:.0%} of a 4 KiB access).")
+        print("Upper bound of the gain for a workload whose accesses miss the TLB:")
+        for m in (0.01, 0.05, 0.1, 0.25):
+            print(f"  {m:>4.0%} of accesses -> at most {res.bound(m):.1%}")
+        print("An upper bound: only if all of the workload's time were such accesses; "
+              "`hpadvise validate` measures the real gain.")
+    print(f"dTLB counters: {res.pmu}" if res.pmu != "present" else
+          "dTLB counters: a PMU is present (validate and perf stat can count misses)")

@@ -91,3 +91,39 @@ def verdicts(r: Report) -> list[Verdict]:
             how = f"echo {p.target_pages} > {sysfs_pool(p.size_kb)}"
         out.append(Verdict(p.size_kb, p.target_pages, WORDS[p.feasibility], how, left))
     return out
+
+
+def to_json(r: Report) -> dict:
+    """`size --json`: the planned instances, each pool's verdict, the findings, the settings."""
+    from dataclasses import asdict
+    return {"instances": [{"engine": i.engine, "id": i.id, "label": i.label,
+                           "version": i.version, "demand": asdict(i.demand)}
+                          for i in r.instances],
+            "pools": [asdict(v) for v in verdicts(r)],
+            "findings": [asdict(f) for f in r.findings],
+            "changes": [asdict(c) for c in r.changes if c.kind == "setting"]}
+
+
+def render(r: Report, console) -> None:
+    """`size` for people: the planned instances, each pool's verdict and what to set."""
+    from rich.table import Table
+
+    from .sizing import fmt_bytes, fmt_page
+    t = Table("planned", "pages", "count", box=None)
+    for i in r.instances:
+        d = i.demand
+        t.add_row(i.label, ", ".join(f"{n} x {fmt_page(kb)}" for kb, n in sorted(d.pages.items())),
+                  ("exact: " if d.exact else "estimate: ") + d.source)
+    console.print(t)
+    for v in verdicts(r):
+        console.print(f"{fmt_page(v.size_kb)} pool: {v.pages} pages "
+                      f"({fmt_bytes(v.pages * v.size_kb * 1024)}): [bold]{v.verdict}[/bold] -> "
+                      f"{v.how}" + (f"; leaves {fmt_bytes(v.left_for_os_bytes)} for the OS"
+                                    if v.left_for_os_bytes is not None and
+                                    v.verdict != "does not fit" else ""))
+    for c in r.changes:
+        if c.kind == "setting":
+            console.print(f"{c.instance}: set {c.target} = {c.recommended} ({c.reason})")
+    for f in r.findings:
+        if f.severity in ("warn", "crit") and f.code.startswith(("pool.", "commit.")):
+            console.print(f"{f.severity}: {f.title}")

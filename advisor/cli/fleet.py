@@ -36,10 +36,4 @@ def report_cmd(
     if form == "json":
         print(fleet.to_json(rs))
         return
-    from rich.table import Table
-    t = Table("host", "worst", "crit", "warn", "instances", "on huge pages", "pool",
-              "THP conflicts", box=None)
-    for r in rs:
-        t.add_row(r.host, r.worst, str(r.crit), str(r.warn), ", ".join(r.instances) or "-",
-                  f"{r.on_huge_pages} of {r.running}", r.pool, str(r.thp_conflicts))
-    make_console().print(t)
+    fleet.render(rs, make_console())

@@ -33,7 +33,7 @@ def probe_cmd(
       hpadvise probe --size 8GiB --json
     """
     from .. import probe
-    from ..sizing import fmt_bytes, parse_bytes
+    from ..sizing import parse_bytes
     form = fmt_of(fmt, json_out)
     if accesses < 100_000 or runs < 1:
         raise InputError("--accesses: give at least 100000; --runs: at least 1")
@@ -54,25 +54,6 @@ def probe_cmd(
     res = probe.run(nbytes, accesses, runs, say, "pdpe1gb" in host.cpu_flags,
                     host.thp.enabled.value)
     if form == "json":
-        from dataclasses import asdict
-        print_json({**asdict(res), "saving_ns": res.saving_ns(),
-                     "bound": {f"{m:g}": res.bound(m) for m in (0.01, 0.05, 0.1, 0.25, 1.0)}})
-        return
-    print(f"Working set {fmt_bytes(res.size_bytes)}, {res.accesses} random 8-byte reads per run, "
-          f"best of {runs} ({res.seconds:.0f} s in all):")
-    for v in res.variants:
-        if v.ns is None:
-            print(f"  {v.name:14} skipped: {v.skipped}")
-        else:
-            print(f"  {v.name:14} {v.ns:6.1f} ns per access   ({v.backing})")
-    s = res.saving_ns()
-    if s is not None:
-        print(f"A huge page saves {s:.1f} ns per access that misses the TLB here "
-              f"({s / res.by('4 KiB').ns:.0%} of a 4 KiB access).")
-        print("Upper bound of the gain for a workload whose accesses miss the TLB:")
-        for m in (0.01, 0.05, 0.1, 0.25):
-            print(f"  {m:>4.0%} of accesses -> at most {res.bound(m):.1%}")
-        print("An upper bound: only if all of the workload's time were such accesses; "
-              "`hpadvise validate` measures the real gain.")
-    print(f"dTLB counters: {res.pmu}" if res.pmu != "present" else
-          "dTLB counters: a PMU is present (validate and perf stat can count misses)")
+        print_json(probe.to_json(res))
+    else:
+        probe.render(res, runs)

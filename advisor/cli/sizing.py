@@ -51,35 +51,7 @@ def size_cmd(
     host = host_mod.collect(SysRoot(snapshot_root(root)))
     prof = profiles.load(profile, registry.profile_schemas())
     r = whatif.size(host, wanted, prof, version)
-    verdicts = whatif.verdicts(r)
     if form == "json":
-        from dataclasses import asdict
-        print_json({"instances": [{"engine": i.engine, "id": i.id, "label": i.label,
-                                    "version": i.version, "demand": asdict(i.demand)}
-                                   for i in r.instances],
-                     "pools": [asdict(v) for v in verdicts],
-                     "findings": [asdict(f) for f in r.findings],
-                     "changes": [asdict(c) for c in r.changes if c.kind == "setting"]})
-        return
-    from rich.table import Table
-
-    from ..sizing import fmt_bytes, fmt_page
-    console = make_console()
-    t = Table("planned", "pages", "count", box=None)
-    for i in r.instances:
-        d = i.demand
-        t.add_row(i.label, ", ".join(f"{n} x {fmt_page(kb)}" for kb, n in sorted(d.pages.items())),
-                  ("exact: " if d.exact else "estimate: ") + d.source)
-    console.print(t)
-    for v in verdicts:
-        console.print(f"{fmt_page(v.size_kb)} pool: {v.pages} pages "
-                      f"({fmt_bytes(v.pages * v.size_kb * 1024)}): [bold]{v.verdict}[/bold] -> "
-                      f"{v.how}" + (f"; leaves {fmt_bytes(v.left_for_os_bytes)} for the OS"
-                                    if v.left_for_os_bytes is not None and
-                                    v.verdict != "does not fit" else ""))
-    for c in r.changes:
-        if c.kind == "setting":
-            console.print(f"{c.instance}: set {c.target} = {c.recommended} ({c.reason})")
-    for f in r.findings:
-        if f.severity in ("warn", "crit") and f.code.startswith(("pool.", "commit.")):
-            console.print(f"{f.severity}: {f.title}")
+        print_json(whatif.to_json(r))
+    else:
+        whatif.render(r, make_console())

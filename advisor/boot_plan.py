@@ -13,7 +13,7 @@ from .host import HostFacts
 from .sizing import fmt_page
 
 if TYPE_CHECKING:
-    from .plan import Report
+    from .model import Report
 
 THP_KNOBS = ("enabled", "defrag", "shmem_enabled")
 

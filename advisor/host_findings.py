@@ -14,7 +14,7 @@ from .sizing import fmt_bytes, fmt_page, pool_label
 
 if TYPE_CHECKING:
     from .engines import Engine
-    from .plan import Report
+    from .model import Report
 
 # Kernel command line parameters about huge pages and THP
 # (Documentation/admin-guide/kernel-parameters.txt).

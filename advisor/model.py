@@ -13,9 +13,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .findings import SEVERITIES
+
 if TYPE_CHECKING:
     from .cgroups import HugetlbLimit, MemoryLimit
     from .findings import Finding
+    from .host import HostFacts
+    from .profiles import Profile
+    from .sizing import PoolPlan
+
+# The JSON report's version (docs/json-schema.md): it changes when a field is removed or
+# changes meaning.
+SCHEMA_VERSION = 1
 
 
 @dataclass(frozen=True)
@@ -141,3 +150,27 @@ class Targets:
     def of(cls, dsns=(), **options) -> "Targets":
         return cls(tuple(dsns or ()), tuple(sorted((k, tuple(v)) for k, v in options.items()
                                                    if v)))
+
+
+@dataclass
+class Report:
+    """The plan: what `check` shows and every other command reads, each decision a field
+    (plan.build makes it)."""
+    host: HostFacts
+    profile: Profile
+    instances: list[Instance]
+    findings: list[Finding] = field(default_factory=list)
+    pools: list[PoolPlan] = field(default_factory=list)
+    changes: list[Change] = field(default_factory=list)
+    placements: dict[str, Placement] = field(default_factory=dict)  # by instance ID
+    blocked: list[str] = field(default_factory=list)  # reasons apply must refuse the plan
+    notes: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    engines: dict = field(default_factory=dict, repr=False)  # name -> engines.Engine
+
+    def worst(self) -> str:
+        return max((f.severity for f in self.findings), key=SEVERITIES.index, default="ok")
+
+    def pool_change(self, size_kb: int) -> Change | None:
+        return next((c for c in self.changes if c.kind == "pool" and c.size_kb == size_kb),
+                    None)

@@ -9,41 +9,15 @@ pooled or not, and why), each pool's `PoolPlan` with its feasibility, each knob'
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
 
 from . import boot_plan, host_findings
 from .engines import Engine
-from .findings import CORE, SEVERITIES, Finding
+from .findings import CORE
 from .host import HostFacts
-from .model import Change, Instance, Placement
+from .model import SCHEMA_VERSION, Change, Instance, Placement, Report  # noqa: F401
 from .profiles import Profile
 from .sizing import (GIB_KB, PoolPlan, cmdline_size, commit_limit_kb, fmt_bytes, fmt_page,
                      headroom, pool_label, spread)
-
-SCHEMA_VERSION = 1
-
-
-@dataclass
-class Report:
-    host: HostFacts
-    profile: Profile
-    instances: list[Instance]
-    findings: list[Finding] = field(default_factory=list)
-    pools: list[PoolPlan] = field(default_factory=list)
-    changes: list[Change] = field(default_factory=list)
-    placements: dict[str, Placement] = field(default_factory=dict)  # by instance ID
-    blocked: list[str] = field(default_factory=list)  # reasons apply must refuse the plan
-    notes: list[str] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-    engines: dict[str, Engine] = field(default_factory=dict, repr=False)
-
-    def worst(self) -> str:
-        return max((f.severity for f in self.findings), key=SEVERITIES.index, default="ok")
-
-    def pool_change(self, size_kb: int) -> Change | None:
-        return next((c for c in self.changes if c.kind == "pool" and c.size_kb == size_kb),
-                    None)
-
 
 def choose_page_kb(inst: Instance, host: HostFacts, profile: Profile) -> int | None:
     """The page size an instance should use. An explicit, supported size is kept; otherwise

@@ -17,7 +17,8 @@ from hpadvise.profiles import Profile
 
 from . import findings as _findings
 from .actions import MyOption, MyRestart, option_target, spec_of
-from .discovery import PROCESS_NAMES, Discovery, Server
+from .discovery import PROCESS_NAMES, Discovery
+from .state import Server
 
 
 class MySQLEngine(Engine):

@@ -177,7 +177,8 @@ class MyRestart(Restart):
         raise ActionError(f"{self.label}: not accepting connections after 15 minutes")
 
     def verify(self, value=True) -> tuple[bool, str]:
-        from .discovery import Server, fallback_lines
+        from .discovery import fallback_lines
+        from .state import Server
         pid = self._pid()
         if not pid:
             return False, "not running"

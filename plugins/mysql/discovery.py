@@ -12,64 +12,23 @@ from __future__ import annotations
 import os
 import re
 from contextlib import closing
-from dataclasses import dataclass, field
 from urllib.parse import parse_qs, unquote, urlparse
 
 from hpadvise.engines import Demand, Instance, Targets, error_line, redact_dsn
 from hpadvise.errors import InputError
 from hpadvise.host import HostFacts
-from hpadvise.procs import Mapping, Proc, ProcTable, backing_of, binary_version
+from hpadvise.procs import Proc, ProcTable, backing_of, binary_version
 from hpadvise.sizing import fmt_bytes, pages_for
 from hpadvise.sysroot import SysRoot
 
 from .conf import (FALLBACK_RE, QUERY_VARS, OptionFileError, OptionFiles, cmdline_settings,
                    default_files, read_option_file, server_groups)
 from .findings import CODES
-from .sizing import Allocation, allocations, pages_needed, version_tuple
+from .sizing import allocations, pages_needed
+from .state import Server  # noqa: F401  (discovery makes them)
 
 NAME = "mysql"
 PROCESS_NAMES = ("mariadbd", "mysqld")
-
-
-@dataclass
-class Server:
-    pid: int | None
-    datadir: str | None = None
-    socket: str | None = None
-    port: int | None = None
-    owner: str | None = None
-    owner_uid: int | None = None
-    flavour: str = "mariadb"
-    version: str | None = None
-    argv: tuple[str, ...] = ()
-    cwd: str | None = None
-    settings: dict[str, str] = field(default_factory=dict)
-    origins: dict[str, str] = field(default_factory=dict)
-    options: OptionFiles = field(default_factory=OptionFiles)
-    counted: dict[str, list[int]] = field(default_factory=dict)
-    connected_as: str | None = None
-    supervisor: tuple[int, tuple[str, ...]] | None = None  # mysqld_safe parent
-    engines: tuple[str, ...] = ()
-    next_start: dict[str, str] | None = None  # what the option files + command line say now
-    # What discovery observed, for the findings (the instance's engine state is this object).
-    huge_maps: list[Mapping] = field(default_factory=list)  # its hugetlb mappings
-    anon_huge_kb: int | None = None  # THP in its private memory
-    thp_enabled: str | None = None  # "0" when the server switched THP off for itself
-    fallback: list[str] | None = None  # fallback lines of its error log; None: unreadable
-    observe_note: str | None = None
-    allocations: list[Allocation] = field(default_factory=list)
-    required_pages: int = 0  # pages of the allocations that must be on huge pages
-
-    @property
-    def vt(self) -> tuple[int, ...] | None:
-        return version_tuple(self.version)
-
-    @property
-    def log_error(self) -> str | None:
-        le = self.settings.get("log_error")
-        if not le or le in ("ON", "stderr"):
-            return None
-        return le if os.path.isabs(le) or not self.datadir else os.path.join(self.datadir, le)
 
 
 def parse_dsn(dsn: str) -> dict:

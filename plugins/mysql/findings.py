@@ -21,7 +21,7 @@ from .conf import DOCS, OptionFileError, parse_size
 from .sizing import bool_on
 
 if TYPE_CHECKING:
-    from .discovery import Server
+    from .state import Server
 
 SYSV_DOCS = "MySQL 5.7 manual, 8.12.3.3 Enabling Large Page Support"
 

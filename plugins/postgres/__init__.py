@@ -17,7 +17,8 @@ from hpadvise.profiles import Profile
 
 from . import findings as _findings
 from .actions import PgRestart, PgSetting, spec_of
-from .discovery import Cluster, Discovery
+from .discovery import Discovery
+from .state import Cluster
 
 
 class PostgresEngine(Engine):

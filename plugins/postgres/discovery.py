@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
 
 from hpadvise.engines import Instance, Targets, error_line, redact_dsn
 from hpadvise.host import HostFacts
-from hpadvise.procs import Mapping, Proc, ProcTable, backing_of
+from hpadvise.procs import Proc, ProcTable, backing_of
 from hpadvise.sysroot import SysRoot
 
 from .actions import connect_socket, main_segment
@@ -24,28 +23,9 @@ from .conf import (DEFAULTS, QUERY_GUCS, ConfError, ConfUnreadable, debian_conf,
                    parse_memory, read_conf, with_unit)
 from .findings import CODES
 from .sizing import page_kb_of, size_running, size_stopped
+from .state import Cluster  # noqa: F401  (discovery makes them)
 
 NAME = "postgres"
-
-
-@dataclass
-class Cluster:
-    datadir: str
-    pid: int | None = None
-    port: int | None = None
-    socket_dir: str | None = None
-    owner: str | None = None
-    owner_uid: int | None = None
-    config_file: str | None = None
-    major: int | None = None
-    settings: dict[str, str] = field(default_factory=dict)  # raw GUC text, from SHOW or files
-    origins: dict[str, str] = field(default_factory=dict)  # GUC -> "file:line" or "server"
-    pending_restart: tuple[str, ...] = ()
-    connected_as: str | None = None
-    # What discovery observed, for the findings (the instance's engine state is this object).
-    shm_mapping: Mapping | None = None  # the main shared memory segment in the smaps
-    observe_note: str | None = None  # why the backing could not be seen
-    estimate_reason: str | None = None  # why the count is an estimate, not PostgreSQL's own
 
 
 def _arg(argv: tuple[str, ...], guc: str, short: str | None = None) -> str | None:

@@ -20,7 +20,7 @@ from .conf import DOCS, SHMEM_GUCS, ConfError, parse_memory
 from .sizing import page_kb_of
 
 if TYPE_CHECKING:
-    from .discovery import Cluster
+    from .state import Cluster
 
 CODES = Codes(
     Code("pg.huge_page_size.unsupported", "crit", "huge_page_size is not offered by this host",

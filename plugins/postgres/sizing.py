@@ -21,7 +21,7 @@ from hpadvise.sizing import pages_for
 from .conf import BLCKSZ, DEFAULTS, GUC_UNIT_BYTES, ConfError, parse_int, parse_memory
 
 if TYPE_CHECKING:
-    from .discovery import Cluster
+    from .state import Cluster
 
 
 def page_kb_of(huge_page_size: int, host: HostFacts) -> int | None:

@@ -1,0 +1,53 @@
+"""The MySQL/MariaDB engine's state for one instance (Instance.state): what discovery read of
+a server, which the findings and the actions read in turn."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from hpadvise.procs import Mapping
+
+from .conf import OptionFiles
+from .sizing import Allocation, version_tuple
+
+
+@dataclass
+class Server:
+    pid: int | None
+    datadir: str | None = None
+    socket: str | None = None
+    port: int | None = None
+    owner: str | None = None
+    owner_uid: int | None = None
+    flavour: str = "mariadb"
+    version: str | None = None
+    argv: tuple[str, ...] = ()
+    cwd: str | None = None
+    settings: dict[str, str] = field(default_factory=dict)
+    origins: dict[str, str] = field(default_factory=dict)
+    options: OptionFiles = field(default_factory=OptionFiles)
+    counted: dict[str, list[int]] = field(default_factory=dict)
+    connected_as: str | None = None
+    supervisor: tuple[int, tuple[str, ...]] | None = None  # mysqld_safe parent
+    engines: tuple[str, ...] = ()
+    next_start: dict[str, str] | None = None  # what the option files + command line say now
+    # What discovery observed, for the findings (the instance's engine state is this object).
+    huge_maps: list[Mapping] = field(default_factory=list)  # its hugetlb mappings
+    anon_huge_kb: int | None = None  # THP in its private memory
+    thp_enabled: str | None = None  # "0" when the server switched THP off for itself
+    fallback: list[str] | None = None  # fallback lines of its error log; None: unreadable
+    observe_note: str | None = None
+    allocations: list[Allocation] = field(default_factory=list)
+    required_pages: int = 0  # pages of the allocations that must be on huge pages
+
+    @property
+    def vt(self) -> tuple[int, ...] | None:
+        return version_tuple(self.version)
+
+    @property
+    def log_error(self) -> str | None:
+        le = self.settings.get("log_error")
+        if not le or le in ("ON", "stderr"):
+            return None
+        return le if os.path.isabs(le) or not self.datadir else os.path.join(self.datadir, le)

@@ -1,0 +1,28 @@
+"""The PostgreSQL engine's state for one instance (Instance.state): what discovery read of a
+cluster, which the findings, the sizing and the actions read in turn."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from hpadvise.procs import Mapping
+
+
+@dataclass
+class Cluster:
+    datadir: str
+    pid: int | None = None
+    port: int | None = None
+    socket_dir: str | None = None
+    owner: str | None = None
+    owner_uid: int | None = None
+    config_file: str | None = None
+    major: int | None = None
+    settings: dict[str, str] = field(default_factory=dict)  # raw GUC text, from SHOW or files
+    origins: dict[str, str] = field(default_factory=dict)  # GUC -> "file:line" or "server"
+    pending_restart: tuple[str, ...] = ()
+    connected_as: str | None = None
+    # What discovery observed, for the findings (the instance's engine state is this object).
+    shm_mapping: Mapping | None = None  # the main shared memory segment in the smaps
+    observe_note: str | None = None  # why the backing could not be seen
+    estimate_reason: str | None = None  # why the count is an estimate, not PostgreSQL's own

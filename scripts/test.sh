@@ -49,7 +49,7 @@ HPADVISE_VENV=$venv scripts/install.sh $editable --test >/dev/null
 [ -n "$editable" ] || "$venv/bin/pip" install -q --disable-pip-version-check --no-deps --force-reinstall "$repo" >/dev/null
 
 set +e
-"$venv/bin/python" -m pytest -q -p no:cacheprovider "$@"
+"$venv/bin/python" -m pytest -q -rs -p no:cacheprovider "$@"
 rc=$?
 set -e
 # pytest exits 5 when it collected nothing: that is a failure here, not a pass.

@@ -63,6 +63,56 @@ class KernelKnobs:
                 pass
 
 
+MEMORY = "/sys/devices/system/memory"
+
+
+class NoGiganticPages:
+    """Makes a runtime 1 GiB page impossible to get, deterministically, whatever the host's
+    memory looks like: one memory block (128 MiB here) of every 1 GiB-aligned range of RAM is
+    taken offline (memory hotplug, Documentation/admin-guide/mm/memory-hotplug.rst), so no
+    range can be a free, aligned 1 GiB block. A range where no block goes offline holds
+    unmovable pages, which keep a 1 GiB page out of it anyway. The blocks are put online again
+    on exit, into the zone they came from (online_kernel). `why` says what was missing when
+    it could not be done."""
+
+    def __init__(self):
+        self.offline: list[int] = []
+        self.why: str | None = None
+
+    @staticmethod
+    def _state(n: int) -> str:
+        return f"{MEMORY}/memory{n}/state"
+
+    def __enter__(self) -> "NoGiganticPages":
+        try:
+            block = int(Path(f"{MEMORY}/block_size_bytes").read_text(), 16)
+        except OSError:
+            self.why = f"no memory hotplug here ({MEMORY}) to keep 1 GiB pages out of reach"
+            return self
+        per = max(1, (1 << 30) // block)
+        ranges: dict[int, list[int]] = {}
+        for d in glob.glob(f"{MEMORY}/memory[0-9]*"):
+            n = int(d.rsplit("memory", 1)[1])
+            ranges.setdefault(n // per, []).append(n)
+        for blocks in ranges.values():
+            if len(blocks) < per:  # a range with a hole cannot be a 1 GiB page
+                continue
+            for n in sorted(blocks, reverse=True):
+                if Path(self._state(n)).read_text().strip() != "online":
+                    break  # already offline: the range is out of reach
+                try:
+                    KernelKnobs.set(self._state(n), "offline")
+                except OSError:  # unmovable pages in this block: try the next one
+                    continue
+                self.offline.append(n)
+                break
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for n in reversed(self.offline):
+            KernelKnobs.set(self._state(n), "online_kernel")
+
+
 def run_cli(*args: str, user: str | None = None, env: dict | None = None,
             timeout: int = 120) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "hpadvise.cli", *args]

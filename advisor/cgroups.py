@@ -84,6 +84,28 @@ def mounts(sr: SysRoot) -> dict[str, str]:
     return out
 
 
+def hidden_ancestors(sr: SysRoot, hier: dict[str, str] | None = None) -> tuple[str, ...]:
+    """The cgroup v2 mount points whose visible root is not the hierarchy's root: inside a
+    cgroup namespace (a container's), or a subtree bind-mounted, the limits of the cgroups
+    above are out of sight. The root cgroup has no cgroup.type file; every other cgroup has
+    one (Documentation/admin-guide/cgroup-v2.rst, "Core Interface Files")."""
+    hier = mounts(sr) if hier is None else hier
+    v2 = hier.get("v2")
+    return (v2,) if v2 and sr.exists(f"{v2.rstrip('/')}/cgroup.type") else ()
+
+
+def hugetlb_accounting(sr: SysRoot) -> bool:
+    """Whether the cgroup v2 hierarchy is mounted with memory_hugetlb_accounting (Linux 6.6+):
+    then huge pages are charged to the memory controller too, memory.max included
+    (Documentation/admin-guide/cgroup-v2.rst, mount options)."""
+    for line in (sr.read("/proc/self/mountinfo", quiet_missing=True) or "").splitlines():
+        _, _, post = line.partition(" - ")
+        g = post.split()
+        if len(g) >= 3 and g[0] == "cgroup2":
+            return "memory_hugetlb_accounting" in g[2].split(",")
+    return False
+
+
 def _bytes(text: str | None) -> int | None:
     """A limit or usage: None for "max" and v1's "no limit" (the largest page-aligned long)."""
     if text is None:

@@ -94,6 +94,11 @@ CORE = Codes(
     Code("cgroup.memory.short", "warn", "Off huge pages, the instance's buffers exceed its "
          "cgroup's memory limit", "Documentation/admin-guide/cgroup-v2.rst (Memory: "
          "memory.max; HugeTLB pages are charged to the hugetlb controller only)"),
+    Code("cgroup.hugetlb.unseen", "warn", "The huge page limits above the instance's cgroup "
+         "are out of sight (a cgroup namespace)", CGROUP_DOCS),
+    Code("cgroup.memory.hugetlb_charged", "warn", "Huge pages are charged to the memory limit "
+         "(memory_hugetlb_accounting) and it is below them", "Documentation/admin-guide/"
+         "cgroup-v2.rst (mount options: memory_hugetlb_accounting)"),
     Code("cgroup.hugetlb.hit", "crit", "The instance's cgroup hit its huge page limit",
          CGROUP_DOCS),
     Code("host.container", "info", "hpadvise runs inside a container and sees part of the "

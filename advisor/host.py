@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 
 from .boot import Boot
 from .boot import read as read_boot
-from .cgroups import HugetlbLimit
+from .cgroups import (HugetlbLimit, MemoryLimit, hidden_ancestors, hugetlb_accounting,
+                      memory_limit)
 from .cgroups import limits as cgroup_limits
 from .sysroot import Note, SysRoot, kb
 
@@ -167,6 +168,11 @@ class HostFacts:
     # what sets the huge page and THP knobs at the next boot (boot.py)
     boot: Boot | None = None
     hostname: str | None = None
+    # cgroup v2 mounts whose cgroups above are out of sight (a cgroup namespace)
+    cgroup_hidden: tuple[str, ...] = ()
+    # the cgroup v2 mount charges huge pages to memory.max too (memory_hugetlb_accounting)
+    hugetlb_accounting: bool = False
+    memory_limit: MemoryLimit | None = None  # the tightest memory limit on hpadvise itself
 
     def pool(self, size_kb: int) -> HugePool | None:
         return next((p for p in self.pools if p.size_kb == size_kb), None)
@@ -410,6 +416,8 @@ def collect(sr: SysRoot) -> HostFacts:
         in_container=inside, container_evidence=evidence,
         hugetlbfs_mounts=read_mounts(sr),
         cgroup_hugetlb=cgroup_limits(sr, "self"),
+        cgroup_hidden=hidden_ancestors(sr), hugetlb_accounting=hugetlb_accounting(sr),
+        memory_limit=memory_limit(sr, "self"),
         buddy=read_buddyinfo(sr),
         vmstat=read_vmstat(sr),
         boot=boot,

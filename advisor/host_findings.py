@@ -7,10 +7,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .boot_plan import THP_KNOBS
+from .cgroups import size_name
 from .cgroups import verdict as cgroup_verdict
 from .findings import CORE
 from .model import Change, Instance
-from .sizing import fmt_bytes, fmt_page, pool_label
+from .sizing import fmt_bytes, fmt_page, k8s_resource, pool_label
 
 if TYPE_CHECKING:
     from .engines import Engine
@@ -123,7 +124,9 @@ def host(r: Report) -> None:
             "host's, shared by every container, and free pages may be promised to another pod; "
             "the kernel command line is the host's, /etc is the container's. What this "
             "container may use is its own cgroup's limit: "
-            + (own or "no hugetlb limit on hpadvise's own cgroup") + ".",
+            + (own or "no hugetlb limit on hpadvise's own cgroup") + (
+                "; the cgroups above it are out of sight from inside its cgroup namespace, so "
+                "no limit seen is not no limit" if host.cgroup_hidden else "") + ".",
             ", ".join(host.container_evidence),
             title="hpadvise runs inside a container: the host's processes and boot "
                   "configuration are out of its sight"))
@@ -140,20 +143,14 @@ def cgroup(r: Report, inst: Instance, page_kb: int) -> str | None:
     """Findings for an instance whose hugetlb cgroup cannot hold its pages (cgroups.py explains
     the two limits). The reason when the plan must not put it on huge pages, else None."""
     v = cgroup_verdict(inst.cgroup, page_kb, inst.demand.pages[page_kb])
-    if v is None:
-        return None
+    _accounted(r, inst, inst.demand.pages[page_kb] * page_kb * 1024)
+    if v is None or v.kind == "fits":
+        if v is not None:
+            _hit(r, inst, v.limit)
+        return _unseen(r, inst, page_kb, v)
     lim, need, iid = v.limit, v.need_bytes, inst.id
     pages = f"{inst.demand.pages[page_kb]} x {fmt_page(page_kb)}"
-    if lim.max_events:
-        r.findings.append(CORE["cgroup.hugetlb.hit"](
-            "A process in this cgroup touched a huge page beyond the fault limit and was "
-            "killed with SIGBUS (PostgreSQL logs \"terminated by signal 7: Bus error\" and "
-            "restarts; a JVM dies).", f"{lim.mount}{lim.cgroup.rstrip('/')}/hugetlb.{lim.size}."
-            f"{'events: max' if lim.version == 2 else 'failcnt:'} {lim.max_events}", iid,
-            title=f"{iid}: its cgroup's {lim.size} huge page limit was hit {lim.max_events} "
-                  "times"))
-    if v.kind == "fits":
-        return None
+    _hit(r, inst, lim)
     cap = lim.rsvd_limit_bytes if v.kind == "reserve_short" else lim.limit_bytes
     fix = (f"Raise {lim.file('max')} and {lim.file('rsvd.max')} to at least {need} bytes, "
            f"or turn huge pages off for this instance (the plan does).")
@@ -161,13 +158,18 @@ def cgroup(r: Report, inst: Instance, page_kb: int) -> str | None:
                 f"{lim.limit_bytes if lim.limit_bytes is not None else 'max'}, "
                 f"{lim.file('rsvd.max')} = "
                 f"{lim.rsvd_limit_bytes if lim.rsvd_limit_bytes is not None else 'max'}")
+    when = ""
+    if inst.cgroup_from == "hpadvise":  # not running: it will start where hpadvise runs
+        evidence += "; hpadvise's own cgroup, where the server will start"
+        when = " at its first start"
     if v.kind == "sigbus":
         r.findings.append(CORE["cgroup.hugetlb.sigbus"](
             "Reservations are not limited, so the mapping succeeds and the server starts (it "
             "even reports huge pages as free: /proc/meminfo is not per cgroup); the first touch "
             "past the fault limit kills it with SIGBUS. " + fix + " Or set the reservation "
             f"limit to {lim.limit_bytes} bytes, so that it fails cleanly at start instead.",
-            evidence, iid, title=f"{iid} will crash with SIGBUS: cgroup {lim.limit_cgroup} allows "
+            evidence, iid, title=f"{iid} will crash with SIGBUS{when}: cgroup {lim.limit_cgroup} "
+            "allows "
             f"{fmt_bytes(cap)} of {lim.size} huge pages, it needs {fmt_bytes(need)}"))
     else:
         r.findings.append(CORE["cgroup.hugetlb.reserve_short"](
@@ -188,3 +190,52 @@ def cgroup(r: Report, inst: Instance, page_kb: int) -> str | None:
                   f"memory limit of {fmt_bytes(mem.limit_bytes)}"))
     return (f"cgroup {lim.limit_cgroup if v.kind == 'sigbus' else lim.rsvd_limit_cgroup} "
             f"allows {fmt_bytes(cap)} of {lim.size} huge pages, it needs {fmt_bytes(need)}")
+
+
+def _hit(r: Report, inst: Instance, lim) -> None:
+    if lim.max_events:
+        r.findings.append(CORE["cgroup.hugetlb.hit"](
+            "A process in this cgroup touched a huge page beyond the fault limit and was "
+            "killed with SIGBUS (PostgreSQL logs \"terminated by signal 7: Bus error\" and "
+            "restarts; a JVM dies).", f"{lim.mount}{lim.cgroup.rstrip('/')}/hugetlb.{lim.size}."
+            f"{'events: max' if lim.version == 2 else 'failcnt:'} {lim.max_events}", inst.id,
+            title=f"{inst.id}: its cgroup's {lim.size} huge page limit was hit "
+                  f"{lim.max_events} times"))
+
+
+def _unseen(r: Report, inst: Instance, page_kb: int, v) -> str | None:
+    """Inside a cgroup namespace the cgroups above are out of sight, and so are their limits
+    (a Kubernetes pod's, a slice's): no limit seen is not no limit. Unless every page it needs
+    is faulted already in its own cgroup (no further fault can pass a limit), the plan keeps
+    the instance off huge pages until it is checked from the node. The reason, or None."""
+    if not r.host.cgroup_hidden:
+        return None
+    need = inst.demand.pages[page_kb] * page_kb * 1024
+    used = v.limit.usage_bytes if v is not None else None
+    if used is not None and used >= need:
+        return None
+    size = f"hugetlb.{size_name(page_kb)}"
+    r.findings.append(CORE["cgroup.hugetlb.unseen"](
+        "hpadvise runs in a cgroup namespace: the cgroups above its own (a pod's, a slice's) "
+        "are out of its sight, and a fault limit there below the need kills the server with "
+        "SIGBUS at a touch. The plan keeps it off huge pages. Check from the node (`hpadvise "
+        "check` on the host sees every level), or read the pod's limit: the container's "
+        f"{k8s_resource(page_kb)} resource.",
+        f"needs {need} bytes; {', '.join(r.host.cgroup_hidden)} is a cgroup namespace's view "
+        f"(its root has cgroup.type); {size}.max above it: unknown", inst.id,
+        title=f"{inst.id}: the huge page limits above its container are out of sight"))
+    return "the hugetlb limits of the cgroups above are out of sight (a cgroup namespace)"
+
+
+def _accounted(r: Report, inst: Instance, need: int) -> None:
+    """Where the cgroup v2 mount charges huge pages to the memory controller
+    (memory_hugetlb_accounting, Linux 6.6+), memory.max must hold them besides the rest."""
+    mem = inst.memory_limit
+    if r.host.hugetlb_accounting and mem is not None and mem.limit_bytes < need:
+        r.findings.append(CORE["cgroup.memory.hugetlb_charged"](
+            "The cgroup v2 hierarchy is mounted with memory_hugetlb_accounting: huge pages are "
+            "charged to memory.max as well, so a memory limit sized beside the huge pages "
+            f"OOM-kills the server. Raise {mem.file} by {need} bytes.",
+            f"{mem.file} = {mem.limit_bytes}; huge pages {need} bytes", inst.id,
+            title=f"{inst.id}: its memory limit ({fmt_bytes(mem.limit_bytes)}) must hold its "
+                  f"huge pages too ({fmt_bytes(need)})"))

@@ -18,7 +18,7 @@ from __future__ import annotations
 from .engines import Instance
 from .plan import Report
 from .procs import Proc, ProcTable
-from .sizing import fmt_page, headroom
+from .sizing import fmt_page, headroom, k8s_quantity, k8s_resource
 
 MiB = 1 << 20
 # Memory the server uses beyond its huge pages, when it runs: its processes' private memory
@@ -27,18 +27,6 @@ MiB = 1 << 20
 # on 4 KiB pages now (RssShmem) moves to the huge pages and is left out.
 MEMORY_MARGIN = 1.25
 MEMORY_MIN = 256 * MiB
-
-
-def quantity(nbytes: int) -> str:
-    """A Kubernetes quantity in the largest binary unit that divides it."""
-    for unit, n in (("Gi", 1 << 30), ("Mi", 1 << 20), ("Ki", 1 << 10)):
-        if nbytes % n == 0:
-            return f"{nbytes // n}{unit}"
-    return str(nbytes)
-
-
-def resource(page_kb: int) -> str:
-    return f"hugepages-{quantity(page_kb * 1024)}"
 
 
 def memory_bytes(procs: ProcTable, inst: Instance) -> int | None:
@@ -60,7 +48,7 @@ def snippet(r: Report, procs: ProcTable, inst: Instance, pods: int) -> str | Non
         return None  # no demand, or its engine takes no pool (THP)
     kb = place.page_kb
     pages = inst.demand.pages[kb]
-    huge = quantity(pages * kb * 1024)
+    huge = k8s_quantity(pages * kb * 1024)
     mem = memory_bytes(procs, inst)
     node = pages * pods
     node += headroom(node, r.profile.headroom_pct, r.profile.headroom_min_pages)
@@ -73,10 +61,13 @@ def snippet(r: Report, procs: ProcTable, inst: Instance, pods: int) -> str | Non
         "# A container's resources (a StatefulSet's spec.template.spec.containers[].resources,",
         "# or where your operator takes a pod's resources):",
         "resources:"]
+    charged = r.host.hugetlb_accounting
+    if charged and mem is not None:  # memory.max must hold the huge pages as well
+        mem += pages * kb * 1024
     for part in ("requests", "limits"):
-        lines += [f"  {part}:", f"    {resource(kb)}: {huge}"]
+        lines += [f"  {part}:", f"    {k8s_resource(kb)}: {huge}"]
         if mem is not None:
-            lines.append(f"    memory: {quantity(mem)}")
+            lines.append(f"    memory: {k8s_quantity(mem)}")
     if mem is None:
         lines.append("# memory: not running, nothing to measure: add a memory request and "
                      "limit (Kubernetes requires memory or cpu next to hugepages) sized for "
@@ -84,6 +75,9 @@ def snippet(r: Report, procs: ProcTable, inst: Instance, pods: int) -> str | Non
     else:
         lines.append("# memory: its processes' private and file memory now, +25%, rounded up "
                      "(size it for your peak)")
+    if charged:
+        lines.append("# this node's cgroup v2 is mounted with memory_hugetlb_accounting: huge "
+                     "pages count against memory too, so memory includes them")
     if settings:  # comments: they belong in the server's configuration, not in a pod spec
         lines.append("# the server's own settings for huge pages, in its configuration (not "
                      "Kubernetes fields; an operator takes them among the server's parameters):")

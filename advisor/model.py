@@ -116,6 +116,9 @@ class Instance:
     # hugetlb cgroup limits on its process (filled in by the core from /proc/PID/cgroup).
     cgroup: tuple[HugetlbLimit, ...] = ()
     memory_limit: MemoryLimit | None = None  # the tightest memory limit on it, if any
+    # Whose cgroup those limits are: None, its own process's; "hpadvise", hpadvise's own (a
+    # server not started yet starts where hpadvise runs: an init container, the container)
+    cgroup_from: str | None = None
     # The engine's own typed state for this instance (a dataclass of its package). The core
     # never reads it; only the engine that made the instance does.
     state: Any = field(default=None, repr=False)

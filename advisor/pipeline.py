@@ -37,6 +37,7 @@ def inspect(sr: SysRoot, profile_name: str = "oltp", targets: Targets | None = N
         if inst.pid is not None:
             inst.cgroup = cgroup_limits(sr, inst.pid, hier)
             inst.memory_limit = memory_limit(sr, inst.pid, hier)
+    own_cgroups(facts, instances)
     seen: set[str] = set()
     for inst in instances:  # IDs key the plan: two servers claiming one port stay apart
         if inst.id in seen and inst.pid:
@@ -47,6 +48,17 @@ def inspect(sr: SysRoot, profile_name: str = "oltp", targets: Targets | None = N
     report = build(facts, instances, profile, engines)
     report.notes = [str(n) for n in sr.notes]
     return report
+
+
+def own_cgroups(facts: HostFacts, instances: list[Instance]) -> None:
+    """A server that is not running yet (a stopped cluster, a planned configuration) will
+    start where hpadvise runs (an init container before the server's, the server's own
+    container, the host): hpadvise's own cgroup limits are the ones it will meet, a limit of
+    0 included (what the kubelet sets for a huge page size a container did not request)."""
+    for inst in instances:
+        if inst.pid is None and not inst.running:
+            inst.cgroup, inst.memory_limit = facts.cgroup_hugetlb, facts.memory_limit
+            inst.cgroup_from = "hpadvise"
 
 
 def plan_for(report: Report, selected: list[Instance]) -> Report:

@@ -38,6 +38,7 @@ def to_dict(r: Report) -> dict:
                                          "page_tables_kb", "page_tables_huge_kb", "settings")}
         d["cgroup"] = [asdict(c) for c in i.cgroup]
         d["memory_limit"] = asdict(i.memory_limit) if i.memory_limit else None
+        d["cgroup_from"] = i.cgroup_from
         d["demand"] = None
         if i.demand:
             d["demand"] = asdict(i.demand)

@@ -120,3 +120,15 @@ def headroom(pages: int, pct: float, min_pages: int) -> int:
     if pages == 0:
         return 0
     return max(min_pages, math.ceil(pages * pct / 100))
+
+
+def k8s_quantity(nbytes: int) -> str:
+    """A Kubernetes quantity in the largest binary unit that divides it."""
+    for unit, n in (("Gi", 1 << 30), ("Mi", 1 << 20), ("Ki", 1 << 10)):
+        if nbytes % n == 0:
+            return f"{nbytes // n}{unit}"
+    return str(nbytes)
+
+
+def k8s_resource(page_kb: int) -> str:
+    return f"hugepages-{k8s_quantity(page_kb * 1024)}"

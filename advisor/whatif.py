@@ -65,6 +65,8 @@ def size(host, wanted: list[tuple[str, list[str]]], profile, version: str | None
             inst.id = f"{inst.id}{n + 1}"
             inst.demand.instance = inst.id
         insts.append(inst)
+    from .pipeline import own_cgroups
+    own_cgroups(host, insts)
     return build(host, insts, profile, engines)
 
 

@@ -193,3 +193,36 @@ def test_inside_a_container_it_says_so_and_reads_its_own_limits(cgroup, knobs, p
     [f] = [f for f in inside["findings"] if f["code"] == "host.container"]
     assert "faults 20 MiB, reservations 10 MiB" in f["rationale"]
     assert h["pools"] == outside["host"]["pools"]  # the host's pools, as the container sees them
+
+
+def test_limit_zero_in_a_container_predicts_the_crash_before_the_first_start(limited):
+    """A container as the kubelet makes one for a pod that requested no 2 MiB pages: its
+    cgroup's hugetlb.2MB.max is 0, reservations unlimited (runc before 1.2 sets the fault
+    limit only), and a free pool on the host. `check --pgdata` run inside it (its own cgroup,
+    PID and mount namespaces, cgroup2 mounted as the namespace shows it) predicts the crash
+    of a cluster that has not started yet and plans it off huge pages; starting it there with
+    huge_pages = try then dies of SIGBUS, as predicted."""
+    import json
+    import shlex
+    import sys
+    cg, c = limited(fault=0, rsvd=None, huge_pages="try")
+    mnt = cg.root
+    inner = (f"umount -l {mnt} && mount -t cgroup2 none {mnt} && exec "
+             + shlex.join([sys.executable, "-m", "hpadvise.cli", "check", "--json",
+                           "--db", "postgres", "--pgdata", c.datadir]))
+    r = cg.run_in("unshare --cgroup --mount --pid --fork --mount-proc sh -c "
+                  + shlex.quote(inner), timeout=120)
+    inside = json.loads(r.stdout)
+    assert inside["host"]["in_container"] and inside["host"]["cgroup_hidden"] == [mnt]
+    i = instance(inside, c.datadir)
+    assert not i["running"] and i["cgroup_from"] == "hpadvise"
+    f = findings(inside, i["id"])["cgroup.hugetlb.sigbus"]
+    assert f["severity"] == "crit" and "at its first start" in f["title"]
+    assert f"{mnt}/hugetlb.2MB.max = 0" in f["evidence"]
+    changes = {(ch["target"], ch["recommended"]) for ch in inside["plan"]["changes"]
+               if ch["instance"] == i["id"]}
+    assert changes == {("huge_pages", "off")}
+    # as predicted: the first start in that cgroup dies of SIGBUS
+    events = cg.events()
+    r = start_in(cg, c, check=False)
+    assert r.returncode != 0 and cg.events() > events

@@ -129,6 +129,8 @@ CORE = Codes(
     Code("cmdline.transparent_hugepage_shmem", "info", "Kernel command line sets the shmem THP "
          "mode", KERNEL_PARAMS),
     Code("instances.none", "info", "No database instance found"),
+    Code("instance.error", "crit", "An instance could not be read or sized", also=("warn",)),
+    Code("engine.failed", "crit", "An engine could not finish discovering its instances"),
 )
 
 

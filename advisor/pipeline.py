@@ -12,7 +12,9 @@ from . import profiles
 from .cgroups import limits as cgroup_limits
 from .cgroups import memory_limit
 from .cgroups import mounts as cgroup_mounts
-from .engines import registry
+from .engines import error_line, registry
+from .errors import InputError
+from .findings import CORE
 from .host import HostFacts
 from .model import Instance, Targets
 from .plan import Report, build
@@ -30,8 +32,14 @@ def inspect(sr: SysRoot, profile_name: str = "oltp", targets: Targets | None = N
     facts = host_mod.collect(sr)
     procs = ProcTable(sr)
     instances: list[Instance] = []
+    failed: list[str] = []
     for eng in engines.values():
-        instances.extend(eng.discover(facts, procs, targets or Targets()))
+        try:
+            instances.extend(eng.discover(facts, procs, targets or Targets()))
+        except InputError as exc:  # what it was given is wrong: its error, not the report's
+            failed.append(f"{eng.name}: {exc}")
+        except Exception as exc:  # one engine's failure must not cost the others' report
+            failed.append(f"{eng.name}: discovery failed: {error_line(exc)}")
     hier = cgroup_mounts(sr)
     for inst in instances:  # the hugetlb limits on each process decide what it can hold
         if inst.pid is not None:
@@ -47,6 +55,11 @@ def inspect(sr: SysRoot, profile_name: str = "oltp", targets: Targets | None = N
         bind_nodes(facts, procs, instances)
     report = build(facts, instances, profile, engines)
     report.notes = [str(n) for n in sr.notes]
+    for line in failed:
+        report.errors.append(line)
+        report.findings.append(CORE["engine.failed"](
+            "Its instances are missing from this report; the rest of it stands.", line,
+            title=f"The {line.split(':', 1)[0]} engine could not finish discovering"))
     return report
 
 

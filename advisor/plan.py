@@ -49,6 +49,14 @@ def build(host: HostFacts, instances: list[Instance], profile: Profile,
     for inst in instances:
         r.errors.extend(inst.errors)
         r.findings.extend(inst.findings)
+        if inst.errors:  # one instance's trouble is its finding; the report stands
+            r.findings.append(CORE["instance.error"](
+                "hpadvise could not read or size it completely; the other instances and the "
+                "host are unaffected. Fix what the evidence says and check again.",
+                "; ".join(inst.errors), inst.id, title=f"{inst.id}: " + (
+                    "its huge page demand is unknown" if inst.demand is None else
+                    "it could not be read completely"),
+                severity="crit" if inst.demand is None else "warn"))
     for inst in instances:
         eng = engines.get(inst.engine)
         p = r.placements[inst.id] = _place(r, inst, eng)

@@ -78,8 +78,8 @@ def pg_factory():
         pytest.skip("integration: needs root (clusters run as the postgres user)")
     made: list[PgCluster] = []
 
-    def make(settings=None) -> PgCluster:
-        c = PgCluster(settings)
+    def make(settings=None, bindir=None) -> PgCluster:
+        c = PgCluster(settings, bindir=bindir)
         made.append(c)
         return c
 

@@ -37,7 +37,10 @@ class PostgresEngine(Engine):
     benches = ("pgbench", "tpcc")
     validate_default = True
     options = (EngineOption("--pgdata", "Also plan for a stopped PostgreSQL cluster in this "
-                            "data directory (repeatable).", "DIR"),)
+                            "data directory (repeatable).", "DIR"),
+               EngineOption("--pg-bindir", "PostgreSQL binaries to use for stopped clusters "
+                            "of their major, when neither postmaster.opts nor the usual "
+                            "layouts have them (repeatable).", "DIR"))
 
     def __init__(self, connect_timeout: int = 3):
         self.connect_timeout = connect_timeout

@@ -35,8 +35,8 @@ class ScratchCluster:
     """initdb into a temp directory owned by `user`; listens only on its own socket."""
 
     def __init__(self, settings: dict[str, str] | None = None, user: str = "postgres",
-                 base: str | None = None):
-        self.bindir = pg_bindir()
+                 base: str | None = None, bindir: str | None = None):
+        self.bindir = bindir or pg_bindir()
         if self.bindir is None:
             raise InputError("PostgreSQL server binaries not found; install the server package "
                              "(Debian: apt-get install postgresql)")

@@ -22,6 +22,7 @@ from .actions import connect_socket, main_segment
 from .conf import (DEFAULTS, QUERY_GUCS, ConfError, ConfUnreadable, debian_conf, parse_int,
                    parse_memory, read_conf, with_unit)
 from .findings import CODES
+from . import binaries
 from .sizing import page_kb_of, size_running, size_stopped
 from .state import Cluster  # noqa: F401  (discovery makes them)
 
@@ -70,6 +71,7 @@ class Discovery:
     def __init__(self, connect_timeout: int = 3):
         self.connect_timeout = connect_timeout
         self.live = True
+        self.bindirs: tuple[str, ...] = ()  # --pg-bindir
 
     def discover(self, host: HostFacts, procs: ProcTable, targets: Targets) -> list[Instance]:
         sr = procs.sr
@@ -88,6 +90,7 @@ class Discovery:
             inst = self._from_dsn(dsn, clusters, dsn_for, host, procs)
             if inst is not None:
                 extra.append(inst)
+        self.bindirs = targets.get("pg_bindir")
         for d in targets.get("pgdata"):
             real = os.path.realpath(d)
             if any(os.path.realpath(c.datadir) == real for c in clusters if c.datadir):
@@ -185,6 +188,7 @@ class Discovery:
         return inst
 
     def _running(self, sr, procs, c: Cluster, host, dsn: str | None) -> Instance:
+        c.bindir, c.bindir_source = binaries.find(sr, c, self.bindirs)
         note = None
         if not sr.live:  # an offline snapshot: the server it shows is not ours to talk to
             note = "offline audit of a snapshot"
@@ -267,7 +271,11 @@ class Discovery:
         inst = self._instance(c, host, running=False)
         inst.label = datadir
         inst.id = f"postgres:{datadir}"
-        size_stopped(inst, c, host, self.live)
+        c.bindir, c.bindir_source = binaries.find(sr, c, self.bindirs)
+        try:
+            size_stopped(inst, c, host, self.live, c.bindir, c.bindir_source)
+        except ConfError as exc:  # this cluster's configuration: its error, not the report's
+            inst.errors.append(str(exc))
         return inst
 
     def _read_files(self, sr: SysRoot, c: Cluster) -> None:

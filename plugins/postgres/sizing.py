@@ -109,25 +109,31 @@ def size_running(inst: Instance, c: Cluster, host: HostFacts, mapping: Mapping |
     inst.demand = Demand(inst.id, size_b, page_kb, pages, exact, source,
                          selectable=(c.major or 0) >= 14, held_pages=held)
 
-def size_stopped(inst: Instance, c: Cluster, host: HostFacts, live: bool) -> None:
-    """The demand of a stopped cluster: `postgres -C` (PG >= 15, on the live host), else the
-    documented estimate."""
+def size_stopped(inst: Instance, c: Cluster, host: HostFacts, live: bool,
+                 bindir: str | None = None, why: str = "") -> None:
+    """The demand of a stopped cluster: `postgres -C` of its own major's binary (PG >= 15, on
+    the live host), else the documented estimate with the reason."""
     hps = parse_memory("huge_page_size", c.settings["huge_page_size"])
     page_kb = page_kb_of(hps, host)
     if page_kb is None:
         return
     if (c.major or 0) >= 15 and live:
-        counts, err = {}, None
-        for kb_ in sorted(set(host.page_sizes_kb) | {page_kb}):
-            n, err = postgres_C(c, kb_)
-            if n is None:
-                break
-            counts[kb_] = n
-        if counts:
+        # First at the size it is configured for (its own setting: valid for its build), then
+        # at the others. A build that cannot choose its page size (no MAP_HUGE_MASK at build
+        # time) rejects any huge_page_size but 0: the other sizes then follow from the bytes
+        # the first count covers (ceil(size / page) is at most ceil(n * page_kb / kb_)).
+        n, err = postgres_C(c, None, bindir, why)
+        if n is not None:
+            counts, selectable = {page_kb: n}, True
+            for kb_ in sorted(set(host.page_sizes_kb) - {page_kb}):
+                got = postgres_C(c, kb_, bindir, why, page_size_may_fail=True)[0]
+                if got is None:
+                    selectable = False
+                counts[kb_] = got if got is not None else -(-n * page_kb // kb_)
             inst.demand = Demand(inst.id, None, page_kb, counts, True,
                                  "postgres -C shared_memory_size_in_huge_pages",
-                                 selectable=True)
-            inst.settings["shared_memory_size_in_huge_pages"] = counts[page_kb]
+                                 selectable=selectable)
+            inst.settings["shared_memory_size_in_huge_pages"] = n
             return
         c.estimate_reason = err
     size_from_files(inst, c, host)
@@ -152,18 +158,22 @@ def size_from_files(inst: Instance, c: Cluster, host: HostFacts) -> None:
                          "estimate (PostgreSQL 9.2 docs, Table 17-2)" +
                          (f": {why}" if why else ""), selectable=(c.major or 0) >= 14)
 
-def postgres_C(c: Cluster, page_kb: int) -> tuple[int | None, str]:
-    """PostgreSQL's own count for a stopped cluster, as the cluster owner."""
-    binary = postgres_binary(c.major)
-    if binary is None:
-        return None, "no postgres binary found (install the server package)"
+def postgres_C(c: Cluster, page_kb: int | None, bindir: str | None, why: str,
+               page_size_may_fail: bool = False) -> tuple[int | None, str]:
+    """PostgreSQL's own count for a stopped cluster, as the cluster owner, from its own
+    major's binary (binaries.find; `why` says why there is none): at the page size it is
+    configured for (page_kb None) or at page_kb. page_size_may_fail: a build that rejects
+    that huge_page_size gives None instead of an error."""
+    if bindir is None:
+        return None, why
+    binary = os.path.join(bindir, "postgres")
     euid = os.geteuid()
     if euid not in (0, c.owner_uid):
         return None, f"run as root or as {c.owner} to ask PostgreSQL itself"
     # -D takes the directory holding postgresql.conf: /etc/postgresql/V/NAME on Debian.
     target = os.path.dirname(c.config_file) if c.config_file else c.datadir
-    cmd = [binary, "-D", target, "-C", "shared_memory_size_in_huge_pages",
-           "-c", f"huge_page_size={page_kb}kB"]
+    cmd = [binary, "-D", target, "-C", "shared_memory_size_in_huge_pages"] + (
+        ["-c", f"huge_page_size={page_kb}kB"] if page_kb else [])
     kw = {}
     if euid == 0:
         import pwd
@@ -177,16 +187,9 @@ def postgres_C(c: Cluster, page_kb: int) -> tuple[int | None, str]:
     if r.returncode != 0 or not out.isdigit():
         msg = next((ln for ln in r.stderr.splitlines() if "FATAL" in ln or "ERROR" in ln),
                    r.stderr.strip()[:200])
+        if page_size_may_fail and "huge_page_size" in msg:
+            return None, msg
         raise ConfError(f"postgres -C on {c.datadir} failed: {msg.split('  ', 1)[-1].strip()}")
     return int(out), ""
 
 # ---- findings
-
-
-def postgres_binary(major: int | None) -> str | None:
-    import shutil
-    if major:
-        p = f"/usr/lib/postgresql/{major}/bin/postgres"  # Debian/Ubuntu layout
-        if os.access(p, os.X_OK):
-            return p
-    return shutil.which("postgres")

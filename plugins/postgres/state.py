@@ -26,3 +26,5 @@ class Cluster:
     shm_mapping: Mapping | None = None  # the main shared memory segment in the smaps
     observe_note: str | None = None  # why the backing could not be seen
     estimate_reason: str | None = None  # why the count is an estimate, not PostgreSQL's own
+    bindir: str | None = None  # its own major's binaries (binaries.find), or None
+    bindir_source: str = ""  # where they were found, or why none fits

@@ -20,22 +20,29 @@ from hpadvise.engines import Demand, Instance
 from hpadvise.errors import InputError
 from hpadvise.host import HostFacts
 
+from .binaries import major_of
 from .conf import DEFAULTS, GUC_UNIT_BYTES, ConfError, parse_int, parse_memory
 from .sizing import documented_estimate, page_kb_of, pages_from_bytes
 
 
+def installed() -> dict[int, str]:
+    """Major -> bindir of every PostgreSQL installed in the layouts packages use (Debian's
+    /usr/lib/postgresql/N, RHEL's /usr/pgsql-N), each checked by its own --version."""
+    out: dict[int, str] = {}
+    for d in sorted(glob.glob("/usr/lib/postgresql/*/bin") + glob.glob("/usr/pgsql-*/bin")):
+        m = major_of(d)
+        if m is not None:
+            out.setdefault(m, d)
+    return out
+
+
 def installed_majors() -> list[int]:
-    """Server versions installed in Debian's layout (/usr/lib/postgresql/N/bin/postgres)."""
-    out = []
-    for p in glob.glob("/usr/lib/postgresql/*/bin/postgres"):
-        v = p.split("/")[4]
-        if v.isdigit() and os.access(p, os.X_OK):
-            out.append(int(v))
-    return sorted(out)
+    return sorted(installed())
 
 
 def _binaries(version: str | None) -> tuple[int, str]:
-    majors = installed_majors()
+    found = installed()
+    majors = sorted(found)
     if version:
         if not version.isdigit():
             raise InputError(f"--version {version}: give a PostgreSQL major version such as 15")
@@ -43,16 +50,15 @@ def _binaries(version: str | None) -> tuple[int, str]:
             raise InputError(f"PostgreSQL {version} is not installed here (installed: "
                              f"{', '.join(map(str, majors)) or 'none'}); install "
                              f"postgresql-{version} or leave out --version")
-        major = int(version)
-    elif majors:
-        major = majors[-1]
-    else:
-        which = shutil.which("postgres")
-        if not which:
-            raise InputError("no PostgreSQL server binary found: install the server package "
-                             "(Debian: postgresql) so that PostgreSQL can size it itself")
-        return 0, os.path.dirname(which)
-    return major, f"/usr/lib/postgresql/{major}/bin"
+        return int(version), found[int(version)]
+    if majors:
+        return majors[-1], found[majors[-1]]
+    which = shutil.which("postgres")
+    if not which:
+        raise InputError("no PostgreSQL server binaries found; install the server package "
+                         "(Debian: apt-get install postgresql)")
+    d = os.path.dirname(os.path.realpath(which))
+    return major_of(d) or 0, d
 
 
 def parse_settings(args: list[str]) -> dict[str, str]:

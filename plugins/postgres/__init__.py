@@ -80,14 +80,29 @@ class PostgresEngine(Engine):
         return out
 
     def actions(self, inst: Instance, changes: list[Change]) -> list[tuple[PgSetting, Any]]:
-        """ALTER SYSTEM for each setting the plan changes on this instance."""
+        """ALTER SYSTEM for each setting the plan changes on this instance, except where the
+        postmaster's command line sets it: the command line outranks postgresql.auto.conf,
+        so an ALTER SYSTEM there would change nothing (advice says where to change it)."""
         spec = spec_of(inst.state, inst.id)
         out = []
         for ch in changes:
-            if ch.kind == "setting" and ch.instance == inst.id:
+            if ch.kind == "setting" and ch.instance == inst.id \
+                    and not self._on_command_line(inst, ch.target):
                 a = PgSetting(ch.target, str(ch.recommended), **spec)
                 out.append((a, a.wanted))
         return out
+
+    @staticmethod
+    def _on_command_line(inst: Instance, name: str) -> bool:
+        c = inst.state
+        return isinstance(c, Cluster) and c.origins.get(name) == "command line"
+
+    def advice(self, inst: Instance, changes: list[Change]) -> list[str]:
+        return [f"{inst.id}: {ch.target} is set on the postmaster's command line (by whatever "
+                f"starts it: a service unit, a cluster manager such as Patroni), which outranks "
+                f"ALTER SYSTEM; set {ch.target} = {ch.recommended} there and restart"
+                for ch in changes if ch.kind == "setting" and ch.instance == inst.id
+                and self._on_command_line(inst, ch.target)]
 
     def restart_action(self, inst: Instance) -> PgRestart | None:
         c = inst.state

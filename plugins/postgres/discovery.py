@@ -29,6 +29,18 @@ from .state import Cluster  # noqa: F401  (discovery makes them)
 NAME = "postgres"
 
 
+def _same(name: str, file_value: str | None, running: str | None) -> bool:
+    """Whether a file's value is the one running (memory settings compared in bytes)."""
+    if file_value is None or running is None:
+        return False
+    if file_value == running:
+        return True
+    try:
+        return parse_memory(name, file_value) == parse_memory(name, running)
+    except ConfError:
+        return False
+
+
 def _arg(argv: tuple[str, ...], guc: str, short: str | None = None) -> str | None:
     """Value of `-D dir`, `-Ddir` or `-c guc=value` / `--guc=value` on a postgres command line."""
     for i, a in enumerate(argv):
@@ -132,24 +144,32 @@ class Discovery:
 
     def _query(self, conn, c: Cluster) -> None:
         rows = conn.execute(
-            "SELECT name, setting, unit, pending_restart FROM pg_settings WHERE name = ANY(%s)",
-            [list(QUERY_GUCS)]).fetchall()
+            "SELECT name, setting, unit, pending_restart, source FROM pg_settings "
+            "WHERE name = ANY(%s)", [list(QUERY_GUCS)]).fetchall()
         pending = []
-        for name, setting, unit, pend in rows:
+        argv = set()  # set on the postmaster's command line (Patroni sets several there)
+        for name, setting, unit, pend, source in rows:
             c.settings[name] = with_unit(setting, unit)
-            c.origins[name] = "server"
-            if pend:
+            c.origins[name] = "command line" if source == "command line" else "server"
+            if source in ("command line", "override"):
+                argv.add(name)
+            elif pend:
                 pending.append(name)
         try:
             # pending_restart flips only at a reload; pg_file_settings re-reads the files now,
             # so an ALTER SYSTEM not yet reloaded shows too ("applied" false = needs restart).
             # Earlier lines overridden by later ones are "not applied" too: last one per name.
+            # A file line under a command-line value is "not applied" for ever: the command
+            # line outranks the files (GucSource order, guc.h: PGC_S_FILE < PGC_S_ARGV), so it
+            # is no pending change; nor is one whose value is the running one.
             rows = conn.execute(
-                "SELECT DISTINCT ON (name) name, applied, error FROM pg_file_settings "
+                "SELECT DISTINCT ON (name) name, setting, applied, error FROM pg_file_settings "
                 "WHERE name = ANY(%s) ORDER BY name, seqno DESC", [list(QUERY_GUCS)]).fetchall()
             # A postmaster-context change reads "setting could not be applied" (guc-file.l).
-            pending += [n for n, applied, err in rows if not applied and n not in pending
-                        and err in (None, "setting could not be applied")]
+            pending += [n for n, value, applied, err in rows
+                        if not applied and n not in pending and n not in argv
+                        and err in (None, "setting could not be applied")
+                        and not _same(n, value, c.settings.get(n))]
         except Exception:
             pass  # needs superuser or pg_read_all_settings
         c.pending_restart = tuple(pending)

@@ -7,12 +7,13 @@ exists the count is the model's, marked as an estimate with the reason, and anot
 binary is never used; a stopped cluster's trouble never costs the report on the others."""
 
 import importlib.util
+import json
 import os
 from pathlib import Path
 
 import pytest
 
-from support import check_json, instance
+from support import check_json, instance, run_cli
 
 pytestmark = pytest.mark.integration
 
@@ -103,3 +104,33 @@ def test_a_broken_stopped_cluster_costs_only_itself(pg_factory):
     [f] = [f for f in report["findings"] if f["code"] == "instance.error"]
     assert f["instance"] == f"postgres:{broken.datadir}" and f["severity"] == "crit"
     assert os.path.exists(broken.datadir)
+
+
+def test_command_line_settings_are_not_a_pending_restart(pg_factory, knobs):
+    """A server started as Patroni starts one, with settings on the postmaster's command line
+    that the files also set: the file lines are "not applied" for ever, which is no pending
+    restart; apply does not ALTER SYSTEM what the command line sets and says where to change
+    it. A real change in a file, reloaded, is still found."""
+    knobs.pool(2048, 0)
+    c = pg_factory({"shared_buffers": "128MB", "max_connections": "100",
+                    "max_locks_per_transaction": "64", "huge_pages": "try"})
+    r = c._run([f"{c.bindir}/pg_ctl", "-D", c.datadir, "-l", c.log, "-w", "-t", "120", "-o",
+                "-c max_connections=50 -c max_locks_per_transaction=80 -c huge_pages=try",
+                "start"])
+    assert r.returncode == 0, r.stderr + c.logtail()
+    report, _ = check_json("--db", "postgres")
+    i = instance(report, c.datadir)
+    codes = {f["code"] for f in report["findings"] if f["instance"] == i["id"]}
+    assert "pg.pending_restart" not in codes, codes
+    assert i["settings"]["max_connections"] == "50"
+    r = run_cli("apply", "--db", "postgres", "--instance", c.datadir, "--dry-run", "--json")
+    plan = json.loads(r.stdout)
+    assert not [ch for ch in plan["changes"] if ch["target"].startswith("huge_pages")]
+    assert any("huge_pages is set on the postmaster's command line" in n
+               for n in plan["notices"]), plan["notices"]
+    c.configure({"shared_buffers": "256MB"})  # a real change, waiting for a restart
+    c._run([f"{c.bindir}/pg_ctl", "-D", c.datadir, "reload"], check=True)
+    report, _ = check_json("--db", "postgres")
+    i = instance(report, c.datadir)
+    assert "pg.pending_restart" in {f["code"] for f in report["findings"]
+                                    if f["instance"] == i["id"]}

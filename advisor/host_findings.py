@@ -139,17 +139,18 @@ def host(r: Report) -> None:
             "one with its engine's option (`hpadvise check --help` lists them)."))
 
 
-def cgroup(r: Report, inst: Instance, page_kb: int) -> str | None:
+def cgroup(r: Report, inst: Instance, page_kb: int, pages: int | None = None) -> str | None:
     """Findings for an instance whose hugetlb cgroup cannot hold its pages (cgroups.py explains
     the two limits). The reason when the plan must not put it on huge pages, else None."""
-    v = cgroup_verdict(inst.cgroup, page_kb, inst.demand.pages[page_kb])
-    _accounted(r, inst, inst.demand.pages[page_kb] * page_kb * 1024)
+    pages = inst.demand.pages[page_kb] if pages is None else pages
+    v = cgroup_verdict(inst.cgroup, page_kb, pages)
+    _accounted(r, inst, pages * page_kb * 1024)
     if v is None or v.kind == "fits":
         if v is not None:
             _hit(r, inst, v.limit)
-        return _unseen(r, inst, page_kb, v)
+        return _unseen(r, inst, page_kb, pages, v)
     lim, need, iid = v.limit, v.need_bytes, inst.id
-    pages = f"{inst.demand.pages[page_kb]} x {fmt_page(page_kb)}"
+    pages = f"{pages} x {fmt_page(page_kb)}"
     _hit(r, inst, lim)
     cap = lim.rsvd_limit_bytes if v.kind == "reserve_short" else lim.limit_bytes
     fix = (f"Raise {lim.file('max')} and {lim.file('rsvd.max')} to at least {need} bytes, "
@@ -203,14 +204,14 @@ def _hit(r: Report, inst: Instance, lim) -> None:
                   f"{lim.max_events} times"))
 
 
-def _unseen(r: Report, inst: Instance, page_kb: int, v) -> str | None:
+def _unseen(r: Report, inst: Instance, page_kb: int, pages: int, v) -> str | None:
     """Inside a cgroup namespace the cgroups above are out of sight, and so are their limits
     (a Kubernetes pod's, a slice's): no limit seen is not no limit. Unless every page it needs
     is faulted already in its own cgroup (no further fault can pass a limit), the plan keeps
     the instance off huge pages until it is checked from the node. The reason, or None."""
     if not r.host.cgroup_hidden:
         return None
-    need = inst.demand.pages[page_kb] * page_kb * 1024
+    need = pages * page_kb * 1024
     used = v.limit.usage_bytes if v is not None else None
     if used is not None and used >= need:
         return None

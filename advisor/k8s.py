@@ -47,15 +47,14 @@ def snippet(r: Report, procs: ProcTable, inst: Instance, pods: int) -> str | Non
     if place is None or eng is None or place.status not in ("pool", "held_back"):
         return None  # no demand, or its engine takes no pool (THP)
     kb = place.page_kb
-    pages = inst.demand.pages[kb]
-    huge = k8s_quantity(pages * kb * 1024)
-    mem = memory_bytes(procs, inst)
-    node = pages * pods
-    node += headroom(node, r.profile.headroom_pct, r.profile.headroom_min_pages)
-    settings = eng.huge_page_settings(inst, kb, r.host)
     d = inst.demand
+    # every page size it takes at once (a JVM: its heap on one, the rest on another)
+    sizes = dict(d.split) if d.split and kb == d.page_kb else {kb: d.pages[kb]}
+    mem = memory_bytes(procs, inst)
+    settings = eng.huge_page_settings(inst, kb, r.host)
     lines = [
-        f"# {inst.id} ({inst.label}): {pages} pages of {fmt_page(kb)}"
+        f"# {inst.id} ({inst.label}): " + " + ".join(
+            f"{n} pages of {fmt_page(k)}" for k, n in sorted(sizes.items(), reverse=True)) +
         f" ({'exact' if d.exact else 'estimate'}: {d.source})",
         "# Kubernetes requires hugepages requests = limits; they are not part of memory.",
         "# A container's resources (a StatefulSet's spec.template.spec.containers[].resources,",
@@ -63,9 +62,11 @@ def snippet(r: Report, procs: ProcTable, inst: Instance, pods: int) -> str | Non
         "resources:"]
     charged = r.host.hugetlb_accounting
     if charged and mem is not None:  # memory.max must hold the huge pages as well
-        mem += pages * kb * 1024
+        mem += sum(n * k * 1024 for k, n in sizes.items())
     for part in ("requests", "limits"):
-        lines += [f"  {part}:", f"    {k8s_resource(kb)}: {huge}"]
+        lines.append(f"  {part}:")
+        lines += [f"    {k8s_resource(k)}: {k8s_quantity(n * k * 1024)}"
+                  for k, n in sorted(sizes.items(), reverse=True)]
         if mem is not None:
             lines.append(f"    memory: {k8s_quantity(mem)}")
     if mem is None:
@@ -82,8 +83,11 @@ def snippet(r: Report, procs: ProcTable, inst: Instance, pods: int) -> str | Non
         lines.append("# the server's own settings for huge pages, in its configuration (not "
                      "Kubernetes fields; an operator takes them among the server's parameters):")
         lines += [f"#   {k} = {v}" for k, v in settings.items()]
-    lines.append(f"# node: {node} pages of {fmt_page(kb)} pre-allocated for {pods} such "
-                 f"pod{'s' if pods > 1 else ''} ({pods} x {pages} + headroom; vm.nr_hugepages "
-                 f"or hugepagesz= hugepages= at boot; pages added after boot count once the kubelet "
-                 "restarts), nothing else using them")
+    for k, n in sorted(sizes.items(), reverse=True):
+        node = n * pods
+        node += headroom(node, r.profile.headroom_pct, r.profile.headroom_min_pages)
+        lines.append(f"# node: {node} pages of {fmt_page(k)} pre-allocated for {pods} such "
+                     f"pod{'s' if pods > 1 else ''} ({pods} x {n} + headroom; vm.nr_hugepages "
+                     "or hugepagesz= hugepages= at boot; pages added after boot count once the "
+                     "kubelet restarts), nothing else using them")
     return "\n".join(lines) + "\n"

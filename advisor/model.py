@@ -43,6 +43,10 @@ class Demand:
     selectable: bool = False
     node: int | None = None
     held_pages: int = 0  # pages of page_kb the running instance holds now (0 if not on hugetlb)
+    # Pages of each size it takes at once as configured, where that is more than one size (a
+    # JVM puts each region on its own page size); None: all of it on page_kb.
+    split: dict[int, int] | None = None
+    held_split: dict[int, int] | None = None  # likewise, what it holds now per size
 
 
 @dataclass(frozen=True)
@@ -89,10 +93,18 @@ class Placement:
     page_kb: int | None
     pages: int
     reason: str
+    # Pages per size when it takes more than one size at once (Demand.split); else None.
+    by_size: dict[int, int] | None = None
 
     @property
     def pooled(self) -> bool:
         return self.status == "pool"
+
+    def sizes(self) -> dict[int, int]:
+        """Pages per size it takes from the pools."""
+        if not self.pooled:
+            return {}
+        return dict(self.by_size) if self.by_size else {self.page_kb: self.pages}
 
 
 @dataclass

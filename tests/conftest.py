@@ -100,7 +100,8 @@ def classes(tmp_path_factory):
         pytest.fail("javac not found: run scripts/test.sh, which installs a JDK")
     d = tmp_path_factory.mktemp("java")
     os.chmod(d, 0o755)
-    subprocess.run(["javac", "-d", str(d), str(JAVA_SRC)], check=True)
+    # --release 11: the class runs on every JDK the tests use (11 to 25)
+    subprocess.run(["javac", "--release", "11", "-d", str(d), str(JAVA_SRC)], check=True)
     return d
 
 
@@ -108,13 +109,13 @@ def classes(tmp_path_factory):
 def java(classes):
     procs = []
 
-    def start(*flags, env=None, user=None):
+    def start(*flags, env=None, user=None, binary="java"):
         kw = {}
         if user:
             import pwd
             pw = pwd.getpwnam(user)
             kw = dict(user=pw.pw_uid, group=pw.pw_gid, extra_groups=[])
-        p = subprocess.Popen(["java", *flags, "-cp", str(classes), "Idle"], cwd="/",
+        p = subprocess.Popen([binary, *flags, "-cp", str(classes), "Idle"], cwd="/",
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                              env={**os.environ, **(env or {})}, **kw)
         procs.append(p)

@@ -24,7 +24,7 @@ docs/reference.md):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from hpadvise.engines import Change, Demand, Engine, Finding, Instance, Targets
 from hpadvise.findings import TRANSHUGE, Code, Codes
@@ -33,8 +33,8 @@ from hpadvise.procs import Proc, ProcTable, backing_of
 from hpadvise.profiles import Profile
 from hpadvise.sizing import fmt_bytes, fmt_page, pages_for
 
-from .flags import (DOCS, KNOWN, MiB, JvmFlags, jcmd_flags, java_major, probe,  # noqa: F401
-                    read_flags, reservations)
+from .flags import (DOCS, KNOWN, MiB, JvmFlags, jcmd_flags, java_major, layout,  # noqa: F401
+                    probe, read_flags, reservations, split)
 
 
 @dataclass
@@ -48,6 +48,8 @@ class Jvm:
     heap_source: str
     # What smaps shows (None when unreadable).
     hugetlb_kb: int | None = None
+    held: dict[int, int] = field(default_factory=dict)  # hugetlb pages mapped, per size (kB)
+    regions: list = field(default_factory=list)  # (what, bytes, page kB or None) as sized
     anon_huge_kb: int | None = None
     observe_note: str | None = None
 
@@ -132,6 +134,10 @@ class JvmEngine(Engine):
             b = backing_of(maps, host.thp.pmd_size_kb, host.base_page_bytes // 1024)
             inst.backing, inst.backing_page_kb = b.kind, b.page_kb
             j.hugetlb_kb = b.hugetlb_kb
+            for m in maps:
+                if m.hugetlb and m.kernel_page_kb > 4:
+                    j.held[m.kernel_page_kb] = j.held.get(m.kernel_page_kb, 0) + \
+                        m.size_kb // m.kernel_page_kb
             j.anon_huge_kb = sum(m.anon_huge_kb for m in maps)
         inst.page_tables_kb = p.vm_pte_kb
         self._size(inst, j, host)
@@ -150,20 +156,29 @@ class JvmEngine(Engine):
         return mode == "static"
 
     def _size(self, inst: Instance, j: Jvm, host: HostFacts) -> None:
+        """The pages -XX:+UseLargePages takes, region by region, each on the page size the
+        JDK picks for it (flags.layout): one JVM can need pages of two sizes at once."""
         f = j.flags
-        page_kb = (f.large_page_size // 1024) if f.large_page_size and \
-            f.large_page_size // 1024 in host.page_sizes_kb else (host.default_hugepage_kb or 2048)
-        sizes = sorted(set(host.page_sizes_kb) | {page_kb})
-        # What the pool must hold with the flags hpadvise recommends (-Xms = -Xmx for G1).
-        pages = {kb_: sum(pages_for(b, kb_ * 1024) for _, b in
-                          reservations(f, j.heap, j.major, kb_ * 1024, True)) for kb_ in sizes}
-        held = pages_for(j.hugetlb_kb or 0, page_kb)
-        parts = ", ".join(f"{w} {fmt_bytes(b)}" for w, b in
-                          reservations(f, j.heap, j.major, page_kb * 1024, True))
+        sizes = tuple(sorted(host.page_sizes_kb)) or (2048,)
+        default = host.default_hugepage_kb or 2048
+        large = (f.large_page_size // 1024) if f.large_page_size and \
+            f.large_page_size // 1024 in sizes else default
+        regions = j.regions = layout(f, j.heap, j.major, large, sizes)
+        need = split(regions)
+        page_kb = next((kb for w, _, kb in regions if w == "heap" and kb), large)
+        # Alternatives, were the JVM told another large page size (every region that can)
+        pages = {kb_: split(layout(f, j.heap, j.major, kb_, sizes)).get(kb_, 0)
+                 for kb_ in sizes}
+        pages[page_kb] = need.get(page_kb, 0)
+        parts = ", ".join(f"{w} {fmt_bytes(b)} on {fmt_page(kb) if kb else '4 KiB'}"
+                          for w, b, kb in regions)
         exact = f.gc in ("G1", "Parallel", "Serial") and f.xmx is not None
         inst.demand = Demand(inst.id, None, page_kb, pages, exact,
                              f"-XX:+UseLargePages reservations (JDK {j.major or '?'}, {f.gc}): "
-                             f"{parts}", selectable=False, held_pages=held)
+                             f"{parts}", selectable=False,
+                             held_pages=j.held.get(page_kb, 0),
+                             split=need if len(need) > 1 else None,
+                             held_split=dict(j.held) if len(need) > 1 else None)
 
     def what_if(self, args: list[str], host: HostFacts, version: str | None) -> Instance:
         """A planned JVM (`hpadvise size jvm -- FLAGS`): the flags as this host's JVM resolves
@@ -233,24 +248,41 @@ class JvmEngine(Engine):
         hkb = j.hugetlb_kb
         d = inst.demand
         if fl.large_pages:
-            want_kb = d.pages.get(d.page_kb, 0) * d.page_kb if d else 0
+            # what each page size should hold (the regions the JDK puts on it) against smaps
+            expected = dict(d.split) if d and d.split else \
+                ({d.page_kb: d.pages.get(d.page_kb, 0)} if d else {})
             g1_small_heap = fl.gc == "G1" and fl.xms is not None and fl.xms < j.heap
             if g1_small_heap:
                 f.append(CODES["jvm.large_pages.heap_small_pages"](
                     "With explicit large pages G1 maps the heap on huge pages only when it is "
                     "committed up front. Set -Xms equal to -Xmx.",
                     f"-Xms {fmt_bytes(fl.xms)}, -Xmx {fmt_bytes(j.heap)}", iid))
-                want_kb -= pages_for(j.heap, d.page_kb * 1024) * d.page_kb if d else 0
-            if hkb is not None and hkb < want_kb:
-                f.append(CODES["jvm.large_pages.fallback"](
-                    "The JVM could not reserve its huge pages and carried on with 4 KiB pages "
-                    "(it warns once on stderr). Size the pool with the count below and restart "
-                    "it.", f"smaps: {fmt_bytes(hkb * 1024)} on huge pages of "
-                    f"{fmt_bytes(want_kb * 1024)} expected", iid))
+                heap = next((r for r in j.regions if r[0] == "heap" and r[2]), None)
+                if heap:
+                    expected[heap[2]] -= pages_for(heap[1], heap[2] * 1024)
+            short = {kb: n for kb, n in expected.items() if j.held.get(kb, 0) < n}
+            if hkb is not None and short:
+                for kb, n in sorted(short.items(), reverse=True):
+                    names = [w for w, _, k in j.regions if k == kb and
+                             not (w == "heap" and g1_small_heap)] or ["its regions"]
+                    what = names[0] if len(names) == 1 else \
+                        ", ".join(names[:-1]) + " and " + names[-1]
+                    f.append(CODES["jvm.large_pages.fallback"](
+                        "The JVM could not reserve these huge pages and carried on with 4 KiB "
+                        "pages for them (it warns once on stderr). Size the pool with the "
+                        "count below and restart it.",
+                        f"smaps: {j.held.get(kb, 0)} of {n} pages of {fmt_page(kb)}; on that "
+                        f"size: {what}", iid,
+                        title=f"{n - j.held.get(kb, 0)} of its {fmt_page(kb)} pages missing: "
+                              f"{'the ' + what if len(names) == 1 else 'some of ' + what} "
+                              "fell back to normal pages"))
             elif hkb:
+                on = ", ".join(f"{fmt_page(kb)}: {n} pages" for kb, n in
+                               sorted(j.held.items(), reverse=True))
                 f.append(CODES["jvm.large_pages.active"](
-                    "Running on huge pages now.", f"smaps: {fmt_bytes(hkb * 1024)} hugetlb", iid,
-                    title=f"Heap and code cache on {fmt_page(inst.backing_page_kb)} pages"))
+                    "Running on huge pages now.", f"smaps: {fmt_bytes(hkb * 1024)} hugetlb ({on})",
+                    iid, title="Heap and code cache on " + " and ".join(
+                        f"{fmt_page(kb)}" for kb in sorted(j.held, reverse=True)) + " pages"))
         elif fl.thp:
             if host.thp.enabled.value == "never":
                 f.append(CODES["jvm.thp.never"](

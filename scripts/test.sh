@@ -61,6 +61,20 @@ for v in 11 21 25; do
   rm -rf "$tmp"
 done
 
+# promtool (checks the metrics and the documented alert rules) from Debian's prometheus
+# package, unpacked without installing or starting the service.
+export HPADVISE_PROMTOOL=${HPADVISE_PROMTOOL:-/var/tmp/hpadvise-promtool/usr/bin/promtool}
+if [ ! -x "$HPADVISE_PROMTOOL" ]; then
+  tmp=$(mktemp -d)
+  chmod 777 "$tmp"
+  if ! (cd "$tmp" && as_root apt-get download -qq prometheus >/dev/null 2>&1); then
+    as_root apt-get update -qq
+    (cd "$tmp" && as_root apt-get download -qq prometheus >/dev/null)
+  fi
+  dpkg-deb -x "$tmp"/prometheus_*.deb "${HPADVISE_PROMTOOL%/usr/bin/promtool}"
+  rm -rf "$tmp"
+fi
+
 set +e
 "$venv/bin/python" -m pytest -q -rs -p no:cacheprovider "$@"
 rc=$?

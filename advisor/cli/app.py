@@ -70,6 +70,15 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(exc.exit_code)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
+    except SystemExit as exc:
+        # Click ends a command whose stdout was closed (EPIPE) with exit 1, after wrapping
+        # stdout in its PacifyFlushWrapper: that is the closed pipe below, not a failure.
+        if exc.code == 1 and type(sys.stdout).__name__ == "PacifyFlushWrapper":
+            sys.exit(0)
+        raise
+    except BrokenPipeError:  # a plain print into a closed pipe: see common._closed
+        from .common import _closed
+        _closed()
     except (typer.Abort, KeyboardInterrupt):
         print("hpadvise: aborted", file=sys.stderr)
         sys.exit(130)

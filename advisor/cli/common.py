@@ -91,7 +91,17 @@ def console(stderr: bool = False, file=None):
     from rich.console import Console
     stream = file or (sys.stderr if stderr else sys.stdout)
     wide = not stream.isatty() and not os.environ.get("COLUMNS")
-    return Console(stderr=stderr, file=file, width=120 if wide else None)
+    c = Console(stderr=stderr, file=file, width=120 if wide else None)
+    c.on_broken_pipe = _closed  # rich would exit 1: a closed pipe is no failure here
+    return c
+
+
+def _closed() -> None:
+    """The reader closed our output (`hpadvise check | head -1`): it took what it wanted, so
+    exit 0 (as after `grep -q`), with stdout on /dev/null for the interpreter's last flush."""
+    import os
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    raise SystemExit(0)
 
 
 def pct(text: str, what: str) -> float:

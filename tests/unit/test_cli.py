@@ -130,3 +130,27 @@ def test_version_and_case_insensitive_choices(hosts):
                 "--format=JSON", "--db", "Postgres,MARIADB")
     assert r.returncode == 1, r.stderr  # the fallback is crit
     assert {i["engine"] for i in json.loads(r.stdout)["instances"]} <= {"postgres", "mysql"}
+
+
+@pytest.mark.parametrize("fmt", [[], ["--json"], ["--format", "prometheus"]])
+def test_a_closed_pipe_is_no_failure(hosts, fmt):
+    """`hpadvise check | head -1` under `set -o pipefail`: the reader leaves early, hpadvise
+    exits 0 and says nothing on stderr (exit 1 would read as a finding)."""
+    import subprocess
+    import sys
+    p = subprocess.Popen([sys.executable, "-m", "hpadvise.cli", "check", "--root",
+                          str(hosts / "pg-fallback"), *fmt],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdout.read(20)
+    p.stdout.close()
+    err = p.stderr.read().decode()
+    assert p.wait() == 0 and err == "", err
+
+
+def test_fail_on_says_which_findings_tripped_it(hosts):
+    r = run_cli("check", "--json", "--fail-on", "crit", "--root", str(hosts / "pg-fallback"))
+    assert r.returncode == 1
+    assert "--fail-on crit:" in r.stderr and "pg.huge_pages.fallback" in r.stderr
+    r = run_cli("check", "--json", "--fail-on", "crit", "--db", "jvm", "--root",
+                str(hosts / "no-pools"))  # nothing at crit there
+    assert r.returncode == 0 and r.stderr == "", r.stderr

@@ -23,6 +23,10 @@ def _samples(fams, name, **labels):
 
 def test_silent_fallback_is_visible_as_metrics(hosts):
     fams, text = _families(hosts / "pg-fallback")
+    [info] = fams["hpadvise_build_info"].samples
+    assert info.value == 1 and info.labels["version"]
+    for f in fams.values():  # the scrape's own labels are never ours
+        assert not [s for s in f.samples if {"instance", "job"} & set(s.labels)], f.name
     [ok] = fams["hpadvise_check_success"].samples
     assert ok.value == 1
     assert fams["hpadvise_check_duration_seconds"].samples[0].value > 0
@@ -38,9 +42,12 @@ def test_silent_fallback_is_visible_as_metrics(hosts):
 
 def test_pools_per_size_and_node_and_thp_mode(hosts):
     fams, _ = _families(hosts / "pool-2m")
-    total = _samples(fams, "hpadvise_pool_pages", size_kb=2048, node="all", state="total")
+    total = _samples(fams, "hpadvise_pool_pages", page_size_bytes=2 << 20)
     assert [s.value for s in total] == [64]
-    assert _samples(fams, "hpadvise_pool_pages", size_kb=2048, node="0", state="free")
+    assert _samples(fams, "hpadvise_pool_node_free_pages", page_size_bytes=2 << 20, node="0")
+    # sum() over the pool family is the pool: no node or state rows mixed in
+    assert sum(s.value for s in fams["hpadvise_pool_pages"].samples
+               if s.labels["page_size_bytes"] == str(2 << 20)) == 64
     active = [s.labels["mode"] for s in _samples(fams, "hpadvise_thp_mode", knob="enabled")
               if s.value == 1]
     assert len(active) == 1
@@ -53,7 +60,7 @@ def test_on_huge_pages_and_atomic_output_file(hosts, tmp_path):
                 "--output", str(out))
     assert r.returncode == 0 and r.stdout == ""
     fams = {f.name: f for f in text_string_to_metric_families(out.read_text())}
-    on = {s.labels["instance"]: s.value for s in fams["hpadvise_instance_on_huge_pages"].samples
+    on = {s.labels["db_instance"]: s.value for s in fams["hpadvise_instance_on_huge_pages"].samples
           if s.labels["engine"] == "postgres"}
     assert on.pop("postgres:5432") == 0  # the system's server in the base tree
     assert list(on.values()) == [1]  # the captured cluster with huge_pages = on

@@ -76,6 +76,11 @@ class Change:
         return f"thp.{self.knob}" if self.kind == "thp" else None
 
 
+# A file validate leaves in the data directory of every server it makes for itself: check
+# and every other command leave such servers out (they are not the host's instances).
+SCRATCH_MARK = "hpadvise-validate-scratch"
+
+
 # Placement.status: where the plan puts an instance's huge page demand.
 PLACEMENTS = ("pool", "thp", "held_back", "unsized")
 

@@ -16,7 +16,7 @@ from .engines import error_line, registry
 from .errors import InputError
 from .findings import CORE
 from .host import HostFacts
-from .model import Instance, Targets
+from .model import SCRATCH_MARK, Instance, Targets
 from .plan import Report, build
 from .procs import Proc, ProcTable
 from .sysroot import SysRoot
@@ -40,6 +40,7 @@ def inspect(sr: SysRoot, profile_name: str = "oltp", targets: Targets | None = N
             failed.append(f"{eng.name}: {exc}")
         except Exception as exc:  # one engine's failure must not cost the others' report
             failed.append(f"{eng.name}: discovery failed: {error_line(exc)}")
+    instances, scratch = _without_scratch(sr, engines, instances)
     hier = cgroup_mounts(sr)
     for inst in instances:  # the hugetlb limits on each process decide what it can hold
         if inst.pid is not None:
@@ -54,13 +55,27 @@ def inspect(sr: SysRoot, profile_name: str = "oltp", targets: Targets | None = N
     if len(facts.numa_nodes) > 1:
         bind_nodes(facts, procs, instances)
     report = build(facts, instances, profile, engines)
-    report.notes = [str(n) for n in sr.notes]
+    report.notes = [str(n) for n in sr.notes] + [
+        f"{i.id}: a scratch server of a running `hpadvise validate`, left out" for i in scratch]
     for line in failed:
         report.errors.append(line)
         report.findings.append(CORE["engine.failed"](
             "Its instances are missing from this report; the rest of it stands.", line,
             title=f"The {line.split(':', 1)[0]} engine could not finish discovering"))
     return report
+
+
+def _without_scratch(sr: SysRoot, engines: dict, instances: list[Instance]):
+    """validate's own scratch servers (SCRATCH_MARK in a directory their engine names them
+    by) apart from the host's instances: (instances, scratch servers)."""
+    keep, scratch = [], []
+    for inst in instances:
+        eng = engines.get(inst.engine)
+        refs = eng.references(inst) if eng is not None else ()
+        marked = any(r.startswith("/") and sr.exists(f"{r.rstrip('/')}/{SCRATCH_MARK}")
+                     for r in refs)
+        (scratch if marked else keep).append(inst)
+    return keep, scratch
 
 
 def own_cgroups(facts: HostFacts, instances: list[Instance]) -> None:

@@ -245,4 +245,5 @@ def render(r: Report, console, verbose: bool = False) -> None:
         for n in r.notes:
             console.print(f"  [dim]{n}[/dim]")
     elif r.notes:
-        console.print(f"[dim]{len(r.notes)} file(s) could not be read; --verbose lists them.[/dim]")
+        console.print(f"[dim]{len(r.notes)} note(s): files that could not be read, servers "
+                      "left out; --verbose lists them.[/dim]")

@@ -99,6 +99,16 @@ class BenchTarget:
 
 # ---- helpers for engines' scratch servers
 
+def mark_scratch(datadir: str, pw) -> None:
+    """Mark a scratch server's data directory as validate's own: check leaves it out of the
+    host's instances (hpadvise.model.SCRATCH_MARK); copies of the directory keep the mark."""
+    from hpadvise.model import SCRATCH_MARK
+    path = os.path.join(datadir, SCRATCH_MARK)
+    with open(path, "w") as f:
+        f.write("a scratch server of hpadvise validate; removed with it\n")
+    os.chown(path, pw.pw_uid, pw.pw_gid)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -10,7 +10,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from hpadvise.benchmarks.target import BenchTarget, free_port, owned_tmpdir, wait_gone
+from hpadvise.benchmarks.target import (BenchTarget, free_port, mark_scratch, owned_tmpdir,
+                                        wait_gone)
 from hpadvise.errors import InputError
 from hpadvise.procs import Proc, backing_of
 from hpadvise.sysroot import SysRoot
@@ -165,6 +166,7 @@ class MariaTarget(BenchTarget):
                                "max-connections": str(self.o.clients + 20),
                                "innodb-buffer-pool-dump-at-shutdown": "OFF",
                                "innodb-buffer-pool-load-at-startup": "OFF"})
+        mark_scratch(self.m.datadir, self.m.pw)
         self.m.start()
         self.m.sql(f"CREATE DATABASE {self.dbname}")
         self.instance_ref, self.owner, self.tmpdir = self.m.datadir, self.m.user, self.m.tmp

@@ -12,8 +12,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from hpadvise.benchmarks.target import (BenchTarget, check_run, free_port, need_binary,
-                                        owned_tmpdir, run_as)
+from hpadvise.benchmarks.target import (BenchTarget, check_run, free_port, mark_scratch,
+                                        need_binary, owned_tmpdir, run_as)
 from hpadvise.errors import InputError
 from hpadvise.procs import Proc, backing_of
 from hpadvise.sysroot import SysRoot
@@ -240,6 +240,7 @@ class PgTarget(BenchTarget):
                                      "max_connections": str(max(o.max_connections,
                                                                 o.clients + 10)),
                                      "huge_pages": "try"})
+            mark_scratch(self.c.datadir, self.c.pw)
             self.c.start()
             self.dbname = "postgres"
         self.instance_ref, self.owner, self.tmpdir = self.c.datadir, self.c.user, self.c.tmp

@@ -134,3 +134,21 @@ def test_command_line_settings_are_not_a_pending_restart(pg_factory, knobs):
     i = instance(report, c.datadir)
     assert "pg.pending_restart" in {f["code"] for f in report["findings"]
                                     if f["instance"] == i["id"]}
+
+
+def test_validate_scratch_servers_are_not_the_hosts_instances(pg_factory):
+    """A server validate made for itself (the mark in its data directory) is left out of
+    check's instances and plan, and said so in the notes; the host's others stay."""
+    from hpadvise.benchmarks.target import mark_scratch
+    mine = pg_factory({"shared_buffers": "64MB"})
+    mine.start()
+    scratch = pg_factory({"shared_buffers": "64MB"})
+    mark_scratch(scratch.datadir, scratch.pw)
+    scratch.start()
+    report, r = check_json("--db", "postgres")
+    assert r.returncode == 0, r.stderr
+    instance(report, mine.datadir)
+    ids = [i["id"] for i in report["instances"]]
+    assert f"postgres:{scratch.port}" not in ids
+    assert any(n.startswith(f"postgres:{scratch.port}: a scratch server") for n in report["notes"])
+    assert not [f for f in report["findings"] if f["instance"] == f"postgres:{scratch.port}"]

@@ -23,9 +23,10 @@ from .sysroot import SysRoot
 
 
 def inspect(sr: SysRoot, profile_name: str = "oltp", targets: Targets | None = None,
-            engine_names: list[str] | None = None) -> Report:
+            engine_names: list[str] | None = None, scratch: bool = False) -> Report:
     """Read the host, discover the instances of these engines (None: every installed one)
-    and build the plan for all of them: what `check` shows."""
+    and build the plan for all of them: what `check` shows. validate's own scratch servers
+    are left out unless `scratch` (validate planning for them)."""
     engines = {e.name: e for e in (registry.all() if not engine_names
                                    else [registry.get(n) for n in engine_names])}
     profile = profiles.load(profile_name, registry.profile_schemas())
@@ -40,7 +41,9 @@ def inspect(sr: SysRoot, profile_name: str = "oltp", targets: Targets | None = N
             failed.append(f"{eng.name}: {exc}")
         except Exception as exc:  # one engine's failure must not cost the others' report
             failed.append(f"{eng.name}: discovery failed: {error_line(exc)}")
-    instances, scratch = _without_scratch(sr, engines, instances)
+    instances, left_out = _without_scratch(sr, engines, instances)
+    if scratch:
+        instances, left_out = instances + left_out, []
     hier = cgroup_mounts(sr)
     for inst in instances:  # the hugetlb limits on each process decide what it can hold
         if inst.pid is not None:
@@ -56,7 +59,8 @@ def inspect(sr: SysRoot, profile_name: str = "oltp", targets: Targets | None = N
         bind_nodes(facts, procs, instances)
     report = build(facts, instances, profile, engines)
     report.notes = [str(n) for n in sr.notes] + [
-        f"{i.id}: a scratch server of a running `hpadvise validate`, left out" for i in scratch]
+        f"{i.id}: a scratch server of a running `hpadvise validate`, left out"
+        for i in left_out]
     for line in failed:
         report.errors.append(line)
         report.findings.append(CORE["engine.failed"](

@@ -40,6 +40,8 @@ def render_terminal(result: dict, console) -> None:
         t.add_row(e["a"], e["b"], str(e["n"]), pct, ci, f"[{style[e['verdict']]}]{e['verdict']}[/]")
     console.print(t)
     m = result["meta"]
+    if m.get("workload_about"):
+        console.print(f"[dim]workload: {m['workload_about']}[/dim]")
     console.print(f"[dim]{m.get('workload')} workload, {_scale(m)}, "
                   f"{m.get('clients')} clients, {m.get('run_s')} s runs after "
                   f"{m.get('warm_s')} s warm-up, {_buffers(m)} {m.get('shared_buffers')}"
@@ -205,6 +207,7 @@ warm-up, {_buffers(m)}
 Stopped: {'interrupted' if m.get('interrupted') else html.escape(str(m.get('stopped', '?')))}.
 {_steal(result)} {html.escape(_dtlb(result))}</p>
 <p>{html.escape(_design(m))}</p>
+<p>{html.escape(str(m.get('workload_about') or ''))}</p>
 <h2>Verdict</h2><table><tr><th>A</th><th>B</th><th>epochs</th><th>effect of B</th>
 <th>95% CI</th><th>verdict</th></tr>{rows}</table>
 {"".join(f"<p>{html.escape(a)}</p>" for a in advice(result))}

@@ -108,7 +108,7 @@ class Switcher:
         if cached is not None and cached[0] == now:
             return cached[1], cached[2]
         self.inspections += 1
-        report = inspect(self.sr, self.profile, Targets(), [self.db])
+        report = inspect(self.sr, self.profile, Targets(), [self.db], scratch=True)
         [inst] = select(report, [self.db], [t.instance_ref])
         plan = prepare(plan_for(report, [inst]), report.engines, restart=False, persist=False)
         steps = [(s.action, s.new) for s in plan.steps if s.phase in ("runtime", "engine")]

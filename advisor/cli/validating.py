@@ -26,8 +26,9 @@ def validate(
         help="pgbench (postgres) or tpcc (hpadvise's TPC-C for sysbench; postgres and mysql) "
              "[default: pgbench for postgres, tpcc for mysql].")] = None,
     workload: Annotated[Optional[str], typer.Option(
-        help="The benchmark's workload: pgbench select (select-only) or tpcb; tpcc has one "
-             "[default: the benchmark's first: select, tpcc].")] = None,
+        help="The benchmark's workload: pgbench tpcb (its default script: updates, WAL, "
+             "fsync) or select (select-only: the memory effect alone); tpcc has one "
+             "[default: tpcb for pgbench].")] = None,
     variants: Annotated[Optional[str], typer.Option(
         help="Comma-separated: current, recommended, thp-always, thp-never, thp-shmem, "
              "hugepages-off, hugepages-1g [default: current,recommended,thp-never,thp-always]. "

@@ -144,13 +144,13 @@ class PgRestart(Restart):
             return ["pg_ctlcluster", mt.group(1), mt.group(2), "restart"], {}
         pw = pwd.getpwnam(self.c["owner"])
         bindir = self.c.get("bindir")
-        if not bindir:  # the cluster's own major's binaries, never another's
+        major = self.c.get("major")
+        if not bindir and major:  # the cluster's own major's binaries, never another's
             from .binaries import layouts, major_of
-            bindir = next((d for d in layouts(self.c.get("major") or 0)
-                           if major_of(d) == self.c.get("major")), None)
-            if bindir is None:
-                raise ActionError(f"{self.label}: no PostgreSQL {self.c.get('major')} pg_ctl "
-                                  "found; restart the cluster yourself")
+            bindir = next((d for d in layouts(major) if major_of(d) == major), None)
+        if not bindir:
+            raise ActionError(f"{self.label}: no pg_ctl of PostgreSQL {major or '(major unknown)'}"
+                              " found; restart the cluster yourself")
         binary = os.path.join(bindir, "pg_ctl")
         kw: dict = {"cwd": "/"}
         if os.geteuid() == 0:

@@ -218,6 +218,8 @@ class PgTarget(BenchTarget):
         self.running = None
         if opts.instance:
             self.running = _find_instance(opts)
+            if self.running.bindir:  # the instance's own major's binaries
+                self.bindir = self.running.bindir
             self.buffers = self.running.settings.get("shared_buffers", "128MB")
             self.label = f"instance {opts.instance}"
             self.instance_ref = self.running.datadir
@@ -250,7 +252,7 @@ class PgTarget(BenchTarget):
         c = self.c
         return {"engine": "postgres", "instance": None, "datadir": c.datadir, "port": c.port,
                 "socket_dir": c.tmp, "owner": c.user, "config_file": c.config_file,
-                "major": c.major}
+                "major": c.major, "bindir": self.bindir}
 
     def server(self) -> str:
         return f"PostgreSQL {self.c.psql('SHOW server_version')}"

@@ -2,8 +2,8 @@
 # Install everything the tests need on a fresh Debian/Ubuntu machine, then run them.
 #   sudo scripts/test.sh [pytest args]
 # Debian packages (only those missing): PostgreSQL server, MariaDB server, sysbench, a JDK,
-# python3-venv, util-linux, procps, tuned and openssh-server (installed without starting
-# them), qemu-system-x86. Python: hpadvise with its [test] extras (ansible-core among them)
+# python3-venv, util-linux, procps, tuned, openssh-server, patroni and etcd-server (installed
+# without starting them), qemu-system-x86. Python: hpadvise with its [test] extras (ansible-core among them)
 # in a venv.
 # Live tests change real pools and THP knobs and restore them; they need root.
 set -euo pipefail
@@ -23,6 +23,8 @@ command -v ps >/dev/null || missing+=(procps)
 command -v tuned >/dev/null || missing+=(tuned)
 [ -x /usr/sbin/sshd ] || missing+=(openssh-server)
 command -v qemu-system-x86_64 >/dev/null || missing+=(qemu-system-x86)
+command -v patroni >/dev/null || missing+=(patroni)
+command -v etcd >/dev/null || missing+=(etcd-server)
 /usr/bin/python3 -c 'import ensurepip, venv' 2>/dev/null || missing+=(python3-venv)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "test.sh: installing Debian packages: ${missing[*]}"

@@ -95,9 +95,18 @@ class PostgresEngine(Engine):
     @staticmethod
     def _on_command_line(inst: Instance, name: str) -> bool:
         c = inst.state
-        return isinstance(c, Cluster) and c.origins.get(name) == "command line"
+        return isinstance(c, Cluster) and (c.origins.get(name) == "command line"
+                                           or c.manager is not None)
 
     def advice(self, inst: Instance, changes: list[Change]) -> list[str]:
+        c = inst.state
+        mine = {ch.target: str(ch.recommended) for ch in changes
+                if ch.kind == "setting" and ch.instance == inst.id}
+        if isinstance(c, Cluster) and c.manager is not None:
+            if not mine:
+                return []
+            return [f"{inst.id} is managed by {c.manager.describe()}: apply changes nothing "
+                    "behind it; run " + " && ".join(c.manager.commands(mine))]
         return [f"{inst.id}: {ch.target} is set on the postmaster's command line (by whatever "
                 f"starts it: a service unit, a cluster manager such as Patroni), which outranks "
                 f"ALTER SYSTEM; set {ch.target} = {ch.recommended} there and restart"
@@ -107,6 +116,8 @@ class PostgresEngine(Engine):
     def restart_action(self, inst: Instance) -> PgRestart | None:
         c = inst.state
         if not isinstance(c, Cluster) or not inst.running or not c.owner:
+            return None
+        if c.manager is not None:  # never pg_ctl behind a cluster manager's back
             return None
         return PgRestart(**spec_of(c, inst.id))
 

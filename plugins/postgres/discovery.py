@@ -23,6 +23,7 @@ from .conf import (DEFAULTS, QUERY_GUCS, ConfError, ConfUnreadable, debian_conf,
                    parse_memory, read_conf, with_unit)
 from .findings import CODES
 from . import binaries
+from .patroni import manager_of
 from .sizing import page_kb_of, size_running, size_stopped
 from .state import Cluster  # noqa: F401  (discovery makes them)
 
@@ -209,6 +210,7 @@ class Discovery:
 
     def _running(self, sr, procs, c: Cluster, host, dsn: str | None) -> Instance:
         c.bindir, c.bindir_source = binaries.find(sr, c, self.bindirs)
+        c.manager = manager_of(sr, procs, c.datadir, sr.live)
         note = None
         if not sr.live:  # an offline snapshot: the server it shows is not ours to talk to
             note = "offline audit of a snapshot"
@@ -340,6 +342,8 @@ class Discovery:
             shown["port"] = c.port
         if c.pending_restart:
             shown["pending_restart"] = list(c.pending_restart)
+        if c.manager is not None:
+            shown["manager"] = c.manager.describe()
         version = s.get("server_version") or (str(c.major) if c.major else None)
         return Instance(NAME, iid, f"{c.datadir} (port {c.port or '?'})", running,
                         pid=c.pid, owner=c.owner, version=version, settings=shown,

@@ -38,6 +38,8 @@ CODES = Codes(
          "THP enabled=always does not reach PostgreSQL's shared buffers", TRANSHUGE),
     Code("pg.page_tables", "info", "Page tables now and on huge pages",
          "Documentation/filesystems/proc.rst (VmPTE); docs/reference.md (page tables)"),
+    Code("pg.managed", "info", "A cluster manager runs it: its parameters and restarts go "
+         "through the manager", "Patroni docs: Dynamic Configuration Settings; patronictl"),
     Code("pg.pending_restart", "warn", "Shared-memory settings wait for a restart",
          "pg_settings.pending_restart"),
     Code("pg.demand.estimate", "info", "Page count is an estimate", DOCS),
@@ -50,6 +52,14 @@ CODES = Codes(
 def findings(inst: Instance, c: Cluster, host: HostFacts) -> list[Finding]:
     f: list[Finding] = []
     iid = inst.id
+    if c.manager is not None:
+        f.append(CODES["pg.managed"](
+            "Its parameters live in the manager's configuration and reach every member from "
+            "there; ALTER SYSTEM does not, and a restart behind the manager's back can make it "
+            "restart the server itself or fail over. apply changes nothing behind it and "
+            "prints the manager's commands instead.",
+            f"parent process: {c.manager.config or 'patroni'}", iid,
+            title=f"{iid} is managed by {c.manager.describe()}"))
     hp = c.settings.get("huge_pages", "try")
     try:
         hps = parse_memory("huge_page_size", c.settings.get("huge_page_size", "0"))

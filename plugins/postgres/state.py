@@ -4,6 +4,7 @@ cluster, which the findings, the sizing and the actions read in turn."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from hpadvise.procs import Mapping
 
@@ -28,3 +29,4 @@ class Cluster:
     estimate_reason: str | None = None  # why the count is an estimate, not PostgreSQL's own
     bindir: str | None = None  # its own major's binaries (binaries.find), or None
     bindir_source: str = ""  # where they were found, or why none fits
+    manager: Any = None  # the cluster manager running it (patroni.Manager), or None

@@ -1,0 +1,106 @@
+"""Patroni, the cluster manager: whether it manages a cluster, and what it is called there.
+
+Patroni starts the postmaster itself (its parent process is `patroni CONFIG.yml`), keeps the
+cluster's parameters in its distributed configuration (DCS) and restarts members itself;
+ALTER SYSTEM values are not propagated to the other members, and a restart behind its back
+can make it act (Patroni docs, "Dynamic Configuration Settings", "patronictl"). So hpadvise
+names the manager in check, and apply changes nothing behind it: it prints the patronictl
+commands that set the parameters through the DCS and restart the members (replicas first).
+
+Patroni daemonizes the postmaster (its parent is PID 1), so a running Patroni is linked to
+the cluster whose data directory its configuration names (`postgresql.data_dir`). Then its
+REST API (`GET /patroni`: scope, name, role) at `restapi.listen`. Only those two keys of the
+configuration are read; it holds passwords, which are never read out or shown.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import urllib.request
+from dataclasses import dataclass
+
+from hpadvise.procs import ProcTable
+from hpadvise.sysroot import SysRoot
+
+
+@dataclass(frozen=True)
+class Manager:
+    name: str  # "patroni"
+    config: str | None  # its configuration file
+    scope: str | None = None
+    member: str | None = None
+    role: str | None = None
+    api: str | None = None  # the REST API's address
+
+    def describe(self) -> str:
+        who = ", ".join(x for x in (f"scope {self.scope}" if self.scope else "",
+                                    f"member {self.member}" if self.member else "",
+                                    self.role or "") if x)
+        return f"Patroni ({who or 'its REST API unreadable'})"
+
+    def commands(self, changes: dict[str, str]) -> list[str]:
+        """What to run instead of ALTER SYSTEM and pg_ctl (patronictl(1))."""
+        cfg = f"-c {self.config} " if self.config else ""
+        params = " ".join(f"-p {k}={v}" for k, v in changes.items())
+        scope = self.scope or "SCOPE"
+        return [f"patronictl {cfg}edit-config {scope} {params} --force",
+                f"patronictl {cfg}restart {scope} --role replica --force",
+                f"patronictl {cfg}restart {scope} --role primary --force"]
+
+
+def _key(text: str, section: str, key: str) -> str | None:
+    """`section: key:` from a YAML file, by that key alone (no YAML parser at check time, and
+    nothing else of the file is read: it holds passwords)."""
+    mt = re.search(rf"^{section}:\s*\n((?:[ \t]+.*\n?|\s*\n)+)", text, re.M)
+    if not mt:
+        return None
+    v = re.search(rf"^\s+{key}:\s*['\"]?([^'\"\s#]+)", mt.group(1), re.M)
+    return v.group(1) if v else None
+
+
+def _patronis(sr: SysRoot, procs: ProcTable) -> list[tuple[str, str]]:
+    """(configuration file, its data_dir) of every Patroni running here. Patroni daemonizes
+    the postmaster (its parent is PID 1), so the link is the data directory its
+    configuration names (postgresql.data_dir)."""
+    out = []
+    for p in procs.all:
+        argv = p.cmdline or ()
+        if not any(a.rsplit("/", 1)[-1] == "patroni" for a in argv[:2]):
+            continue
+        config = next((a for a in argv[1:] if a.endswith((".yml", ".yaml"))), None)
+        text = sr.read(config, quiet_missing=True) if config else None
+        data_dir = _key(text or "", "postgresql", "data_dir")
+        if data_dir:
+            out.append((config, data_dir))
+    return out
+
+
+def manager_of(sr: SysRoot, procs: ProcTable, datadir: str | None, live: bool,
+               timeout: float = 1.0) -> Manager | None:
+    """The Patroni that runs the cluster in datadir, or None."""
+    if not datadir:
+        return None
+    real = os.path.realpath(datadir)
+    config = next((c for c, d in _patronis(sr, procs) if os.path.realpath(d) == real), None)
+    if config is None:
+        return None
+    text = sr.read(config, quiet_missing=True) or ""
+    listen = _key(text, "restapi", "listen")
+    top = re.search(r"^name:\s*['\"]?([^'\"\s#]+)", text, re.M)  # the member's name
+    member = top.group(1) if top else None
+    if not listen or not live:
+        return Manager("patroni", config, member=member, api=listen)
+    host, _, port = listen.rpartition(":")
+    host = "127.0.0.1" if host in ("", "0.0.0.0", "*") else host.strip("[]")
+    api = f"http://{host}:{port}"
+    try:
+        with urllib.request.urlopen(f"{api}/patroni", timeout=timeout) as r:
+            d = json.loads(r.read().decode())
+    except (OSError, ValueError):
+        return Manager("patroni", config, member=member, api=api)
+    p = d.get("patroni") or {}
+    # Patroni before 3.1 calls the primary "master" in its API
+    role = {"master": "primary"}.get(d.get("role"), d.get("role"))
+    return Manager("patroni", config, p.get("scope"), p.get("name") or member, role, api)

@@ -41,53 +41,74 @@ def memory_bytes(procs: ProcTable, inst: Instance) -> int | None:
     return max(MEMORY_MIN, -(-need // (64 * MiB)) * 64 * MiB)
 
 
-def snippet(r: Report, procs: ProcTable, inst: Instance, pods: int) -> str | None:
-    """The YAML for one instance, or None when it has no huge page demand."""
+def plan(r: Report, procs: ProcTable, inst: Instance, pods: int) -> dict | None:
+    """What one instance needs in Kubernetes, as data: the container's resources, the node's
+    pool per page size for `pods` such pods, the server's own settings; None when it has no
+    huge page demand (or its engine takes no pool)."""
     place, eng = r.placements.get(inst.id), r.engines.get(inst.engine)
     if place is None or eng is None or place.status not in ("pool", "held_back"):
-        return None  # no demand, or its engine takes no pool (THP)
+        return None
     kb = place.page_kb
     d = inst.demand
     # every page size it takes at once (a JVM: its heap on one, the rest on another)
     sizes = dict(d.split) if d.split and kb == d.page_kb else {kb: d.pages[kb]}
     mem = memory_bytes(procs, inst)
-    settings = eng.huge_page_settings(inst, kb, r.host)
+    charged = r.host.hugetlb_accounting
+    if charged and mem is not None:  # memory.max must hold the huge pages as well
+        mem += sum(n * k * 1024 for k, n in sizes.items())
+    res = {k8s_resource(k): k8s_quantity(n * k * 1024)
+           for k, n in sorted(sizes.items(), reverse=True)}
+    if mem is not None:
+        res["memory"] = k8s_quantity(mem)
+    node = {}
+    for k, n in sorted(sizes.items(), reverse=True):
+        total = n * pods
+        node[k] = total + headroom(total, r.profile.headroom_pct, r.profile.headroom_min_pages)
+    return {"instance": inst.id, "label": inst.label, "pages": sizes, "exact": d.exact,
+            "source": d.source, "resources": {"requests": dict(res), "limits": dict(res)},
+            "memory_measured": mem is not None, "memory_includes_huge_pages": charged,
+            "settings": eng.huge_page_settings(inst, kb, r.host), "pods": pods,
+            "node_pages": node}
+
+
+def to_yaml(p: dict) -> str:
+    """One instance's plan as the YAML block to paste, the rest in comments."""
+    sizes = p["pages"]
     lines = [
-        f"# {inst.id} ({inst.label}): " + " + ".join(
+        f"# {p['instance']} ({p['label']}): " + " + ".join(
             f"{n} pages of {fmt_page(k)}" for k, n in sorted(sizes.items(), reverse=True)) +
-        f" ({'exact' if d.exact else 'estimate'}: {d.source})",
+        f" ({'exact' if p['exact'] else 'estimate'}: {p['source']})",
         "# Kubernetes requires hugepages requests = limits; they are not part of memory.",
         "# A container's resources (a StatefulSet's spec.template.spec.containers[].resources,",
         "# or where your operator takes a pod's resources):",
         "resources:"]
-    charged = r.host.hugetlb_accounting
-    if charged and mem is not None:  # memory.max must hold the huge pages as well
-        mem += sum(n * k * 1024 for k, n in sizes.items())
     for part in ("requests", "limits"):
         lines.append(f"  {part}:")
-        lines += [f"    {k8s_resource(k)}: {k8s_quantity(n * k * 1024)}"
-                  for k, n in sorted(sizes.items(), reverse=True)]
-        if mem is not None:
-            lines.append(f"    memory: {k8s_quantity(mem)}")
-    if mem is None:
+        lines += [f"    {k}: {v}" for k, v in p["resources"][part].items()]
+    if not p["memory_measured"]:
         lines.append("# memory: not running, nothing to measure: add a memory request and "
                      "limit (Kubernetes requires memory or cpu next to hugepages) sized for "
                      "the server beyond its buffers")
     else:
         lines.append("# memory: its processes' private and file memory now, +25%, rounded up "
                      "(size it for your peak)")
-    if charged:
+    if p["memory_includes_huge_pages"]:
         lines.append("# this node's cgroup v2 is mounted with memory_hugetlb_accounting: huge "
                      "pages count against memory too, so memory includes them")
-    if settings:  # comments: they belong in the server's configuration, not in a pod spec
+    if p["settings"]:  # comments: they belong in the server's configuration, not in a pod spec
         lines.append("# the server's own settings for huge pages, in its configuration (not "
                      "Kubernetes fields; an operator takes them among the server's parameters):")
-        lines += [f"#   {k} = {v}" for k, v in settings.items()]
-    for k, n in sorted(sizes.items(), reverse=True):
-        node = n * pods
-        node += headroom(node, r.profile.headroom_pct, r.profile.headroom_min_pages)
+        lines += [f"#   {k} = {v}" for k, v in p["settings"].items()]
+    pods = p["pods"]
+    for k, node in p["node_pages"].items():
         lines.append(f"# node: {node} pages of {fmt_page(k)} pre-allocated for {pods} such "
-                     f"pod{'s' if pods > 1 else ''} ({pods} x {n} + headroom; vm.nr_hugepages "
-                     "or hugepagesz= hugepages= at boot; pages added after boot count once the "
-                     "kubelet restarts), nothing else using them")
+                     f"pod{'s' if pods > 1 else ''} ({pods} x {sizes[k]} + headroom; "
+                     "vm.nr_hugepages or hugepagesz= hugepages= at boot; pages added after boot "
+                     "count once the kubelet restarts), nothing else using them")
     return "\n".join(lines) + "\n"
+
+
+def snippet(r: Report, procs: ProcTable, inst: Instance, pods: int) -> str | None:
+    """The YAML for one instance, or None when it has no huge page demand."""
+    p = plan(r, procs, inst, pods)
+    return to_yaml(p) if p else None

@@ -9,17 +9,17 @@ import typer
 
 from ..errors import InputError
 from .app import app
-from .common import ApplyFormat, Format2, JsonOpt, TableOrJson, fmt_of, print_json
+from .common import ApplyFormat, Format2, JsonOpt, OutputOpt, TableOrJson, deliver, fmt_of
 
 
 @app.command()
 def apply(
     db: Annotated[list[str], typer.Option(
-        help="Engine(s) to apply for (repeatable), or all: one plan for every instance of them.")],
+        metavar="ENGINE", help="Engine(s) to apply for (repeatable), or all: one plan for every instance of them.")],
     instance: Annotated[Optional[list[str]], typer.Option(
-        help="Instance ID as `check` shows it, a data directory or a port (repeatable).")]
+        metavar="ID", help="Instance ID as `check` shows it, a data directory or a port (repeatable).")]
     = None,
-    profile: Annotated[str, typer.Option(help="Profile name or .toml path.")] = "oltp",
+    profile: Annotated[str, typer.Option(metavar="NAME|FILE", help="Profile name or .toml path.")] = "oltp",
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show the changes and stop.")]
     = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
@@ -34,10 +34,11 @@ def apply(
         "--print-script", help="Print a shell script with the same changes and stop "
         "(for someone who is root).")] = False,
     journal_dir: Annotated[Optional[str], typer.Option(
-        help="Journal directory [default: $HPADVISE_JOURNAL_DIR or /var/lib/hpadvise/journal].")]
+        metavar="DIR", help="Journal directory [default: $HPADVISE_JOURNAL_DIR or /var/lib/hpadvise/journal].")]
     = None,
+    output: OutputOpt = None,
     persist_root: Annotated[str, typer.Option(
-        help="Write the persistent files (/etc/...) under this directory instead of /.")] = "",
+        metavar="DIR", help="Write the persistent files (/etc/...) under this directory instead of /.")] = "",
 ):
     """Apply the plan for one engine's instance: pools, THP, persistence, database settings.
 
@@ -45,14 +46,11 @@ def apply(
 
     Examples:
 
+    \b
       hpadvise apply --db postgres --dry-run
-
       hpadvise apply --db postgres --instance 5432 --restart --yes
-
       hpadvise apply --db postgres --print-script > hugepages.sh   # not root? hand it over
-
       hpadvise apply --db all --profile mixed --dry-run   # one plan for every engine found
-
       hpadvise apply --db postgres --db jvm --instance 5432 --instance jvm:4242 --restart
     """
     from .. import applying
@@ -60,6 +58,8 @@ def apply(
     from ..engines import registry
 
     json_out = fmt_of(fmt, json_out) == "json"
+    if output and not json_out:
+        raise InputError("--output writes the JSON result: add --json")
     if print_script and json_out:
         raise InputError("--print-script prints a shell script; leave out --json (or use "
                          "--dry-run --json for the plan as JSON)")
@@ -75,7 +75,7 @@ def apply(
         applying.print_plan(plan)
     if dry_run:
         if json_out:
-            print_json(applying.plan_json(plan))
+            deliver("json", applying.plan_json(plan), None, output)
         return
     if plan.changes and not yes:
         if not sys.stdin.isatty():
@@ -85,7 +85,7 @@ def apply(
     result, boot = applying.run(plan, req, say=(lambda m: None) if json_out else
                                 (lambda m: print(f"  {m}", flush=True)))
     if json_out:
-        print_json(applying.result_json(plan, result, boot))
+        deliver("json", applying.result_json(plan, result, boot), None, output)
     else:
         applying.print_result(plan, req, result, boot)
     for p in result.problems:
@@ -98,25 +98,31 @@ def apply(
 def rollback(
     apply_id: Annotated[Optional[str], typer.Argument(
         help="The apply to undo (see `hpadvise history`); default: the latest.")] = None,
-    journal_dir: Annotated[Optional[str], typer.Option(help="Journal directory.")] = None,
+    journal_dir: Annotated[Optional[str], typer.Option(metavar="DIR", help="Journal directory.")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would be restored and "
                                           "stop.")] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask (at a terminal, "
                                       "rollback asks before restoring).")] = False,
+    fmt: TableOrJson = Format2.table,
+    json_out: JsonOpt = False,
+    output: OutputOpt = None,
 ):
     """Undo an apply exactly: every knob and file back, in reverse order; restart an instance
     the apply restarted.
 
     Examples:
 
+    \b
       hpadvise rollback --dry-run
-
       hpadvise rollback 20261122-135501-4242 --yes
+      hpadvise rollback --yes --json      # id, what was restored, errors
     """
     import contextlib
     import os
 
     from .. import journal as jr
+    form = fmt_of(fmt, json_out)
+    say = (lambda *a, **k: None) if form == "json" else print
     d = jr.journal_dir(journal_dir)
     if os.geteuid() != 0 and not dry_run:
         raise InputError("rollback changes kernel settings and needs root; run it with sudo "
@@ -133,20 +139,25 @@ def rollback(
         if j.rolled_back is not None:
             raise InputError(f"apply {j.id} is already rolled back")
         todo = jr.plan_rollback(j)
-        print(f"Rollback of {j.id} ({j.status}, {len(j.entries)} changes):")
+        say(f"Rollback of {j.id} ({j.status}, {len(j.entries)} changes):")
         for line in todo or ["nothing to restore"]:
-            print(f"  {line}")
+            say(f"  {line}")
         if dry_run:
+            if form == "json":
+                deliver(form, {"id": j.id, "dry_run": True, "to_restore": todo}, None, output)
             return
         if todo and not yes and not typer.confirm("Restore these?", default=False):
             raise typer.Exit(1)
         done, errors = jr.rollback(j)
         j.mark_rolled_back(errors)
     for x in done:
-        print(f"restored: {x}")
+        say(f"restored: {x}")
     if not done:
-        print("nothing to restore: every knob already had its old value")
-    print(f"rolled back {j.id}")
+        say("nothing to restore: every knob already had its old value")
+    say(f"rolled back {j.id}")
+    if form == "json":
+        deliver(form, {"id": j.id, "dry_run": False, "restored": done, "errors": errors},
+                None, output)
     for e in errors:
         print(f"hpadvise: error: {e}", file=sys.stderr)
     if errors:
@@ -155,9 +166,10 @@ def rollback(
 
 @app.command()
 def history(
-    journal_dir: Annotated[Optional[str], typer.Option(help="Journal directory.")] = None,
+    journal_dir: Annotated[Optional[str], typer.Option(metavar="DIR", help="Journal directory.")] = None,
     fmt: TableOrJson = Format2.table,
     json_out: JsonOpt = False,
+    output: OutputOpt = None,
 ):
     """List applies and whether they were rolled back.
 
@@ -165,23 +177,23 @@ def history(
     import time
 
     from .. import journal as jr
-    json_out = fmt_of(fmt, json_out) == "json"
+    form = fmt_of(fmt, json_out)
     d = jr.journal_dir(journal_dir)
     jr.readable_dir(d)
     js = jr.list_journals(d)
-    if json_out:
-        print_json([{"id": j.id, "time": j.header["time"], "status": j.status,
-                      "rolled_back": j.rolled_back, "changes": len(j.entries),
-                      "instances": j.header.get("instances", []),
-                      "argv": j.header.get("argv", [])} for j in js])
-        return
-    if not js:
-        print("no applies recorded")
-    for j in js:
-        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(j.header["time"]))
-        rb = "rolled back" if j.rolled_back else "active"
-        print(f"{j.id}  {when}  {j.status:<14} {rb:<11} {len(j.entries):>3} changes  "
-              f"{' '.join(j.header.get('instances', []))}")
+
+    def table() -> None:
+        if not js:
+            print("no applies recorded")
+        for j in js:
+            when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(j.header["time"]))
+            rb = "rolled back" if j.rolled_back else "active"
+            print(f"{j.id}  {when}  {j.status:<14} {rb:<11} {len(j.entries):>3} changes  "
+                  f"{' '.join(j.header.get('instances', []))}")
+    deliver(form, [{"id": j.id, "time": j.header["time"], "status": j.status,
+                    "rolled_back": j.rolled_back, "changes": len(j.entries),
+                    "instances": j.header.get("instances", []),
+                    "argv": j.header.get("argv", [])} for j in js], table, output)
 
 
 def _ask_instance(cands):

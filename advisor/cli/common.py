@@ -71,9 +71,12 @@ ApplyFormat = format_opt(Format2, "table, or json: each change with target, befo
 ValidateFormat = format_opt(Format2, "table, or json: the result with every sample (progress "
                              "and tables then go to stderr unless --output is given).")
 CheckOutput = Annotated[Optional[str], typer.Option(
-    help="Write the report to FILE (replaced atomically) instead of printing it.")]
+    metavar="FILE", help="Write the report to FILE (replaced atomically) instead of printing it.")]
+# `--output FILE`, alike on every command that reports.
+OutputOpt = Annotated[Optional[str], typer.Option(
+    "--output", metavar="FILE", help="Write what it prints to FILE (replaced atomically).")]
 ValidateOutput = Annotated[Optional[str], typer.Option(
-    help="Write the JSON result to FILE (replaced atomically).")]
+    metavar="FILE", help="Write the JSON result to FILE (replaced atomically).")]
 
 
 class FailOn(str, Enum):
@@ -131,4 +134,22 @@ def targets(dsn: list[str] | None = None):
     """What the user pointed hpadvise at: DSNs and every engine option given."""
     from ..model import Targets
     return Targets.of(dsn or (), **ENGINE_OPTIONS)
+
+
+def deliver(form: str, data, table, output: str | None = None) -> None:
+    """A command's result: `data` as JSON, or what `table()` prints, on stdout or into FILE
+    (replaced atomically)."""
+    import io
+    import json
+    from contextlib import redirect_stdout
+    if form == "json":
+        emit(json.dumps(data, indent=2, default=str) + "\n", output)
+        return
+    if not output:
+        table()
+        return
+    buf = io.StringIO()
+    with redirect_stdout(buf):
+        table()
+    emit(buf.getvalue(), output)
 

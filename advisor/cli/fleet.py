@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from .app import app
-from .common import Format2, JsonOpt, TableOrJson, emit, fmt_of
+from .common import Format2, JsonOpt, OutputOpt, TableOrJson, deliver, emit, fmt_of
 from .common import console as make_console
 
 
@@ -17,15 +17,16 @@ def report_cmd(
         metavar="PATH...", help="`check --json` outputs, snapshots, or directories of them.")],
     fmt: TableOrJson = Format2.table,
     json_out: JsonOpt = False,
-    html: Annotated[Optional[str], typer.Option(help="Also write an HTML page here.")] = None,
+    html: Annotated[Optional[str], typer.Option(metavar="FILE", help="Also write an HTML page here.")] = None,
+    output: OutputOpt = None,
 ):
     """One table for many hosts, worst first: instances, how many run on huge pages, pool
     short or unused, THP conflicts, crit/warn counts. Changes nothing.
 
     Examples:
 
+    \b
       hpadvise report reports/*.json
-
       hpadvise report /srv/audit/ --html fleet.html
     """
     from .. import fleet
@@ -33,7 +34,6 @@ def report_cmd(
     rs = fleet.rows(paths)
     if html:
         emit(fleet.to_html(rs), html)
-    if form == "json":
-        print(fleet.to_json(rs))
-        return
-    fleet.render(rs, make_console())
+    import json
+    deliver(form, json.loads(fleet.to_json(rs)), lambda: fleet.render(rs, make_console()),
+            output)

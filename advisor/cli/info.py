@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .app import app
-from .common import Format2, JsonOpt, TableOrJson, fmt_of, print_json
+from .common import Format2, JsonOpt, TableOrJson, fmt_of, OutputOpt, deliver
 from .common import console as make_console
 
 
@@ -11,35 +11,42 @@ from .common import console as make_console
 def list_engines(
     fmt: TableOrJson = Format2.table,
     json_out: JsonOpt = False,
+    output: OutputOpt = None,
 ):
     """List the installed engines, built-in and third-party, and what each supports: check
     (always), apply (settings and restarts, or the host side only) and validate (benchmarks).
 
     Examples:
 
+    \b
       hpadvise engines
-
       hpadvise engines --json | jq -r '.[] | select(.validate != []) | .name'
     """
     from ..engines import registry
-    json_out = fmt_of(fmt, json_out) == "json"
     rows = registry.describe()
-    if json_out:
-        print_json(rows)
-        return
-    from rich.table import Table
-    t = Table("engine", "what it sizes", "from", "apply", "validate", box=None)
-    for r in rows:
-        t.add_row(r["name"], r["description"], r["origin"], r["apply"],
-                  ", ".join(r["validate"]) or "-")
-    make_console().print(t)
+
+    def table() -> None:
+        from rich.table import Table
+        t = Table("engine", "what it sizes", "from", "apply", "validate", box=None)
+        for r in rows:
+            t.add_row(r["name"], r["description"], r["origin"], r["apply"],
+                      ", ".join(r["validate"]) or "-")
+        make_console().print(t)
+    deliver(fmt_of(fmt, json_out), rows, table, output)
 
 
 @app.command("profiles")
-def list_profiles():
-    """List the shipped profiles."""
+def list_profiles(
+    fmt: TableOrJson = Format2.table,
+    json_out: JsonOpt = False,
+    output: OutputOpt = None,
+):
+    """List the shipped profiles (name and what each is for).
+
+    Example: hpadvise profiles --json | jq -r '.[].name'"""
     from .. import profiles
     from ..engines import registry
-    for name in profiles.shipped():
-        p = profiles.load(name, registry.profile_schemas())
-        print(f"{name:10} {p.description}")
+    rows = [{"name": n, "description": profiles.load(n, registry.profile_schemas()).description}
+            for n in profiles.shipped()]
+    deliver(fmt_of(fmt, json_out), rows,
+            lambda: [print(f"{r['name']:10} {r['description']}") for r in rows], output)

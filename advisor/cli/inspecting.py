@@ -9,7 +9,10 @@ import typer
 
 from ..errors import InputError
 from .app import app
-from .common import CheckFormat, CheckOutput, FailOn, Format, JsonOpt, emit, fmt_of, targets
+from .common import (CheckFormat, CheckOutput, FailOn, Format, Format2, JsonOpt, OutputOpt, deliver,
+                     emit, fmt_of, format_opt, targets)
+
+K8sFormat = format_opt(Format2, "table (the YAML to paste) or json.")
 from .common import console as make_console
 
 
@@ -21,14 +24,14 @@ def check(
     fail_on: Annotated[FailOn, typer.Option(help="Exit 1 when a finding is this severe or worse "
                                             "(for audit pipelines).", case_sensitive=False)]
     = FailOn.none,
-    profile: Annotated[str, typer.Option(help="Policy: a shipped profile name or a .toml path.")]
+    profile: Annotated[str, typer.Option(metavar="NAME|FILE", help="Policy: a shipped profile name or a .toml path.")]
     = "oltp",
     dsn: Annotated[Optional[list[str]], typer.Option(
-        help="Connect to a server with this DSN (repeatable). Passwords are never printed.")]
+        metavar="DSN", help="Connect to a server with this DSN (repeatable). Passwords are never printed.")]
     = None,
     db: Annotated[Optional[list[str]], typer.Option(
-        help="Only these engines (repeatable); default: every installed engine.")] = None,
-    root: Annotated[str, typer.Option(help="Read /proc, /sys and /etc under this directory "
+        metavar="ENGINE", help="Only these engines (repeatable); default: every installed engine.")] = None,
+    root: Annotated[str, typer.Option(metavar="DIR", help="Read /proc, /sys and /etc under this directory "
                                       "(an `hpadvise snapshot`) instead of the live host.")]
     = "/",
     verbose: Annotated[bool, typer.Option("--verbose", "-v",
@@ -41,14 +44,11 @@ def check(
 
     Examples:
 
+    \b
       hpadvise check
-
       hpadvise check --json --fail-on warn > audit.json
-
-      hpadvise check --format prometheus --output /var/lib/node_exporter/hpadvise.prom
-
+      hpadvise check --format prometheus --output /var/lib/prometheus/node-exporter/hpadvise.prom
       hpadvise check --pgdata /srv/pg/16/main      # plan before the first start
-
       hpadvise check --dsn 'postgresql://app@db1:5432/postgres'
     """
     from ..pipeline import inspect
@@ -123,12 +123,19 @@ def snapshot(
 @app.command("k8s")
 def k8s(
     db: Annotated[Optional[list[str]], typer.Option(
-        help="Only these engines (repeatable); default: every installed engine.")] = None,
+        metavar="ENGINE", help="Only these engines (repeatable); default: every installed engine.")] = None,
     instance: Annotated[Optional[list[str]], typer.Option(
-        help="Only this instance: ID as `check` shows it, data directory or port "
+        metavar="ID", help="Only this instance: ID as `check` shows it, data directory or port "
              "(repeatable).")] = None,
     pods: Annotated[int, typer.Option(help="Pods of this kind a node must hold.")] = 1,
-    profile: Annotated[str, typer.Option(help="Profile name or .toml path.")] = "oltp",
+    profile: Annotated[str, typer.Option(metavar="NAME|FILE", help="Profile name or .toml path.")] = "oltp",
+    dsn: Annotated[Optional[list[str]], typer.Option(
+        metavar="DSN", help="Connect to a server with this DSN (repeatable).")] = None,
+    root: Annotated[str, typer.Option(metavar="DIR", help="Read /proc, /sys and /etc under "
+                                      "this directory (an `hpadvise snapshot`).")] = "/",
+    fmt: K8sFormat = Format2.table,
+    json_out: JsonOpt = False,
+    output: OutputOpt = None,
 ):
     """Kubernetes resources for each instance on huge pages: hugepages-2Mi or hugepages-1Gi
     with request = limit = its exact pages, memory for the rest of the server, the server's
@@ -136,9 +143,10 @@ def k8s(
 
     Examples:
 
+    \b
       hpadvise k8s --db postgres
-
-      hpadvise k8s --pgdata /srv/pg/16/main --pods 3 > cluster-resources.yaml
+      hpadvise k8s --pgdata /srv/pg/16/main --pods 3 --output cluster-resources.yaml
+      hpadvise k8s --db postgres --json | jq '.[].resources.limits'
     """
     from .. import k8s as k8s_mod
     from ..pipeline import inspect, select
@@ -147,15 +155,18 @@ def k8s(
 
     if pods < 1:
         raise InputError(f"--pods {pods}: a node holds at least 1 pod; give 1 or more")
-    sr = SysRoot("/")
     from ..engines import registry
-    report = inspect(sr, profile, targets(), registry.resolve(db))
+    from ..sysroot import snapshot_root
+    form = fmt_of(fmt, json_out)
+    sr = SysRoot(snapshot_root(root))
+    report = inspect(sr, profile, targets(dsn), registry.resolve(db))
     for e in report.errors:
         raise InputError(e)
     wanted = report.instances
     if instance:
         wanted = select(report, None, instance)
-    docs = [y for i in wanted if (y := k8s_mod.snippet(report, ProcTable(sr), i, pods))]
+    procs = ProcTable(sr)
+    docs = [p for i in wanted if (p := k8s_mod.plan(report, procs, i, pods))]
     unsized = [i.id for i in wanted if i.demand is None]
     if not docs and unsized:
         raise InputError(f"cannot size {', '.join(unsized)} as this user: run as root or as "
@@ -164,4 +175,5 @@ def k8s(
         raise InputError("no instance with a huge page demand found; `hpadvise check` shows "
                          "what is there (a stopped server: its engine's option, listed by "
                          "`hpadvise k8s --help`)")
-    print("---\n".join(docs), end="")
+    deliver(form, docs, lambda: print("---\n".join(k8s_mod.to_yaml(p) for p in docs),
+                                      end=""), output)

@@ -9,18 +9,19 @@ import typer
 
 from ..errors import InputError
 from .app import app
-from .common import Format2, JsonOpt, TableOrJson, fmt_of, print_json
+from .common import Format2, JsonOpt, TableOrJson, fmt_of, OutputOpt, deliver
 
 
 @app.command("probe")
 def probe_cmd(
     size: Annotated[Optional[str], typer.Option(
-        help="Working set, e.g. 4GiB [default: the planned pools' size, at least 256 MiB, "
+        metavar="SIZE", help="Working set, e.g. 4GiB [default: the planned pools' size, at least 256 MiB, "
              "capped by available memory].")] = None,
     accesses: Annotated[int, typer.Option(help="Random 8-byte reads per run.")] = 20_000_000,
     runs: Annotated[int, typer.Option(help="Runs per variant (the best counts).")] = 3,
     fmt: TableOrJson = Format2.table,
     json_out: JsonOpt = False,
+    output: OutputOpt = None,
 ):
     """Measure what a TLB miss costs here: random reads over one working set on 4 KiB pages,
     2 MiB THP, 2 MiB and 1 GiB static pages (pools grown for the probe and given back), and the
@@ -28,8 +29,8 @@ def probe_cmd(
 
     Examples:
 
+    \b
       hpadvise probe
-
       hpadvise probe --size 8GiB --json
     """
     from .. import probe
@@ -53,7 +54,4 @@ def probe_cmd(
     say = (lambda m: print(f"probe: {m}", file=sys.stderr, flush=True))
     res = probe.run(nbytes, accesses, runs, say, "pdpe1gb" in host.cpu_flags,
                     host.thp.enabled.value)
-    if form == "json":
-        print_json(probe.to_json(res))
-    else:
-        probe.render(res, runs)
+    deliver(form, probe.to_json(res), lambda: probe.render(res, runs), output)

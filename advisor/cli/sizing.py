@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from .app import app
-from .common import Format2, JsonOpt, TableOrJson, fmt_of, print_json
+from .common import Format2, JsonOpt, OutputOpt, TableOrJson, deliver, fmt_of
 from .common import console as make_console
 
 
@@ -17,14 +17,15 @@ def size_cmd(
         metavar="ENGINE [SETTING=VALUE ...] [+ ENGINE ...]",
         help="An engine and its planned settings; several engines separated by + give one "
              "plan. JVM flags go after --.")],
-    root: Annotated[str, typer.Option(help="Judge the target host from this snapshot "
+    root: Annotated[str, typer.Option(metavar="DIR", help="Judge the target host from this snapshot "
                                       "(`hpadvise snapshot`) instead of this one.")] = "/",
     version: Annotated[Optional[str], typer.Option(
-        "--version", help="The engine version to ask (PostgreSQL: another installed major).")]
-    = None,
-    profile: Annotated[str, typer.Option(help="Profile name or .toml path.")] = "oltp",
+        "--server-version", metavar="MAJOR",
+        help="The server version to ask (PostgreSQL: another installed major).")] = None,
+    profile: Annotated[str, typer.Option(metavar="NAME|FILE", help="Profile name or .toml path.")] = "oltp",
     fmt: TableOrJson = Format2.table,
     json_out: JsonOpt = False,
+    output: OutputOpt = None,
 ):
     """Size a configuration that is not deployed yet, and judge the host for it: fits / fits
     after a boot-time reservation / does not fit, the pool to set and what it leaves for the
@@ -32,12 +33,10 @@ def size_cmd(
 
     Examples:
 
+    \b
       hpadvise size postgres shared_buffers=64GB max_connections=500 huge_page_size=2MB
-
       hpadvise size mysql innodb_buffer_pool_size=48G key_buffer_size=64M
-
       hpadvise size jvm -- -Xmx16g -XX:+UseLargePages -XX:ReservedCodeCacheSize=240m
-
       hpadvise size postgres shared_buffers=8GB + jvm -Xmx4g --root /srv/audit/db7
     """
     from .. import host as host_mod
@@ -51,7 +50,4 @@ def size_cmd(
     host = host_mod.collect(SysRoot(snapshot_root(root)))
     prof = profiles.load(profile, registry.profile_schemas())
     r = whatif.size(host, wanted, prof, version)
-    if form == "json":
-        print_json(whatif.to_json(r))
-    else:
-        whatif.render(r, make_console())
+    deliver(form, whatif.to_json(r), lambda: whatif.render(r, make_console()), output)

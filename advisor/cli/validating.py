@@ -16,26 +16,26 @@ from .common import console as make_console
 @app.command()
 def validate(
     db: Annotated[Optional[str], typer.Option(
-        help="Engine to benchmark, one of those `hpadvise engines` shows with benchmarks "
+        metavar="ENGINE", help="Engine to benchmark, one of those `hpadvise engines` shows with benchmarks "
              "(postgres, mysql: a scratch MariaDB server) [default: the engine that declares "
              "itself validate's default, postgres].")] = None,
     duration: Annotated[str, typer.Option(
-        help="Time budget for the runs (loading the data comes on top), e.g. 90s, 10m, 1h.")]
+        metavar="DURATION", help="Time budget for the runs (loading the data comes on top), e.g. 90s, 10m, 1h.")]
     = "10m",
     bench: Annotated[Optional[str], typer.Option(
-        help="pgbench (postgres) or tpcc (hpadvise's TPC-C for sysbench; postgres and mysql) "
+        metavar="NAME", help="pgbench (postgres) or tpcc (hpadvise's TPC-C for sysbench; postgres and mysql) "
              "[default: pgbench for postgres, tpcc for mysql].")] = None,
     workload: Annotated[Optional[str], typer.Option(
-        help="The benchmark's workload: pgbench tpcb (its default script: updates, WAL, "
+        metavar="NAME", help="The benchmark's workload: pgbench tpcb (its default script: updates, WAL, "
              "fsync) or select (select-only: the memory effect alone); tpcc has one "
              "[default: tpcb for pgbench].")] = None,
     variants: Annotated[Optional[str], typer.Option(
-        help="Comma-separated: current, recommended, thp-always, thp-never, thp-shmem, "
+        metavar="V,V,...", help="Comma-separated: current, recommended, thp-always, thp-never, thp-shmem, "
              "hugepages-off, hugepages-1g [default: current,recommended,thp-never,thp-always]. "
              "A variant named twice is an A/A run (the second is labelled name#2).")]
     = None,
     design: Annotated[str, typer.Option(
-        help="restart (every run restarts the server in its variant), resident (one server "
+        metavar="NAME", help="restart (every run restarts the server in its variant), resident (one server "
              "per variant, alternating runs), simultaneous (one server per variant, measured "
              "at once on their own CPUs) or auto: simultaneous where every variant is a "
              "per-server setting and memory and CPUs allow, else restart.")] = "auto",
@@ -54,24 +54,25 @@ def validate(
         help="Warm-up before each measured run, same connections, left out of the figures "
              "[default: 3 + 1 per GiB of buffers, at most 20].")] = None,
     buffers: Annotated[Optional[str], typer.Option(
-        "--buffers", "--shared-buffers",
+        "--buffers", "--shared-buffers", metavar="SIZE",
         help="The scratch server's buffers: shared_buffers (postgres) or innodb_buffer_pool_size "
              "(mysql) [default: those of the largest running instance of the engine, capped "
              "by available memory; 1GB when none runs].")] = None,
     target_ci: Annotated[Optional[str], typer.Option(
-        help="Stop early once every comparison's 95% CI half-width is this small [default: "
+        metavar="PCT", help="Stop early once every comparison's 95% CI half-width is this small [default: "
              "use the whole budget]. An interval stopped on its own width covers less than "
              "95% (90-95% in a simulation of this rule).")] = None,
-    band: Annotated[str, typer.Option(help="Noise band for the verdict words.")] = "1%",
-    profile: Annotated[str, typer.Option(help="Profile for the recommended variant.")] = "oltp",
+    band: Annotated[str, typer.Option(metavar="PCT", help="Noise band for the verdict words.")] = "1%",
+    profile: Annotated[str, typer.Option(metavar="NAME|FILE", help="Profile for the recommended variant.")] = "oltp",
     instance: Annotated[Optional[str], typer.Option(
-        help="Benchmark this running instance (in a scratch database validate creates and "
+        metavar="ID", help="Benchmark this running instance (in a scratch database validate creates and "
              "drops) instead of a scratch cluster.")] = None,
     allow_restart: Annotated[bool, typer.Option(
         "--allow-restart", help="Let validate restart --instance between variants.")] = False,
     scratch: Annotated[bool, typer.Option(
         "--scratch", help="Use a scratch cluster (the default).")] = False,
-    report: Annotated[Optional[str], typer.Option(help="Write an HTML report here.")] = None,
+    report: Annotated[Optional[str], typer.Option(
+        "--html", "--report", metavar="FILE", help="Write an HTML report here.")] = None,
     fmt: ValidateFormat = Format2.table,
     json_out: JsonOpt = False,
     output: ValidateOutput = None,
@@ -82,16 +83,12 @@ def validate(
 
     Examples:
 
-      hpadvise validate --duration 10m --buffers 8GB --report hp.html
-
+    \b
+      hpadvise validate --duration 10m --buffers 8GB --html hp.html
       hpadvise validate --duration 2m --variants current,recommended --workload tpcb
-
       hpadvise validate --variants hugepages-off,current --design simultaneous --duration 10m
-
       hpadvise validate --variants recommended,recommended --band 2% --duration 10m
-
       hpadvise validate --db mysql --bench tpcc --duration 10m --buffers 4GB
-
       hpadvise validate --db postgres --bench tpcc --duration 5m
     """
     import json

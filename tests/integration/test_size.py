@@ -95,7 +95,7 @@ def test_several_engines_one_plan_and_a_verdict(knobs):
     (["postgres", "shared_buffers=lots"], "lots"),
     (["postgres", "shared_buffers=100TB"], "100TB"),
     (["postgres", "shared_buffers"], "NAME=VALUE"),
-    (["postgres", "--version", "9"], "not installed"),
+    (["postgres", "--server-version", "9"], "not installed"),
     (["mysql", "innodb_buffer_pool_size=lots"], "lots"),
     (["mysql", "nosuch=1"], "nosuch"),
     (["jvm", "--", "-XX:+NoSuchFlag"], "NoSuchFlag"),

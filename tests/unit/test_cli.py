@@ -154,3 +154,26 @@ def test_fail_on_says_which_findings_tripped_it(hosts):
     r = run_cli("check", "--json", "--fail-on", "crit", "--db", "jvm", "--root",
                 str(hosts / "no-pools"))  # nothing at crit there
     assert r.returncode == 0 and r.stderr == "", r.stderr
+
+
+def test_every_reporting_command_writes_json_to_a_file(hosts, tmp_path):
+    """One vocabulary: --json (--format json) and --output FILE on every command that
+    reports; the file is the JSON, stdout stays empty."""
+    check = tmp_path / "host.json"
+    r = run_cli("check", "--json", "--root", str(hosts / "pool-2m"), "--output", str(check))
+    assert r.returncode == 0 and r.stdout == "", r.stderr
+    for args in (["engines"], ["profiles"], ["report", str(check)],
+                 ["history", "--journal-dir", str(tmp_path / "journal")]):
+        out = tmp_path / f"{args[0]}.json"
+        (tmp_path / "journal").mkdir(exist_ok=True)
+        r = run_cli(*args, "--json", "--output", str(out))
+        assert r.returncode == 0 and r.stdout == "", (args, r.stderr)
+        assert isinstance(json.loads(out.read_text()), list), args
+
+
+def test_help_examples_paste_whole(hosts):
+    """Examples are kept as written at any width: a pasted line is a whole command."""
+    r = run_cli("check", "--help", env={"COLUMNS": "60"})
+    assert "  hpadvise check --format prometheus --output " \
+           "/var/lib/prometheus/node-exporter/hpadvise.prom\n" in r.stdout
+    assert "--output FILE" in r.stdout and "--root DIR" in r.stdout

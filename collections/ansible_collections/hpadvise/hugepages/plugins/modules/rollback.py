@@ -29,6 +29,8 @@ restored:
   type: list
 """
 
+import json
+
 from ansible.module_utils.basic import AnsibleModule
 
 
@@ -47,18 +49,15 @@ def main():
         cmd.append(p["id"])
     if p["journal_dir"]:
         cmd += ["--journal-dir", p["journal_dir"]]
-    cmd.append("--dry-run" if module.check_mode else "--yes")
+    cmd += ["--dry-run" if module.check_mode else "--yes", "--json"]
     rc, out, err = module.run_command(cmd)
     if rc == 2 and "nothing to roll back" in err:
         module.exit_json(changed=False, restored=[], msg=err.strip())
     if rc != 0:
         module.fail_json(msg=f"hpadvise rollback failed (rc {rc}): {err.strip() or out[:300]}")
-    lines = [ln.strip() for ln in out.splitlines()]
-    if module.check_mode:
-        restored = [ln for ln in lines[1:] if ln and ln != "nothing to restore"]
-    else:
-        restored = [ln[len("restored: "):] for ln in lines if ln.startswith("restored: ")]
-    module.exit_json(changed=bool(restored), restored=restored)
+    result = json.loads(out)  # hpadvise rollback --json
+    restored = result["to_restore"] if module.check_mode else result["restored"]
+    module.exit_json(changed=bool(restored), restored=restored, id=result["id"])
 
 
 if __name__ == "__main__":

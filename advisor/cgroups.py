@@ -222,3 +222,42 @@ def verdict(lims: tuple[HugetlbLimit, ...], page_kb: int, pages: int) -> Verdict
                 kind == worst.kind and lim.max_events > worst.limit.max_events):
             worst = Verdict(kind, need, lim)
     return worst
+
+
+# What a cgroup path says of the workload in it: Kubernetes pods (the kubelet's cgroupfs and
+# systemd drivers: kubepods/<qos>/pod<uid>/<container>, kubepods-<qos>-pod<uid>.slice/
+# <runtime>-<container>.scope), containers of Docker, containerd, CRI-O and Podman, systemd
+# services.
+_POD = re.compile(r"(?:^|/)kubepods(?:\.slice)?/(?:(?:kubepods-)?(burstable|besteffort)"
+                  r"(?:\.slice)?/)?(?:kubepods-(?:(?:burstable|besteffort)-)?)?pod([0-9a-f_-]+)"
+                  r"(?:\.slice)?(?:/(.+))?$")
+_SCOPE = re.compile(r"(docker|cri-containerd|crio|libpod)-([0-9a-f]{12,64})\.scope$")
+_RUNTIME = {"docker": "Docker", "cri-containerd": "containerd", "crio": "CRI-O",
+            "libpod": "Podman"}
+
+
+def workload(path: str) -> str | None:
+    """The workload a cgroup path names, for people: "Kubernetes pod <uid> (burstable),
+    container <id> (containerd)", "Docker container <id>", "service postgresql.service"; None
+    for a path that names none."""
+    path = path.rstrip("/")
+    mt = _POD.search(path)
+    if mt:
+        qos, uid, rest = mt.group(1) or "guaranteed", mt.group(2).replace("_", "-"), mt.group(3)
+        out = f"Kubernetes pod {uid} ({qos})"
+        if rest:
+            leaf = rest.rsplit("/", 1)[-1]
+            sc = _SCOPE.search(leaf)
+            cid, rt = (sc.group(2), _RUNTIME[sc.group(1)]) if sc else (leaf, None)
+            out += f", container {cid[:12]}" + (f" ({rt})" if rt else "")
+        return out
+    leaf = path.rsplit("/", 1)[-1]
+    sc = _SCOPE.search(leaf)
+    if sc:
+        return f"{_RUNTIME[sc.group(1)]} container {sc.group(2)[:12]}"
+    mt = re.search(r"(?:^|/)docker/([0-9a-f]{12,64})$", path)
+    if mt:
+        return f"Docker container {mt.group(1)[:12]}"
+    if leaf.endswith(".service"):
+        return f"service {leaf}"
+    return None

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .boot_plan import THP_KNOBS
-from .cgroups import size_name
+from .cgroups import size_name, workload
 from .cgroups import verdict as cgroup_verdict
 from .findings import CORE
 from .model import Change, Instance
@@ -159,6 +159,9 @@ def cgroup(r: Report, inst: Instance, page_kb: int, pages: int | None = None) ->
                 f"{lim.limit_bytes if lim.limit_bytes is not None else 'max'}, "
                 f"{lim.file('rsvd.max')} = "
                 f"{lim.rsvd_limit_bytes if lim.rsvd_limit_bytes is not None else 'max'}")
+    who = workload(lim.cgroup)
+    if who:
+        evidence += f"; {who}"
     when = ""
     if inst.cgroup_from == "hpadvise":  # not running: it will start where hpadvise runs
         evidence += "; hpadvise's own cgroup, where the server will start"
@@ -169,15 +172,15 @@ def cgroup(r: Report, inst: Instance, page_kb: int, pages: int | None = None) ->
             "even reports huge pages as free: /proc/meminfo is not per cgroup); the first touch "
             "past the fault limit kills it with SIGBUS. " + fix + " Or set the reservation "
             f"limit to {lim.limit_bytes} bytes, so that it fails cleanly at start instead.",
-            evidence, iid, title=f"{iid} will crash with SIGBUS{when}: cgroup {lim.limit_cgroup} "
-            "allows "
+            evidence, iid, title=f"{iid} will crash with SIGBUS{when}: "
+            f"{_level(lim.limit_cgroup)} allows "
             f"{fmt_bytes(cap)} of {lim.size} huge pages, it needs {fmt_bytes(need)}"))
     else:
         r.findings.append(CORE["cgroup.hugetlb.reserve_short"](
             "Mapping its huge pages fails at start: a server set to fall back runs on normal "
             "pages, one set to insist (PostgreSQL huge_pages = on) refuses to start. " + fix,
-            evidence, iid, title=f"{iid} cannot reserve its huge pages: cgroup "
-            f"{lim.rsvd_limit_cgroup} allows {fmt_bytes(cap)} of {lim.size}, it needs "
+            evidence, iid, title=f"{iid} cannot reserve its huge pages: "
+            f"{_level(lim.rsvd_limit_cgroup)} allows {fmt_bytes(cap)} of {lim.size}, it needs "
             f"{fmt_bytes(need)}"))
     mem = inst.memory_limit
     if mem is not None and mem.limit_bytes < need:
@@ -191,6 +194,18 @@ def cgroup(r: Report, inst: Instance, page_kb: int, pages: int | None = None) ->
                   f"memory limit of {fmt_bytes(mem.limit_bytes)}"))
     return (f"cgroup {lim.limit_cgroup if v.kind == 'sigbus' else lim.rsvd_limit_cgroup} "
             f"allows {fmt_bytes(cap)} of {lim.size} huge pages, it needs {fmt_bytes(need)}")
+
+
+def _level(cgroup: str | None) -> str:
+    """The cgroup that sets a limit, and whose it is where its path says (a pod's, a
+    container's): which level of a Kubernetes pod bites."""
+    who = workload(cgroup or "")
+    if who and "container" in who:
+        return f"cgroup {cgroup} (the container's limit: {who})"
+    if who:
+        return f"cgroup {cgroup} (the pod's limit: {who})" if "pod" in who else \
+            f"cgroup {cgroup} ({who})"
+    return f"cgroup {cgroup}"
 
 
 def _hit(r: Report, inst: Instance, lim) -> None:

@@ -8,6 +8,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 from .engines import SEVERITIES
 from .boot_plan import view as boot_view
+from .cgroups import workload
 from .plan import SCHEMA_VERSION, Report
 from .sizing import GIB_KB, fmt_bytes, fmt_page, pool_label
 
@@ -36,7 +37,7 @@ def to_dict(r: Report) -> dict:
         d = {k: getattr(i, k) for k in ("engine", "id", "label", "running", "pid", "owner",
                                          "version", "backing", "backing_page_kb",
                                          "page_tables_kb", "page_tables_huge_kb", "settings")}
-        d["cgroup"] = [asdict(c) for c in i.cgroup]
+        d["cgroup"] = [dict(asdict(c), workload=workload(c.cgroup)) for c in i.cgroup]
         d["memory_limit"] = asdict(i.memory_limit) if i.memory_limit else None
         d["cgroup_from"] = i.cgroup_from
         d["demand"] = None
@@ -71,7 +72,9 @@ def _cg(c) -> str:
     lim = "unlimited" if c.limit_bytes is None else fmt_bytes(c.limit_bytes)
     rsvd = "unlimited" if c.rsvd_limit_bytes is None else fmt_bytes(c.rsvd_limit_bytes)
     hits = f", hit {c.max_events}x" if c.max_events else ""
-    return f"v{c.version} {c.cgroup} {c.size}: faults {lim}, reservations {rsvd}{hits}"
+    who = workload(c.cgroup)
+    return f"v{c.version} {c.cgroup}{f' ({who})' if who else ''} {c.size}: faults {lim}, " \
+           f"reservations {rsvd}{hits}"
 
 
 def to_json(r: Report) -> str:

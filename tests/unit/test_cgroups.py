@@ -90,3 +90,44 @@ def test_memory_limit_below_the_buffers_is_reported_when_huge_pages_go_off(hosts
     # with room for the buffers there is nothing to say about memory
     r, inst = _edit(hosts, tmp_path / "x", memory_max=str(1 << 30))
     assert "cgroup.memory.short" not in _codes(r, inst)
+
+
+@pytest.mark.parametrize("path,want", [
+    ("/kubepods/burstable/pod1234abcd-11/0123456789abcdef0123",
+     "Kubernetes pod 1234abcd-11 (burstable), container 0123456789ab"),
+    ("/kubepods/pod99", "Kubernetes pod 99 (guaranteed)"),
+    ("/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod12ab_34cd.slice/"
+     "cri-containerd-0123456789abcdef0123456789abcdef.scope",
+     "Kubernetes pod 12ab-34cd (besteffort), container 0123456789ab (containerd)"),
+    ("/kubepods.slice/kubepods-pod12ab_34cd.slice/crio-0123456789abcdef0123.scope",
+     "Kubernetes pod 12ab-34cd (guaranteed), container 0123456789ab (CRI-O)"),
+    ("/system.slice/docker-0123456789abcdef0123.scope", "Docker container 0123456789ab"),
+    ("/machine.slice/libpod-0123456789abcdef0123.scope", "Podman container 0123456789ab"),
+    ("/system.slice/postgresql@15-main.service", "service postgresql@15-main.service"),
+    ("/user.slice/user-0.slice", None),
+])
+def test_cgroup_paths_name_their_workload(path, want):
+    assert cgroups.workload(path) == want
+
+
+def test_the_pod_level_limit_is_named_as_the_pods(hosts, tmp_path):
+    """The same limit as in pg-cgroup-v2, moved to a pod-shaped tree: the limit set on the
+    pod, the server in a container below it with none of its own."""
+    import shutil
+    tree = tmp_path / "t"
+    shutil.copytree(hosts / "pg-cgroup-v2", tree, symlinks=True)
+    unified = tree / "sys/fs/cgroup/unified"
+    pod = "kubepods/burstable/pod0a1b2c3d-4e5f"
+    (unified / pod).mkdir(parents=True)
+    (unified / "hpadvise-test-8223-0").rename(unified / pod / "0123456789abcdef0123")
+    for f in (unified / pod / "0123456789abcdef0123").glob("hugetlb.*.max"):
+        (unified / pod / f.name).write_text(f.read_text())  # the limit on the pod ...
+        f.write_text("max\n")  # ... and none on the container
+    cg = tree / "proc/8241/cgroup"
+    cg.write_text(cg.read_text().replace("0::/hpadvise-test-8223-0",
+                                         f"0::/{pod}/0123456789abcdef0123"))
+    r, inst = _pg(tree)
+    f = _codes(r, inst)["cgroup.hugetlb.sigbus"]
+    assert f"cgroup /{pod} (the pod's limit: Kubernetes pod 0a1b2c3d-4e5f (burstable))" \
+        in f.title
+    assert "container 0123456789ab" in f.evidence

@@ -67,12 +67,12 @@ def run(p: ApplyPlan, req: Request, say: Callable[[str], None] = lambda s: None
 
 
 def plan_json(p: ApplyPlan) -> dict:
-    return {"dry_run": True, "changes": ap.changes_json(p), "notices": p.notices,
+    return {"schema_version": 1, "dry_run": True, "changes": ap.changes_json(p), "notices": p.notices,
             "restart_needed": p.restart_pending}
 
 
 def result_json(p: ApplyPlan, result: Result, boot: list[str]) -> dict:
-    return {"status": result.status, "journal": result.journal,
+    return {"schema_version": 1, "status": result.status, "journal": result.journal,
             "changes": ap.changes_json(p), "problems": result.problems,
             "notices": p.notices, "restart_needed": p.restart_pending, "next_boot": boot}
 

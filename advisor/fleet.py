@@ -26,7 +26,9 @@ class Row:
     instances: list[str]
     running: int
     on_huge_pages: int
-    pool: str  # "ok", "short by N x SIZE", "N x SIZE unused", "none"
+    pool: str  # "ok", "short by N x SIZE", "N x SIZE unused", "none": for people
+    pool_short: dict[str, int]  # page size (kB) -> pages the pool lacks against the plan
+    pool_unused: dict[str, int]  # page size (kB) -> pool pages nothing found uses
     thp_conflicts: int
     crit: int
     warn: int
@@ -88,18 +90,18 @@ def row(source: str, d: dict) -> Row:
     findings = d.get("findings") or []
     counts = (d.get("summary") or {}).get("counts") or {}
     pools = {p["size_kb"]: p for p in host.get("pools") or []}
-    parts = []
-    for pp in (d.get("plan") or {}).get("pools") or []:
+    plan = d.get("plan") or {}
+    short: dict[str, int] = {}
+    for pp in plan.get("pools") or []:
         have = (pools.get(pp["size_kb"]) or {}).get("nr_pages") or 0
-        diff = pp["target_pages"] - have
-        if diff > 0:
-            parts.append(f"short by {diff} x {_fmt_kb(pp['size_kb'])}")
-    for f in findings:
-        if f["code"] == "pool.unused":
-            parts.append(f["title"].split(" are used")[0].replace(" reserved", "") + " unused")
+        if pp["target_pages"] > have:
+            short[str(pp["size_kb"])] = pp["target_pages"] - have
+    unused = {str(k): v for k, v in (plan.get("unused_pages") or {}).items()}
+    parts = [f"short by {n} x {_fmt_kb(int(k))}" for k, n in short.items()] + \
+        [f"{n} x {_fmt_kb(int(k))} unused" for k, n in unused.items()]
     return Row(name, source, [i["id"] for i in insts], len(running),
                sum(1 for i in running if i.get("backing") == "hugetlb"),
-               "; ".join(parts) or ("ok" if (d.get("plan") or {}).get("pools") else "none"),
+               "; ".join(parts) or ("ok" if plan.get("pools") else "none"), short, unused,
                sum(1 for f in findings if f["code"] == "thp.conflict"),
                counts.get("crit", 0), counts.get("warn", 0),
                (d.get("summary") or {}).get("worst", "ok"),
@@ -107,7 +109,18 @@ def row(source: str, d: dict) -> Row:
 
 
 def rows(paths: list[str]) -> list[Row]:
-    out = [row(s, d) for s, d in sources(paths)]
+    """One row per host, worst first: where several reports name one host, the newest file
+    (by its modification time) stands for it."""
+    latest: dict[str, tuple[float, Row]] = {}
+    for s, d in sources(paths):
+        r = row(s, d)
+        try:
+            t = os.path.getmtime(s)
+        except OSError:
+            t = 0.0
+        if r.host not in latest or t >= latest[r.host][0]:
+            latest[r.host] = (t, r)
+    out = [r for _, r in latest.values()]
     return sorted(out, key=lambda r: (-RANK.get(r.worst, 0), -r.crit, -r.warn, r.host))
 
 

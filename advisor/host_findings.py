@@ -105,6 +105,7 @@ def host(r: Report) -> None:
                 if i.demand and i.id in planned.instances)
         unused = avail - max(0, waiting)
         if unused > 0:
+            r.unused_pages[pool.size_kb] = unused
             r.findings.append(CORE["pool.unused"](
                 "Pool pages are lost to the OS until released. Something not running now may "
                 "need them at its next start; otherwise lower the pool.",

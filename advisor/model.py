@@ -183,6 +183,7 @@ class Report:
     pools: list[PoolPlan] = field(default_factory=list)
     changes: list[Change] = field(default_factory=list)
     placements: dict[str, Placement] = field(default_factory=dict)  # by instance ID
+    unused_pages: dict[int, int] = field(default_factory=dict)  # pool pages nothing uses
     blocked: list[str] = field(default_factory=list)  # reasons apply must refuse the plan
     notes: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)

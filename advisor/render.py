@@ -57,6 +57,7 @@ def to_dict(r: Report) -> dict:
             "pools": [dict(asdict(p), target_pages=p.target_pages, target_bytes=p.target_bytes)
                       for p in r.pools],
             "placements": [asdict(p) for p in r.placements.values()],
+            "unused_pages": {str(k): v for k, v in r.unused_pages.items()},
             "changes": [asdict(c) for c in r.changes],
             "blocked": r.blocked,
             "boot": boot_view(r),

@@ -13,7 +13,7 @@ from hpadvise.findings import markdown
 
 REPO = Path(__file__).resolve().parent.parent
 SCHEMA = REPO / "advisor" / "check-schema.json"
-CODE_LINE = re.compile(r'^(\s*"code": \{"description": [^\n]*"enum": )\[[^\n]*\]\},$', re.M)
+CODE_LINE = re.compile(r'^(\s*"code": \{"description": [^\n]*"examples": )\[[^\n]*\]\},$', re.M)
 
 
 def schema_text(text: str) -> str:

@@ -26,6 +26,17 @@ def test_8gb_cluster_gets_request_equal_limit_equal_its_exact_pages(pg_factory):
     assert list(doc) == ["resources"] and set(res) == {"requests", "limits"}
     assert re.search(r"^#   huge_pages = on$", r.stdout, re.M), r.stdout
     assert f"for 3 such pods (3 x {n} + headroom" in r.stdout
+    # the same as data, valid against its schema
+    import json
+    from importlib import resources
+
+    import jsonschema
+    r = run_cli("k8s", "--pgdata", c.datadir, "--instance", c.datadir, "--pods", "3", "--json")
+    assert r.returncode == 0, r.stderr
+    [d] = json.loads(r.stdout)
+    jsonschema.validate([d], json.loads((resources.files("hpadvise") / "k8s-schema.json")
+                                        .read_text()))
+    assert d["pages"] == {"2048": n} and d["resources"]["limits"]["hugepages-2Mi"] == f"{n * 2}Mi"
 
 
 def test_running_cluster_gets_memory_and_bad_input_is_one_line(pg_factory):

@@ -18,6 +18,11 @@ def test_probe_orders_page_sizes_and_restores_the_host(knobs):
     assert r.returncode == 0, r.stderr
     assert "probe: 4 KiB: run 1/2" in r.stderr  # progress
     d = json.loads(r.stdout)
+    from importlib import resources
+
+    import jsonschema
+    jsonschema.validate(d, json.loads((resources.files("hpadvise") / "probe-schema.json")
+                                      .read_text()))
     v = {x["name"]: x for x in d["variants"]}
     small = v["4 KiB"]["ns"]
     huge = [x["ns"] for x in d["variants"] if x["page_kb"] > 4 and x["ns"] is not None]

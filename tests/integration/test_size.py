@@ -5,8 +5,10 @@ line; `report` over snapshots in different states sorts the worst first."""
 
 import json
 import time
+from importlib import resources
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 from hpadvise.procs import parse_smaps
@@ -18,7 +20,10 @@ pytestmark = pytest.mark.integration
 def size(*args):
     r = run_cli("size", "--json", *args, timeout=180)
     assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout)
+    d = json.loads(r.stdout)
+    jsonschema.validate(d, json.loads((resources.files("hpadvise") / "size-schema.json")
+                                      .read_text()))
+    return d
 
 
 def _used():

@@ -177,3 +177,48 @@ def test_help_examples_paste_whole(hosts):
     assert "  hpadvise check --format prometheus --output " \
            "/var/lib/prometheus/node-exporter/hpadvise.prom\n" in r.stdout
     assert "--output FILE" in r.stdout and "--root DIR" in r.stdout
+
+
+def _schema(name):
+    return json.loads((resources.files("hpadvise") / f"{name}-schema.json").read_text())
+
+
+def test_outputs_match_their_schemas(hosts, tmp_path):
+    """Every JSON output has a shipped schema, and real outputs validate against it: report
+    (one row per host: two reports of one host give one row, the newer), history, profiles,
+    engines."""
+    import os
+    import time
+    a = tmp_path / "a.json"
+    b = tmp_path / "b.json"
+    for f in (a, b):  # the same host twice
+        r = run_cli("check", "--json", "--root", str(hosts / "pool-2m"))
+        assert r.returncode == 0, r.stderr
+        d = json.loads(r.stdout)
+        d["host"]["hostname"] = "db1"
+        f.write_text(json.dumps(d))
+    os.utime(a, (time.time() - 60, time.time() - 60))
+    rows = json.loads(run_cli("report", str(a), str(b), "--json").stdout)
+    jsonschema.validate(rows, _schema("report"))
+    assert [x["source"] for x in rows] == [str(b)]
+    row = rows[0]
+    assert row["pool_short"] or row["pool_unused"]  # the numbers, not only the prose
+    assert row["pool"] == "; ".join(
+        [f"short by {n} x 2 MiB" for n in row["pool_short"].values()] +
+        [f"{n} x 2 MiB unused" for n in row["pool_unused"].values()])
+    (tmp_path / "j").mkdir()
+    for cmd, name in ((["history", "--journal-dir", str(tmp_path / "j")], "history"),
+                      (["profiles"], "profiles"), (["engines"], "engines")):
+        r = run_cli(*cmd, "--json")
+        assert r.returncode == 0, r.stderr
+        jsonschema.validate(json.loads(r.stdout), _schema(name))
+
+
+def test_the_code_list_is_open_to_third_party_engines(hosts):
+    r = run_cli("check", "--json", "--root", str(hosts / "pg-fallback"))
+    d = json.loads(r.stdout)
+    d["findings"].append(dict(d["findings"][0], code="mydb.buffers.fallback"))
+    jsonschema.validate(d, schema())
+    d["findings"][-1]["code"] = "Not A Code"
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(d, schema())

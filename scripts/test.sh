@@ -77,6 +77,23 @@ if [ ! -x "$HPADVISE_PROMTOOL" ]; then
   rm -rf "$tmp"
 fi
 
+# ansible-test makes its sanity venvs with pip from a bootstrap script it downloads from a host
+# outside the package registries; this stand-in takes pip from PyPI instead.
+boot=$HOME/.ansible/test/cache
+if [ ! -f "$boot/get_pip_24_2.py" ]; then
+  mkdir -p "$boot"
+  cat > "$boot/get_pip_24_2.py" <<'PY'
+# Stand-in for pip's bootstrap script (written by hpadvise's scripts/test.sh): pip from PyPI.
+import subprocess
+import sys
+
+subprocess.run([sys.executable, "-m", "ensurepip", "--upgrade"], check=True)
+args = [a for a in sys.argv[1:] if not a.startswith("--")]
+subprocess.run([sys.executable, "-m", "pip", "install", "--disable-pip-version-check", "-q",
+                *(args or ["pip==24.2"])], check=True)
+PY
+fi
+
 set +e
 "$venv/bin/python" -m pytest -q -rs -p no:cacheprovider "$@"
 rc=$?

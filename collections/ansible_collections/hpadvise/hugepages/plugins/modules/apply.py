@@ -3,6 +3,7 @@
 
 DOCUMENTATION = r"""
 module: apply
+author: hpadvise developers (@hpadvise)
 short_description: Apply hpadvise's huge page plan (pools, THP, persistence, server settings)
 description:
   - Runs C(hpadvise apply --yes --json) on the managed host. In check mode it runs
@@ -46,12 +47,15 @@ EXAMPLES = r"""
 RETURN = r"""
 status:
   description: ok, nothing, shortfall, restart-failed or failed (dry run in check mode).
+  returned: always
   type: str
 journal:
   description: The apply's ID, for rollback.
+  returned: always
   type: str
 changes:
   description: Each change with target, before, after and status.
+  returned: always
   type: list
 """
 

@@ -3,10 +3,12 @@
 
 DOCUMENTATION = r"""
 module: check
+author: hpadvise developers (@hpadvise)
 short_description: Audit a host's huge pages with hpadvise (changes nothing)
 description:
-  - Runs C(hpadvise check --json) on the managed host and returns the report as the fact
-    C(hpadvise), in the schema hpadvise documents in docs/json-schema.md. It never changes the
+  - Runs C(hpadvise check --json) on the managed host and returns the report as C(report)
+    (register the task), in the schema hpadvise documents in docs/json-schema.md; also as the
+    fact C(hpadvise), for playbooks that use it. It never changes the
     host, so it is safe in check mode and always reports C(changed=false).
   - Fails when the report's worst finding reaches O(fail_on).
 extends_documentation_fragment: [hpadvise.hugepages.hpadvise, hpadvise.hugepages.hpadvise.profile]
@@ -26,14 +28,28 @@ EXAMPLES = r"""
 - name: Audit huge pages
   hpadvise.hugepages.check:
     db: [postgres, mysql]
+  register: audit
 - name: Keep the report
   ansible.builtin.copy:
-    content: "{{ hpadvise | to_nice_json }}"
+    content: "{{ audit.report | to_nice_json }}"
     dest: "reports/{{ inventory_hostname }}.json"
   delegate_to: localhost
 """
 
 RETURN = r"""
+report:
+  description: The check report (docs/json-schema.md of hpadvise).
+  returned: success
+  type: dict
+worst:
+  description: The worst finding's severity (ok, info, warn, crit).
+  returned: success
+  type: str
+errors:
+  description: Input errors hpadvise reported (they fail the task).
+  returned: always
+  type: list
+  elements: str
 ansible_facts:
   description: C(hpadvise), the check report.
   returned: success
@@ -67,8 +83,10 @@ def main():
     except ValueError:
         module.fail_json(msg=f"hpadvise check failed (rc {rc}): {err.strip() or out[:300]}")
     worst = report.get("summary", {}).get("worst", "ok")
-    result = dict(changed=False, ansible_facts={"hpadvise": report}, worst=worst,
-                  errors=report.get("errors", []))
+    # the report as a registered result (`register:` then `.report`), and as the fact
+    # `hpadvise` for playbooks written before (ansible-core deprecates injected facts)
+    result = dict(changed=False, report=report, ansible_facts={"hpadvise": report},
+                  worst=worst, errors=report.get("errors", []))
     if rc == 2:
         module.fail_json(msg="hpadvise check: " + "; ".join(report.get("errors") or [err]),
                          **result)

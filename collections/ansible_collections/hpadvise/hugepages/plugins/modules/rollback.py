@@ -3,6 +3,7 @@
 
 DOCUMENTATION = r"""
 module: rollback
+author: hpadvise developers (@hpadvise)
 short_description: Undo an hpadvise apply (every knob and file back, restarts last)
 description:
   - Runs C(hpadvise rollback --yes) on the managed host; in check mode
@@ -26,6 +27,7 @@ EXAMPLES = r"""
 RETURN = r"""
 restored:
   description: What was (or, in check mode, would be) restored.
+  returned: always
   type: list
 """
 

@@ -33,14 +33,14 @@ def inspect(sr: SysRoot, profile_name: str = "oltp", targets: Targets | None = N
     facts = host_mod.collect(sr)
     procs = ProcTable(sr)
     instances: list[Instance] = []
-    failed: list[str] = []
+    failed: list[tuple[str, str]] = []  # (engine, what went wrong)
     for eng in engines.values():
         try:
             instances.extend(eng.discover(facts, procs, targets or Targets()))
         except InputError as exc:  # what it was given is wrong: its error, not the report's
-            failed.append(f"{eng.name}: {exc}")
+            failed.append((eng.name, str(exc)))
         except Exception as exc:  # one engine's failure must not cost the others' report
-            failed.append(f"{eng.name}: discovery failed: {error_line(exc)}")
+            failed.append((eng.name, f"discovery failed: {error_line(exc)}"))
     instances, left_out = _without_scratch(sr, engines, instances)
     if scratch:
         instances, left_out = instances + left_out, []
@@ -61,11 +61,11 @@ def inspect(sr: SysRoot, profile_name: str = "oltp", targets: Targets | None = N
     report.notes = [str(n) for n in sr.notes] + [
         f"{i.id}: a scratch server of a running `hpadvise validate`, left out"
         for i in left_out]
-    for line in failed:
-        report.errors.append(line)
+    for name, why in failed:
+        report.errors.append(f"{name}: {why}")
         report.findings.append(CORE["engine.failed"](
-            "Its instances are missing from this report; the rest of it stands.", line,
-            title=f"The {line.split(':', 1)[0]} engine could not finish discovering"))
+            "Its instances are missing from this report; the rest of it stands.", why,
+            title=f"The {name} engine could not finish discovering"))
     return report
 
 

@@ -158,3 +158,23 @@ def test_third_party_engine_takes_part_in_the_plan(hosts):
     finally:
         registry.unregister("toy")
     assert "toy" not in registry.names()
+
+
+def test_an_engine_that_fails_costs_only_its_own_instances(hosts):
+    """An engine whose discovery raises is a finding and an error line; the other engines'
+    instances, the host and the plan stand."""
+    class Broken(Engine):
+        name = "broken"
+        description = "raises in discover"
+
+        def discover(self, host, procs, targets):
+            raise RuntimeError("no such thing")
+    registry.register(Broken)
+    try:
+        r = pipeline.inspect(SysRoot(hosts / "pg-hugetlb"), engine_names=["broken", "postgres"])
+    finally:
+        registry.unregister("broken")
+    assert [i.engine for i in r.instances if i.engine == "postgres"]
+    assert r.errors == ["broken: discovery failed: no such thing"]
+    [f] = [f for f in r.findings if f.code == "engine.failed"]
+    assert f.title == "The broken engine could not finish discovering"

@@ -78,19 +78,20 @@ if [ ! -x "$HPADVISE_PROMTOOL" ]; then
 fi
 
 # ansible-test makes its sanity venvs with pip from a bootstrap script it downloads from a host
-# outside the package registries; this stand-in takes pip from PyPI instead.
-boot=$HOME/.ansible/test/cache
-if [ ! -f "$boot/get_pip_24_2.py" ]; then
-  mkdir -p "$boot"
-  cat > "$boot/get_pip_24_2.py" <<'PY'
+# outside the package registries; a stand-in in its cache takes pip from PyPI instead (named for
+# the pip version this ansible-test asks for).
+pipv=$(grep -ho "pip='[0-9.]*'" "$("$venv/bin/python" -c 'import ansible_test, os; print(os.path.dirname(ansible_test.__file__))')/_internal/python_requirements.py" | head -n 1 | tr -dc '0-9.')
+boot=$HOME/.ansible/test/cache/get_pip_${pipv//./_}.py
+if [ -n "$pipv" ] && [ ! -f "$boot" ]; then
+  mkdir -p "$(dirname "$boot")"
+  cat > "$boot" <<PY
 # Stand-in for pip's bootstrap script (written by hpadvise's scripts/test.sh): pip from PyPI.
 import subprocess
 import sys
 
 subprocess.run([sys.executable, "-m", "ensurepip", "--upgrade"], check=True)
-args = [a for a in sys.argv[1:] if not a.startswith("--")]
 subprocess.run([sys.executable, "-m", "pip", "install", "--disable-pip-version-check", "-q",
-                *(args or ["pip==24.2"])], check=True)
+                "pip==$pipv"], check=True)
 PY
 fi
 

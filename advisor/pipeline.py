@@ -83,10 +83,14 @@ def _without_scratch(sr: SysRoot, engines: dict, instances: list[Instance]):
 
 
 def own_cgroups(facts: HostFacts, instances: list[Instance]) -> None:
-    """A server that is not running yet (a stopped cluster, a planned configuration) will
-    start where hpadvise runs (an init container before the server's, the server's own
-    container, the host): hpadvise's own cgroup limits are the ones it will meet, a limit of
-    0 included (what the kubelet sets for a huge page size a container did not request)."""
+    """Inside a container, a server that is not running yet (a stopped cluster, a planned
+    configuration) will start where hpadvise runs (an init container before the server's, the
+    server's own container): hpadvise's own cgroup limits are the ones it will meet, a limit
+    of 0 included (what the kubelet sets for a huge page size a container did not request).
+    On the host it will start in its service manager's cgroup, which is not known before it
+    starts, so nothing is assumed there."""
+    if not facts.in_container:
+        return
     for inst in instances:
         if inst.pid is None and not inst.running:
             inst.cgroup, inst.memory_limit = facts.cgroup_hugetlb, facts.memory_limit

@@ -11,6 +11,7 @@ changed, not at every epoch.
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from typing import Callable
 
@@ -72,7 +73,6 @@ class Switcher:
             except Exception as exc:
                 errors.append(f"{action.label}: {exc}")
         if self.jdir:
-            import shutil
             shutil.rmtree(self.jdir, ignore_errors=True)
         return errors
 

@@ -118,13 +118,6 @@ def pct(text: str, what: str) -> float:
     return v
 
 
-
-
-def print_json(obj) -> None:
-    import json
-    print(json.dumps(obj, indent=2, default=str))
-
-
 # The engines' own options as given on this command line (EngineOption.key -> values), filled
 # in while the command line is parsed (app._engine_options).
 ENGINE_OPTIONS: dict[str, tuple[str, ...]] = {}

@@ -190,7 +190,7 @@ class JvmEngine(Engine):
                              "hpadvise size jvm -- -Xmx16g -XX:+UseLargePages")
         values, major = probe(args)
         if version and major and str(major) != version:
-            raise InputError(f"--version {version}: the installed JVM is {major}")
+            raise InputError(f"--server-version {version}: the installed JVM is {major}")
         f = JvmFlags()
         for a in args:
             f.apply(a)

@@ -74,7 +74,7 @@ def what_if(args: list[str], host: HostFacts, version: str | None) -> Instance:
     binary = _binary()
     values, flavour, ver = resolved(binary, settings)
     if version and ver and not ver.startswith(version):
-        raise InputError(f"--version {version}: the installed server is {flavour} {ver}; "
+        raise InputError(f"--server-version {version}: the installed server is {flavour} {ver}; "
                          "size checks settings with the server installed here")
     s = {k: v for k, v in values.items() if v not in ("(No default value)",)}
     s["large_pages"] = "ON"  # what it would need on huge pages

@@ -36,20 +36,16 @@ def installed() -> dict[int, str]:
     return out
 
 
-def installed_majors() -> list[int]:
-    return sorted(installed())
-
-
 def _binaries(version: str | None) -> tuple[int, str]:
     found = installed()
     majors = sorted(found)
     if version:
         if not version.isdigit():
-            raise InputError(f"--version {version}: give a PostgreSQL major version such as 15")
+            raise InputError(f"--server-version {version}: give a PostgreSQL major version such as 15")
         if int(version) not in majors:
             raise InputError(f"PostgreSQL {version} is not installed here (installed: "
                              f"{', '.join(map(str, majors)) or 'none'}); install "
-                             f"postgresql-{version} or leave out --version")
+                             f"postgresql-{version} or leave out --server-version")
         return int(version), found[int(version)]
     if majors:
         return majors[-1], found[majors[-1]]

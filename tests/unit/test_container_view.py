@@ -35,6 +35,7 @@ def in_container(hosts, tmp_path):
     tree = tmp_path / "t"
     shutil.copytree(hosts / "pg-cgroup-v2", tree, symlinks=True)
     (tree / "proc/self/cgroup").write_text("0::/hpadvise-test-8223-0\n")
+    shutil.rmtree(tree / "proc/2")  # a PID namespace of its own: no kthreadd in sight
     return tree
 
 

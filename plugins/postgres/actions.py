@@ -46,12 +46,13 @@ def main_segment(maps):
     return max(shared, key=lambda m: m.size_kb) if shared else None
 
 
-def connect_socket(socket_dir: str | None, port: int | None, user: str | None, timeout: int):
-    """A psycopg connection over a cluster's unix socket (imported only when needed)."""
-    import psycopg
-    return psycopg.connect(host=socket_dir or "/var/run/postgresql", port=port or 5432,
-                           user=user, dbname="postgres", autocommit=True,
-                           connect_timeout=timeout, application_name="hpadvise")
+def connect_socket(socket_dir: str | None, port: int | None, user: str | None, timeout: int,
+                   bindir: str | None = None):
+    """A connection over a cluster's unix socket."""
+    from .libpq import Connection
+    return Connection({"host": socket_dir or "/var/run/postgresql", "port": port or 5432,
+                       "user": user, "dbname": "postgres", "connect_timeout": timeout,
+                       "application_name": "hpadvise"}, (bindir,) if bindir else ())
 
 
 class PgSetting(FileSetting):
@@ -97,10 +98,9 @@ class PgSetting(FileSetting):
     def set(self, value: dict) -> None:
         try:
             with connect_socket(self.c.get("socket_dir"), self.c.get("port"),
-                                self.c.get("owner"), 5) as conn:
-                from psycopg import sql
-                conn.execute(sql.SQL("ALTER SYSTEM SET {} = {}").format(
-                    sql.Identifier(self.name), sql.Literal(value["value"])))
+                                self.c.get("owner"), 5, self.c.get("bindir")) as conn:
+                conn.execute(f"ALTER SYSTEM SET {conn.identifier(self.name)} = "
+                             f"{conn.literal(value['value'])}")
             return
         except Exception:
             pass  # not running, or no connection: edit the file as PostgreSQL would

@@ -64,14 +64,8 @@ def _postmasters(procs: ProcTable) -> list[Proc]:
 
 def dsn_error(exc: Exception, dsn: str | None) -> str:
     """A driver's error as one line without the DSN's password, whatever the driver echoed."""
-    pw = None
-    if dsn:
-        try:
-            from psycopg.conninfo import conninfo_to_dict
-            pw = conninfo_to_dict(dsn).get("password")
-        except Exception:
-            pw = None
-    return error_line(exc, dsn, str(pw) if pw else None)
+    from .libpq import password_of
+    return error_line(exc, dsn, password_of(dsn) if dsn else None)
 
 
 def is_pg_dsn(dsn: str) -> bool:
@@ -137,16 +131,17 @@ class Discovery:
         return c
 
     def _connect(self, c: Cluster, dsn: str | None):
-        if dsn:
-            import psycopg  # imported only when there is a server to talk to
-            return psycopg.connect(dsn, connect_timeout=self.connect_timeout,
-                                   application_name="hpadvise", autocommit=True)
-        return connect_socket(c.socket_dir, c.port, c.owner, self.connect_timeout)
+        if dsn:  # the DSN expanded in place; the keywords after it override it
+            from .libpq import Connection
+            return Connection({"dbname": dsn, "connect_timeout": self.connect_timeout,
+                               "application_name": "hpadvise"}, self.bindirs)
+        return connect_socket(c.socket_dir, c.port, c.owner, self.connect_timeout, c.bindir)
 
     def _query(self, conn, c: Cluster) -> None:
+        names = "{" + ",".join(QUERY_GUCS) + "}"  # a text[] literal of plain GUC names
         rows = conn.execute(
             "SELECT name, setting, unit, pending_restart, source FROM pg_settings "
-            "WHERE name = ANY(%s)", [list(QUERY_GUCS)]).fetchall()
+            "WHERE name = ANY($1::text[])", (names,))
         pending = []
         argv = set()  # set on the postmaster's command line (Patroni sets several there)
         for name, setting, unit, pend, source in rows:
@@ -154,7 +149,7 @@ class Discovery:
             c.origins[name] = "command line" if source == "command line" else "server"
             if source in ("command line", "override"):
                 argv.add(name)
-            elif pend:
+            elif pend == "t":
                 pending.append(name)
         try:
             # pending_restart flips only at a reload; pg_file_settings re-reads the files now,
@@ -165,16 +160,16 @@ class Discovery:
             # is no pending change; nor is one whose value is the running one.
             rows = conn.execute(
                 "SELECT DISTINCT ON (name) name, setting, applied, error FROM pg_file_settings "
-                "WHERE name = ANY(%s) ORDER BY name, seqno DESC", [list(QUERY_GUCS)]).fetchall()
+                "WHERE name = ANY($1::text[]) ORDER BY name, seqno DESC", (names,))
             # A postmaster-context change reads "setting could not be applied" (guc-file.l).
             pending += [n for n, value, applied, err in rows
-                        if not applied and n not in pending and n not in argv
+                        if applied != "t" and n not in pending and n not in argv
                         and err in (None, "setting could not be applied")
                         and not _same(n, value, c.settings.get(n))]
         except Exception:
             pass  # needs superuser or pg_read_all_settings
         c.pending_restart = tuple(pending)
-        c.connected_as = conn.info.user
+        c.connected_as = conn.user
         if c.settings.get("data_directory"):
             c.datadir = c.settings["data_directory"]
         if c.settings.get("port", "").isdigit():

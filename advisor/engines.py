@@ -16,7 +16,6 @@ the registry is first used, so ``hpadvise --help`` does not pay for database dri
 
 from __future__ import annotations
 
-from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from .findings import SEVERITIES, Codes, Finding  # noqa: F401  (part of the engine API)
@@ -143,10 +142,11 @@ class Registry:
     def _load(self) -> dict[str, type[Engine]]:
         if self._engines is None:
             self._engines, self._origin = {}, {}
-            for ep in entry_points(group=self.GROUP):
+            from .dists import entry_points
+            for ep in entry_points(self.GROUP):
                 cls = ep.load()
                 self._engines[cls.name or ep.name] = cls
-                self._origin[cls.name or ep.name] = ep.dist.name if ep.dist else ep.value
+                self._origin[cls.name or ep.name] = ep.dist
         return self._engines
 
     def origin(self, name: str) -> str:

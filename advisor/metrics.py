@@ -40,11 +40,8 @@ def to_prometheus(r: Report, duration_s: float, now: float) -> str:
     they would arrive as exported_instance), so the database instance is `db_instance`; every
     family such that sum() over any of its labels means something (the whole pool and its
     NUMA nodes are separate families, as are total and free pages); a _build_info gauge."""
-    from importlib.metadata import PackageNotFoundError, version
-    try:
-        ver = version("hpadvise")
-    except PackageNotFoundError:
-        ver = "unknown"
+    from .dists import version
+    ver = version("hpadvise") or "unknown"
     o = _Out()
     h = r.host
     o.family("hpadvise_build_info", "hpadvise's version, as a label", [({"version": ver}, 1)])

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict
-from importlib.metadata import PackageNotFoundError, version
 
 from .engines import SEVERITIES
 from .boot_plan import view as boot_view
+from .dists import version
 from .cgroups import workload
 from .plan import SCHEMA_VERSION, Report
 from .sizing import GIB_KB, fmt_bytes, fmt_page, pool_label
@@ -16,10 +16,7 @@ _STYLE = {"ok": "green", "info": "cyan", "warn": "yellow", "crit": "bold red"}
 
 
 def _version() -> str:
-    try:
-        return version("hpadvise")
-    except PackageNotFoundError:
-        return "unknown"
+    return version("hpadvise") or "unknown"
 
 
 def to_dict(r: Report) -> dict:

@@ -21,8 +21,8 @@ app = typer.Typer(
 
 def _version(value: bool) -> None:
     if value:
-        from importlib.metadata import version
-        print(f"hpadvise {version('hpadvise')}")
+        from ..dists import version
+        print(f"hpadvise {version('hpadvise') or 'unknown'}")
         raise typer.Exit(0)
 
 

@@ -88,13 +88,14 @@ class FailOn(str, Enum):
 def console(stderr: bool = False, file=None):
     """Rich falls back to 80 columns when it does not write to a terminal (a pipe, `tee`, a CI
     log, a file) and then wraps the tables cell by cell; 120 columns fit them. COLUMNS still
-    wins."""
+    wins. No automatic highlighting: the tables carry their own styles, and rich's
+    highlighter compiles a large regular expression at the first print (~15 ms a run)."""
     import os
 
     from rich.console import Console
     stream = file or (sys.stderr if stderr else sys.stdout)
     wide = not stream.isatty() and not os.environ.get("COLUMNS")
-    c = Console(stderr=stderr, file=file, width=120 if wide else None)
+    c = Console(stderr=stderr, file=file, width=120 if wide else None, highlight=False)
     c.on_broken_pipe = _closed  # rich would exit 1: a closed pipe is no failure here
     return c
 

@@ -113,15 +113,9 @@ class ScratchMaria:
         return self.pid is not None
 
     def sql(self, query: str, db: str | None = None) -> list[tuple]:
-        import mysql.connector
-
-        from .discovery import sql
-        conn = mysql.connector.connect(unix_socket=self.socket, user="root", database=db,
-                                       autocommit=True, connection_timeout=10)
-        try:
-            return sql(conn, query)
-        finally:
-            conn.close()
+        from .client import Connection
+        with Connection(10, unix_socket=self.socket, user="root", database=db) as conn:
+            return conn.execute(query)
 
     def stop(self) -> None:
         pid = self.pid

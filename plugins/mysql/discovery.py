@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import re
-from contextlib import closing
 from urllib.parse import parse_qs, unquote, urlparse
 
 from hpadvise.engines import Demand, Instance, Targets, error_line, redact_dsn
@@ -49,18 +48,11 @@ def parse_dsn(dsn: str) -> dict:
 
 
 def connect(server: Server | None = None, dsn: str | None = None, timeout: int = 3):
-    """A mysql-connector connection (imported only when there is a server to talk to): over
-    the server's socket as root (unix_socket authentication on Debian), or with a DSN."""
-    import mysql.connector
+    """A connection over the server's socket as root (unix_socket authentication on Debian),
+    or with a DSN (client.Connection: the host's client library, else mysql-connector)."""
+    from .client import Connection
     kw = parse_dsn(dsn) if dsn else {"unix_socket": server.socket, "user": "root"}
-    return mysql.connector.connect(connection_timeout=timeout, autocommit=True, **kw)
-
-
-def sql(conn, query: str) -> list[tuple]:
-    """The rows of one statement on an open connection."""
-    cur = conn.cursor()
-    cur.execute(query)
-    return cur.fetchall() if cur.with_rows else []
+    return Connection(timeout, **kw)
 
 
 def is_my_dsn(dsn: str) -> bool:
@@ -171,33 +163,30 @@ class Discovery:
                 s.settings[k], s.origins[k] = v, origin
 
     def _query(self, s: Server, dsn: str | None) -> None:
-        with closing(connect(s, dsn, self.connect_timeout)) as conn:
-            cur = conn.cursor()
-            cur.execute("SHOW GLOBAL VARIABLES")
-            allv = {k.lower(): v for k, v in cur.fetchall()}
+        with connect(s, dsn, self.connect_timeout) as conn:
+            allv = {k.lower(): v for k, v in conn.execute("SHOW GLOBAL VARIABLES")}
             for k in QUERY_VARS:
                 if k in allv:
                     s.settings[k] = str(allv[k])
                     s.origins[k] = "server"
-            cur.execute("SELECT CURRENT_USER()")
-            s.connected_as = cur.fetchone()[0]
-            cur.execute("SELECT ENGINE FROM information_schema.ENGINES "
-                        "WHERE SUPPORT IN ('YES', 'DEFAULT')")
-            s.engines = tuple(r[0].lower() for r in cur.fetchall())
+            s.connected_as = conn.execute("SELECT CURRENT_USER()")[0][0]
+            s.engines = tuple(r[0].lower() for r in conn.execute(
+                "SELECT ENGINE FROM information_schema.ENGINES "
+                "WHERE SUPPORT IN ('YES', 'DEFAULT')"))
             if "innodb" not in s.engines:
                 s.settings["innodb"], s.origins["innodb"] = "OFF", "server"
             try:  # exact block counts: used + unused = all blocks (mf_keycache.c)
-                cur.execute("SELECT SEGMENT_NUMBER, USED_BLOCKS + UNUSED_BLOCKS FROM "
-                            "information_schema.KEY_CACHES WHERE KEY_CACHE_NAME = 'default'")
-                rows = cur.fetchall()
+                rows = conn.execute(
+                    "SELECT SEGMENT_NUMBER, USED_BLOCKS + UNUSED_BLOCKS FROM "
+                    "information_schema.KEY_CACHES WHERE KEY_CACHE_NAME = 'default'")
                 segs = [int(b) for n, b in rows if n is not None]
                 total = [int(b) for n, b in rows if n is None]
                 if segs or total:
                     s.counted["key_cache"] = segs or total
             except Exception:
                 pass  # MySQL has no KEY_CACHES table: the formula estimates it
-            cur.execute("SHOW GLOBAL STATUS LIKE 'Aria_pagecache_blocks_u%'")
-            st = {k.lower(): int(v) for k, v in cur.fetchall()}
+            st = {k.lower(): int(v) for k, v in conn.execute(
+                "SHOW GLOBAL STATUS LIKE 'Aria_pagecache_blocks_u%'")}
             if len(st) == 2:
                 s.counted["aria"] = [sum(st.values())]
         s.version = s.settings.get("version") or s.version

@@ -221,3 +221,41 @@ def test_pending_option_change_is_seen(my_factory):
         "innodb_buffer_pool_size" in pend[0]["evidence"], report["findings"]
     assert not [c for c in report["plan"]["changes"] if c["target"] == "large_pages"
                 and c.get("instance") == i["id"]]
+
+
+def test_client_library_and_connector_read_the_same(my_factory, monkeypatch):
+    """check talks to MariaDB through the host's client library (libmariadb here), and through
+    mysql-connector where none is installed: on a real server both return the same rows for
+    every statement check sends, NULL as None, and the same sizing."""
+    from hpadvise.pipeline import inspect
+    from hpadvise.plugins.mysql import client
+    from hpadvise.sysroot import SysRoot
+    m = my_factory({"key-cache-segments": "2", "large-pages": "OFF"})
+    m.start()
+    statements = ["SHOW GLOBAL VARIABLES", "SELECT CURRENT_USER()",
+                  "SELECT ENGINE FROM information_schema.ENGINES",
+                  "SELECT SEGMENT_NUMBER, USED_BLOCKS + UNUSED_BLOCKS FROM "
+                  "information_schema.KEY_CACHES", "SHOW GLOBAL STATUS LIKE 'Aria_pagecache%'",
+                  "SELECT NULL, 1, 'x'"]
+    seen = {}
+    for native in (True, False):
+        with client.Connection(5, native=native, unix_socket=m.socket, user="root") as c:
+            seen[c.via] = [c.execute(q) for q in statements]
+    assert set(seen) == {"client library", "mysql-connector"}
+    lib, conn = seen["client library"], seen["mysql-connector"]
+    volatile = {"timestamp", "gtid_binlog_pos", "gtid_current_pos"}
+    assert [r for r in lib[0] if r[0] not in volatile] == [r for r in conn[0]
+                                                         if r[0] not in volatile]
+    assert lib[1:] == conn[1:] and lib[-1] == [(None, "1", "x")]
+    assert len(lib[3]) == 3  # the two key cache segments and their total
+    with pytest.raises(client.ClientError, match="socket"):
+        client.Connection(2, unix_socket=f"{m.tmp}/no-such.sock", user="root")
+
+    def demand():
+        r = inspect(SysRoot("/"), "oltp", engine_names=["mysql"])
+        [i] = [i for i in r.instances if os.path.realpath(
+            i.settings.get("data_directory", "").rstrip("/")) == os.path.realpath(m.datadir)]
+        return i.demand
+    native = demand()
+    monkeypatch.setattr(client, "_lib", None)  # as on a host without a client library
+    assert demand() == native and native.exact

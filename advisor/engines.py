@@ -86,10 +86,12 @@ class Engine:
         The plan resolves them against the profile and the other instances."""
         return {}
 
-    def what_if(self, args: list[str], host: HostFacts, version: str | None) -> Instance:
+    def what_if(self, args: list[str], host: HostFacts, version: str | None,
+                targets: Targets) -> Instance:
         """A planned instance with these settings (`hpadvise size ENGINE ARGS`): not running,
         its demand sized as for a running one, exactly where the engine's own binary can tell
-        (and the Demand says which). Bad settings are an InputError."""
+        (and the Demand says which). `targets` holds the engine's own options given to size
+        (e.g. which binaries to ask). Bad settings are an InputError."""
         from .errors import InputError
         can = [e.name for e in registry.all() if type(e).what_if is not Engine.what_if]
         raise InputError(f"{self.name}: sizing a planned configuration is not supported; "

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .engines import Instance
+from .engines import Instance, Targets
 from .plan import Report, build
 from .sizing import cmdline_size, sysfs_pool
 
@@ -48,7 +48,8 @@ def groups(argv: list[str]) -> list[tuple[str, list[str]]]:
     return out
 
 
-def size(host, wanted: list[tuple[str, list[str]]], profile, version: str | None) -> Report:
+def size(host, wanted: list[tuple[str, list[str]]], profile, version: str | None,
+         targets: Targets | None = None) -> Report:
     from .engines import registry
     engines = {}
     insts: list[Instance] = []
@@ -59,7 +60,7 @@ def size(host, wanted: list[tuple[str, list[str]]], profile, version: str | None
             raise InputError("give one engine per group, not all")
         eng = registry.get(canon)
         engines[canon] = eng
-        inst = eng.what_if(args, host, version)
+        inst = eng.what_if(args, host, version, targets or Targets())
         n = sum(1 for i in insts if i.engine == canon)
         if n:
             inst.id = f"{inst.id}{n + 1}"

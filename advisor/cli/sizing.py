@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from .app import app
-from .common import Format2, JsonOpt, OutputOpt, TableOrJson, deliver, fmt_of
+from .common import Format2, JsonOpt, OutputOpt, TableOrJson, deliver, fmt_of, targets
 from .common import console as make_console
 
 
@@ -49,5 +49,5 @@ def size_cmd(
     wanted = whatif.groups(args)
     host = host_mod.collect(SysRoot(snapshot_root(root)))
     prof = profiles.load(profile, registry.profile_schemas())
-    r = whatif.size(host, wanted, prof, version)
+    r = whatif.size(host, wanted, prof, version, targets())
     deliver(form, whatif.to_json(r), lambda: whatif.render(r, make_console()), output)

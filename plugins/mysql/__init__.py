@@ -64,7 +64,8 @@ class MySQLEngine(Engine):
         s = self._server(inst)
         return _findings.changes(inst, s, profile, page_kb is not None) if s else []
 
-    def what_if(self, args: list[str], host: HostFacts, version: str | None) -> Instance:
+    def what_if(self, args: list[str], host: HostFacts, version: str | None,
+                targets: Targets) -> Instance:
         from .whatif import what_if
         return what_if(args, host, version)
 

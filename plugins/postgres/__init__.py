@@ -40,7 +40,8 @@ class PostgresEngine(Engine):
                             "data directory (repeatable).", "DIR"),
                EngineOption("--pg-bindir", "PostgreSQL binaries to use for stopped clusters "
                             "of their major, when neither postmaster.opts nor the usual "
-                            "layouts have them (repeatable).", "DIR"))
+                            "layouts have them, and for `size` (repeatable).", "DIR",
+                            commands=("check", "snapshot", "k8s", "size")))
 
     def __init__(self, connect_timeout: int = 3):
         self.connect_timeout = connect_timeout
@@ -67,9 +68,10 @@ class PostgresEngine(Engine):
         c = self._cluster(inst)
         return _findings.changes(inst, c, page_kb, host, profile) if c else []
 
-    def what_if(self, args: list[str], host: HostFacts, version: str | None) -> Instance:
+    def what_if(self, args: list[str], host: HostFacts, version: str | None,
+                targets: Targets) -> Instance:
         from .whatif import what_if
-        return what_if(args, host, version)
+        return what_if(args, host, version, targets.get("pg_bindir"))
 
     def huge_page_settings(self, inst: Instance, page_kb: int, host: HostFacts) -> dict[str, str]:
         """huge_pages = on (a short pool fails the start instead of falling back), and

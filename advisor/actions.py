@@ -35,6 +35,12 @@ class Action:
     def spec(self) -> dict:
         raise NotImplementedError
 
+    def identity(self) -> str:
+        """What makes two actions one change, made once by apply (by default the whole spec;
+        a cluster-wide setting reached through any member is one change)."""
+        import json
+        return json.dumps(self.spec(), sort_keys=True, default=str)
+
     @classmethod
     def from_spec(cls, spec: dict) -> Action:
         """The inverse of spec(): the keyword arguments of the constructor, plus "kind"."""
@@ -207,8 +213,10 @@ class Pool(Action):
 
 class Restart(Action):
     """Base of the engines' restart actions: the instance's spec is all it carries; there is no
-    old value to keep, and restoring means restarting again (rollback runs restarts last)."""
+    old value to keep, and restoring means restarting again (rollback runs restarts last).
+    Restarts run lowest `order` first (a cluster manager's replicas before its leader)."""
     restart = True
+    order = 0
 
     def __init__(self, **spec):
         self.s = spec

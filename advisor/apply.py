@@ -60,7 +60,10 @@ def prepare(report: Report, engines: dict[str, Engine], *, restart: bool, persis
         persist_steps(ap, persist_root)
     else:
         ap.notices.append("--no-persist: the runtime changes last until the next reboot.")
-    # 4. engine settings, 5. restarts
+    # 4. engine settings, then 5. restarts, in the actions' own order (a cluster manager's
+    # replicas before its leader). A change two instances share (one cluster-wide
+    # configuration for several members) is made once.
+    restarts: list[Step] = []
     for inst in report.instances:
         eng = engines.get(inst.engine)
         if eng is None:
@@ -68,16 +71,18 @@ def prepare(report: Report, engines: dict[str, Engine], *, restart: bool, persis
         ap.notices += eng.advice(inst, report.changes)
         acts = eng.actions(inst, report.changes)
         for a, value in acts:
-            ap.steps.append(Step(a, value, "profile", "engine"))
+            if not any(s.action.identity() == a.identity() for s in ap.steps):
+                ap.steps.append(Step(a, value, "profile", "engine"))
         if inst.running and (acts or inst.backing != "hugetlb"):
             ra = eng.restart_action(inst)
             if ra is None:
                 continue
             if restart:
-                ap.steps.append(Step(ra, True, "huge pages are reserved when the server starts",
-                                     "restart"))
+                restarts.append(Step(ra, True, "huge pages are reserved when the server "
+                                     "starts", "restart"))
             else:
                 ap.restart_pending.append(inst.id)
+    ap.steps += sorted(restarts, key=lambda s: getattr(s.action, "order", 0))
     for s in ap.steps:
         try:
             s.old = s.action.get() if s.phase != "restart" else None

@@ -17,6 +17,7 @@ from hpadvise.profiles import Profile
 
 from . import findings as _findings
 from .actions import PgRestart, PgSetting, spec_of
+from .patroni_actions import PatroniParams, PatroniRestart
 from .discovery import Discovery
 from .state import Cluster
 
@@ -33,7 +34,7 @@ class PostgresEngine(Engine):
     process_names = ("postgres", "postmaster")
     profile_schema = {"huge_pages": (str, ("on", "try", "off"), "on")}
     codes = _findings.CODES
-    action_kinds = (PgSetting, PgRestart)
+    action_kinds = (PgSetting, PgRestart, PatroniParams, PatroniRestart)
     benches = ("pgbench", "tpcc")
     validate_default = True
     options = (EngineOption("--pgdata", "Also plan for a stopped PostgreSQL cluster in this "
@@ -81,11 +82,22 @@ class PostgresEngine(Engine):
             out["huge_page_size"] = "1GB" if page_kb == 1048576 else f"{page_kb}kB"
         return out
 
-    def actions(self, inst: Instance, changes: list[Change]) -> list[tuple[PgSetting, Any]]:
+    def actions(self, inst: Instance, changes: list[Change]) -> list[tuple[Any, Any]]:
         """ALTER SYSTEM for each setting the plan changes on this instance, except where the
         postmaster's command line sets it: the command line outranks postgresql.auto.conf,
-        so an ALTER SYSTEM there would change nothing (advice says where to change it)."""
-        spec = spec_of(inst.state, inst.id)
+        so an ALTER SYSTEM there would change nothing (advice says where to change it). A
+        cluster Patroni runs gets the settings in Patroni's configuration instead (every
+        member's, once for all of them)."""
+        c = inst.state
+        mine = {ch.target: str(ch.recommended) for ch in changes
+                if ch.kind == "setting" and ch.instance == inst.id}
+        if isinstance(c, Cluster) and c.manager is not None:
+            m = c.manager
+            if not mine or not (m.api and m.scope):
+                return []  # its REST API unread: advice prints the patronictl commands
+            a = PatroniParams(m.api, m.scope, sorted(mine), m.config)
+            return [(a, {n: mine[n] for n in a.names})]
+        spec = spec_of(c, inst.id)
         out = []
         for ch in changes:
             if ch.kind == "setting" and ch.instance == inst.id \
@@ -107,8 +119,12 @@ class PostgresEngine(Engine):
         if isinstance(c, Cluster) and c.manager is not None:
             if not mine:
                 return []
-            return [f"{inst.id} is managed by {c.manager.describe()}: apply changes nothing "
-                    "behind it; run " + " && ".join(c.manager.commands(mine))]
+            if c.manager.api and c.manager.scope:
+                return [f"{inst.id} is managed by {c.manager.describe()}: its settings go into "
+                        "Patroni's configuration and Patroni restarts it (replicas first)"]
+            return [f"{inst.id} is managed by {c.manager.describe()}: its REST API could not be "
+                    "read, so apply changes nothing behind it; run "
+                    + " && ".join(c.manager.commands(mine))]
         return [f"{inst.id}: {ch.target} is set on the postmaster's command line (by whatever "
                 f"starts it: a service unit, a cluster manager such as Patroni), which outranks "
                 f"ALTER SYSTEM; set {ch.target} = {ch.recommended} there and restart"
@@ -120,7 +136,11 @@ class PostgresEngine(Engine):
         if not isinstance(c, Cluster) or not inst.running or not c.owner:
             return None
         if c.manager is not None:  # never pg_ctl behind a cluster manager's back
-            return None
+            m = c.manager
+            if not (m.api and m.scope):
+                return None
+            return PatroniRestart(**spec_of(c, inst.id), api=m.api, scope=m.scope,
+                                  member=m.member, role=m.role, config=m.config)
         return PgRestart(**spec_of(c, inst.id))
 
     def bench_target(self, opts):

@@ -56,8 +56,9 @@ def findings(inst: Instance, c: Cluster, host: HostFacts) -> list[Finding]:
         f.append(CODES["pg.managed"](
             "Its parameters live in the manager's configuration and reach every member from "
             "there; ALTER SYSTEM does not, and a restart behind the manager's back can make it "
-            "restart the server itself or fail over. apply changes nothing behind it and "
-            "prints the manager's commands instead.",
+            "restart the server itself or fail over. apply goes through it: the parameters "
+            "into Patroni's configuration (REST PATCH /config), the restarts by Patroni (POST "
+            "/restart), replicas before the leader.",
             f"parent process: {c.manager.config or 'patroni'}", iid,
             title=f"{iid} is managed by {c.manager.describe()}"))
     hp = c.settings.get("huge_pages", "try")

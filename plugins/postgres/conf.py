@@ -21,7 +21,8 @@ SHMEM_GUCS = ("shared_buffers", "max_connections", "huge_page_size", "wal_buffer
 QUERY_GUCS = SHMEM_GUCS + (
     "huge_pages", "shared_memory_size", "shared_memory_size_in_huge_pages", "shared_memory_type",
     "data_directory", "config_file", "port", "server_version", "server_version_num",
-    "block_size", "wal_block_size", "unix_socket_directories")
+    "block_size", "wal_block_size", "unix_socket_directories",
+    "huge_pages_status")  # PostgreSQL 17+; the query simply has no row for it before
 
 # PostgreSQL memory units are case-sensitive (src/backend/utils/misc/guc.c, memory_unit_conversion_table).
 PG_UNITS = {"B": 1, "kB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30, "TB": 1 << 40}

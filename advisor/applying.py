@@ -42,13 +42,20 @@ def plan(req: Request, ask: Callable[[list[Instance]], Instance] | None = None) 
     if not selected:
         raise InputError(f"no running or named {'/'.join(names)} instance found; "
                          "`hpadvise check` shows what is there")
-    unsized = [i for i in selected if report.placements[i.id].status == "unsized"]
-    if unsized and len(unsized) == len(selected):
-        raise InputError(f"cannot size {', '.join(i.id for i in unsized)} as this user (its "
-                         "configuration is unreadable): run as root or as the server's owner")
-    return ap.prepare(plan_for(report, selected), report.engines, restart=req.restart,
-                      persist=req.persist, persist_root=req.persist_root,
-                      read_only=os.geteuid() != 0)
+    # An instance that cannot be planned (check reports an error for it, or cannot size it
+    # as this user) is named and left out; the others are planned without it.
+    why = {i.id: "; ".join(i.errors) for i in selected if i.errors}
+    why.update({i.id: "its configuration is unreadable as this user (run as root or as the "
+                "server's owner)" for i in selected
+                if i.id not in why and report.placements[i.id].status == "unsized"})
+    if why and len(why) == len(selected):
+        raise InputError("nothing can be planned: " + "; ".join(
+            f"{i}: {w}" for i, w in why.items()))
+    p = ap.prepare(plan_for(report, [i for i in selected if i.id not in why]),
+                   report.engines, restart=req.restart, persist=req.persist,
+                   persist_root=req.persist_root, read_only=os.geteuid() != 0)
+    p.notices[:0] = [f"{i} left out, nothing of it is changed: {w}" for i, w in why.items()]
+    return p
 
 
 def run(p: ApplyPlan, req: Request, say: Callable[[str], None] = lambda s: None

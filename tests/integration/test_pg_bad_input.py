@@ -82,3 +82,29 @@ def test_dsn_that_does_not_connect_never_shows_the_password(pg_factory):
     report, r = check_json("--dsn", ok)
     assert r.returncode == 0, r.stderr
     assert "right-pw" not in r.stdout + r.stderr
+
+
+def test_apply_leaves_out_an_instance_it_cannot_plan(pg_factory):
+    """Two clusters selected, one of them unplannable (no connection, and its postgresql.conf
+    broken since it started): apply names it, leaves it out, and plans the other; with only
+    the broken one selected there is nothing to plan, said in one line."""
+    import json
+    good = pg_factory({"shared_buffers": "64MB", "huge_pages": "try"})
+    good.start()
+    bad = pg_factory({"shared_buffers": "64MB"})
+    with open(f"{bad.datadir}/pg_hba.conf", "w") as f:
+        f.write("local all all reject\n")  # check falls back to reading its files
+    bad.start()
+    with open(f"{bad.datadir}/postgresql.conf", "a") as f:
+        f.write("shared_buffers = 'lots'\n")
+    both = ["--instance", str(good.port), "--instance", str(bad.port)]
+    r = run_cli("apply", "--db", "postgres", *both, "--dry-run", "--json", "--restart")
+    assert r.returncode == 0, r.stderr
+    plan = json.loads(r.stdout)
+    [n] = [n for n in plan["notices"] if "left out" in n]
+    assert f"postgres:{bad.port} left out" in n and "shared_buffers" in n
+    touched = {c["instance"] for c in plan["changes"] if c["instance"]}
+    assert touched == {f"postgres:{good.port}"}, plan["changes"]
+    r = run_cli("apply", "--db", "postgres", "--instance", str(bad.port), "--dry-run")
+    assert r.returncode == 2 and "nothing can be planned" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1

@@ -68,6 +68,18 @@ def dsn_error(exc: Exception, dsn: str | None) -> str:
     return error_line(exc, dsn, password_of(dsn) if dsn else None)
 
 
+def source_of(source: str | None, sfile: str | None = None, sline: str | None = None) -> str:
+    """Where a setting comes from, in words: pg_settings' source, with the file and line
+    where it shows them (superusers and pg_read_all_settings; "Viewing Settings",
+    pg_settings); postgresql.auto.conf is what ALTER SYSTEM writes."""
+    if source == "configuration file" or (source is None and sfile):
+        where = f"{sfile}:{sline}" if sfile else "a configuration file"
+        return f"ALTER SYSTEM ({where})" if (sfile or "").endswith("postgresql.auto.conf") \
+            else where
+    return {"override": "set by the server itself", "environment variable": "environment",
+            None: "unknown"}.get(source, source or "unknown")
+
+
 def is_pg_dsn(dsn: str) -> bool:
     return not re.match(r"^(mysql|mariadb)(\+\w+)?://", dsn)
 
@@ -140,13 +152,14 @@ class Discovery:
     def _query(self, conn, c: Cluster) -> None:
         names = "{" + ",".join(QUERY_GUCS) + "}"  # a text[] literal of plain GUC names
         rows = conn.execute(
-            "SELECT name, setting, unit, pending_restart, source FROM pg_settings "
-            "WHERE name = ANY($1::text[])", (names,))
+            "SELECT name, setting, unit, pending_restart, source, sourcefile, sourceline "
+            "FROM pg_settings WHERE name = ANY($1::text[])", (names,))
         pending = []
         argv = set()  # set on the postmaster's command line (Patroni sets several there)
-        for name, setting, unit, pend, source in rows:
+        for name, setting, unit, pend, source, sfile, sline in rows:
             c.settings[name] = with_unit(setting, unit)
             c.origins[name] = "command line" if source == "command line" else "server"
+            c.sources[name] = source_of(source, sfile, sline)
             if source in ("command line", "override"):
                 argv.add(name)
             elif pend == "t":
@@ -340,6 +353,16 @@ class Discovery:
             shown["pending_restart"] = list(c.pending_restart)
         if c.manager is not None:
             shown["manager"] = c.manager.describe()
+        # where each shown setting comes from: the server's word, else the files read
+        # ("FILE:LINE" or "default" in origins)
+        src = {k: c.sources.get(k) or (source_of(None, *c.origins[k].rsplit(":", 1))
+                                        if ":" in c.origins.get(k, "") else c.origins.get(k))
+               for k in ("shared_buffers", "huge_pages", "huge_page_size", "max_connections")
+               if k in s}
+        if c.manager is not None:  # Patroni puts its parameters on the command line
+            src = {k: f"{v} ({c.manager.name.capitalize()})" if v == "command line" else v
+                   for k, v in src.items()}
+        shown["sources"] = {k: v for k, v in src.items() if v}
         version = s.get("server_version") or (str(c.major) if c.major else None)
         return Instance(NAME, iid, f"{c.datadir} (port {c.port or '?'})", running,
                         pid=c.pid, owner=c.owner, version=version, settings=shown,

@@ -21,6 +21,9 @@ class Cluster:
     major: int | None = None
     settings: dict[str, str] = field(default_factory=dict)  # raw GUC text, from SHOW or files
     origins: dict[str, str] = field(default_factory=dict)  # GUC -> "file:line" or "server"
+    # Where the running server took each setting from (pg_settings: source, sourcefile,
+    # sourceline), for people: "FILE:LINE", "ALTER SYSTEM (FILE:LINE)", "command line" ...
+    sources: dict[str, str] = field(default_factory=dict)
     pending_restart: tuple[str, ...] = ()
     connected_as: str | None = None
     # What discovery observed, for the findings (the instance's engine state is this object).

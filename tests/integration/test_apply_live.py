@@ -55,6 +55,8 @@ def test_apply_restart_verify_idempotent_rollback(pg_factory, knobs, dirs):
     report, _ = check_json()
     i = instance(report, c.datadir)
     assert i["backing"] == "hugetlb" and i["settings"]["huge_pages"] == "on"
+    assert i["settings"]["sources"]["huge_pages"].startswith(
+        f"ALTER SYSTEM ({c.datadir}/postgresql.auto.conf:")
     nr = int(Path("/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages").read_text())
     assert nr >= need
     assert "[madvise]" in Path(f"{THP}/enabled").read_text()

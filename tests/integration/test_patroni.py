@@ -153,6 +153,7 @@ def test_check_names_patroni_and_apply_goes_through_it(patroni, knobs, tmp_path)
     codes = {f["code"] for f in report["findings"] if f["instance"] == i1["id"]}
     assert "pg.managed" in codes and "pg.pending_restart" not in codes, codes
     assert i1["settings"]["max_connections"] == "50"  # Patroni's, from its command line
+    assert i1["settings"]["sources"]["max_connections"] == "command line (Patroni)"
     assert i1["backing"] == i2["backing"] == "4k"
     timeline = _api(patroni, "member1")["timeline"]
     j, root = tmp_path / "journal", tmp_path / "root"

@@ -123,6 +123,9 @@ def test_command_line_settings_are_not_a_pending_restart(pg_factory, knobs):
     codes = {f["code"] for f in report["findings"] if f["instance"] == i["id"]}
     assert "pg.pending_restart" not in codes, codes
     assert i["settings"]["max_connections"] == "50"
+    src = i["settings"]["sources"]
+    assert src["max_connections"] == src["huge_pages"] == "command line", src
+    assert src["shared_buffers"].startswith(f"{c.datadir}/postgresql.conf:"), src
     r = run_cli("apply", "--db", "postgres", "--instance", c.datadir, "--dry-run", "--json")
     plan = json.loads(r.stdout)
     assert not [ch for ch in plan["changes"] if ch["target"].startswith("huge_pages")]

@@ -97,6 +97,12 @@ class Engine:
         raise InputError(f"{self.name}: sizing a planned configuration is not supported; "
                          f"engines that can: {', '.join(can)}")
 
+    def operator_manifest(self, inst: Instance, resources: dict,
+                          settings: dict[str, str]) -> dict | None:
+        """A manifest for the engine's Kubernetes operator that carries the pod resources and
+        the server's huge page settings (`hpadvise k8s --manifest operator`); None: none."""
+        return None
+
     def huge_page_settings(self, inst: Instance, page_kb: int, host: HostFacts) -> dict[str, str]:
         """The server's own settings that put it on huge pages of page_kb, whatever it runs
         with now (for a deployment elsewhere: `hpadvise k8s`)."""

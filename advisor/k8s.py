@@ -64,11 +64,13 @@ def plan(r: Report, procs: ProcTable, inst: Instance, pods: int) -> dict | None:
     for k, n in sorted(sizes.items(), reverse=True):
         total = n * pods
         node[k] = total + headroom(total, r.profile.headroom_pct, r.profile.headroom_min_pages)
+    resources = {"requests": dict(res), "limits": dict(res)}
+    settings = eng.huge_page_settings(inst, kb, r.host)
     return {"instance": inst.id, "label": inst.label, "pages": sizes, "exact": d.exact,
-            "source": d.source, "resources": {"requests": dict(res), "limits": dict(res)},
+            "source": d.source, "resources": resources,
             "memory_measured": mem is not None, "memory_includes_huge_pages": charged,
-            "settings": eng.huge_page_settings(inst, kb, r.host), "pods": pods,
-            "node_pages": node}
+            "settings": settings, "pods": pods, "node_pages": node,
+            "operator": eng.operator_manifest(inst, resources, settings)}
 
 
 def to_yaml(p: dict) -> str:
@@ -106,6 +108,55 @@ def to_yaml(p: dict) -> str:
                      "vm.nr_hugepages or hugepagesz= hugepages= at boot; pages added after boot "
                      "count once the kubelet restarts), nothing else using them")
     return "\n".join(lines) + "\n"
+
+
+def operator_yaml(p: dict) -> str:
+    """The instance's operator manifest (the engine's), to merge into the operator's
+    resource for it."""
+    from .yamlout import dump
+    return (f"# {p['instance']}: merge into your {p['operator'].get('kind', 'resource')} "
+            f"({p['operator'].get('apiVersion', '')}); every value written as a string stays "
+            "one when pasted\n" + dump(p["operator"]))
+
+
+# What the DaemonSet runs on every node: check as Prometheus metrics into the directory
+# node_exporter's textfile collector reads (docs/prometheus.md), every 5 minutes.
+DAEMONSET_SCRIPT = ("while true; do hpadvise check --format prometheus --output "
+                    "/textfile/hpadvise.prom.tmp && mv /textfile/hpadvise.prom.tmp "
+                    "/textfile/hpadvise.prom; sleep 300; done")
+
+
+def daemonset(image: str, textfile_dir: str = "/var/lib/prometheus/node-exporter") -> dict:
+    """A DaemonSet that runs check on every node as the node sees it: the host's PID namespace
+    (its /proc shows every pod's processes and their cgroups), the host's cgroup tree and
+    sysfs read-only (the pods' hugetlb limits, the pools), CAP_SYS_PTRACE to read other
+    processes' smaps; nothing written but the metrics file."""
+    ro = {"readOnly": True}
+    return {
+        "apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": {"name": "hpadvise", "labels": {"app": "hpadvise"}},
+        "spec": {
+            "selector": {"matchLabels": {"app": "hpadvise"}},
+            "template": {
+                "metadata": {"labels": {"app": "hpadvise"}},
+                "spec": {
+                    "hostPID": True,
+                    "containers": [{
+                        "name": "hpadvise", "image": image,
+                        "command": ["sh", "-c", DAEMONSET_SCRIPT],
+                        "securityContext": {"runAsUser": 0, "readOnlyRootFilesystem": True,
+                                            "capabilities": {"add": ["SYS_PTRACE"]}},
+                        "resources": {"requests": {"cpu": "10m", "memory": "64Mi"},
+                                      "limits": {"memory": "256Mi"}},
+                        "volumeMounts": [
+                            {"name": "sys", "mountPath": "/sys", **ro},
+                            {"name": "cgroup", "mountPath": "/sys/fs/cgroup", **ro},
+                            {"name": "textfile", "mountPath": "/textfile"}]}],
+                    "volumes": [
+                        {"name": "sys", "hostPath": {"path": "/sys"}},
+                        {"name": "cgroup", "hostPath": {"path": "/sys/fs/cgroup"}},
+                        {"name": "textfile", "hostPath": {"path": textfile_dir,
+                                                          "type": "DirectoryOrCreate"}}]}}}}
 
 
 def snippet(r: Report, procs: ProcTable, inst: Instance, pods: int) -> str | None:

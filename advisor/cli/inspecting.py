@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from enum import Enum
 from typing import Annotated, Optional
 
 import typer
@@ -13,6 +14,12 @@ from .common import (CheckFormat, CheckOutput, FailOn, Format, Format2, JsonOpt,
                      emit, fmt_of, format_opt, targets)
 
 K8sFormat = format_opt(Format2, "table (the YAML to paste) or json.")
+
+
+class Manifest(str, Enum):
+    resources = "resources"
+    operator = "operator"
+    daemonset = "daemonset"
 from .common import console as make_console
 
 
@@ -128,6 +135,13 @@ def k8s(
         metavar="ID", help="Only this instance: ID as `check` shows it, data directory or port "
              "(repeatable).")] = None,
     pods: Annotated[int, typer.Option(help="Pods of this kind a node must hold.")] = 1,
+    manifest: Annotated[Manifest, typer.Option(
+        help="resources: each container's resources block; operator: the engine's operator "
+             "manifest (PostgreSQL: a CloudNativePG Cluster); daemonset: a DaemonSet that "
+             "runs check on every node (Prometheus textfile).")] = Manifest.resources,
+    image: Annotated[str, typer.Option(
+        metavar="IMAGE", help="--manifest daemonset: an image with hpadvise installed.")]
+        = "hpadvise:latest",
     profile: Annotated[str, typer.Option(metavar="NAME|FILE", help="Profile name or .toml path.")] = "oltp",
     dsn: Annotated[Optional[list[str]], typer.Option(
         metavar="DSN", help="Connect to a server with this DSN (repeatable).")] = None,
@@ -147,6 +161,8 @@ def k8s(
       hpadvise k8s --db postgres
       hpadvise k8s --pgdata /srv/pg/16/main --pods 3 --output cluster-resources.yaml
       hpadvise k8s --db postgres --json | jq '.[].resources.limits'
+      hpadvise k8s --db postgres --manifest operator > cluster.yaml
+      hpadvise k8s --manifest daemonset --image registry.example/hpadvise:0.1.0
     """
     from .. import k8s as k8s_mod
     from ..pipeline import inspect, select
@@ -158,6 +174,11 @@ def k8s(
     from ..engines import registry
     from ..sysroot import snapshot_root
     form = fmt_of(fmt, json_out)
+    if manifest == Manifest.daemonset:  # the same for every node: nothing to inspect
+        from ..yamlout import dump
+        ds = k8s_mod.daemonset(image)
+        deliver(form, ds, lambda: print(dump(ds), end=""), output)
+        return
     sr = SysRoot(snapshot_root(root))
     report = inspect(sr, profile, targets(dsn), registry.resolve(db))
     for e in report.errors:
@@ -175,5 +196,12 @@ def k8s(
         raise InputError("no instance with a huge page demand found; `hpadvise check` shows "
                          "what is there (a stopped server: its engine's option, listed by "
                          "`hpadvise k8s --help`)")
-    deliver(form, docs, lambda: print("---\n".join(k8s_mod.to_yaml(p) for p in docs),
-                                      end=""), output)
+    if manifest == Manifest.operator:
+        none = [p["instance"] for p in docs if not p["operator"]]
+        if none:
+            raise InputError(f"no operator manifest for {', '.join(none)} (its engine has "
+                             "none); use --manifest resources")
+        show = k8s_mod.operator_yaml
+    else:
+        show = k8s_mod.to_yaml
+    deliver(form, docs, lambda: print("---\n".join(show(p) for p in docs), end=""), output)

@@ -82,6 +82,16 @@ class PostgresEngine(Engine):
             out["huge_page_size"] = "1GB" if page_kb == 1048576 else f"{page_kb}kB"
         return out
 
+    def operator_manifest(self, inst: Instance, resources: dict,
+                          settings: dict[str, str]) -> dict | None:
+        """A CloudNativePG Cluster (postgresql.cnpg.io/v1): spec.resources are its instances'
+        pod resources, spec.postgresql.parameters the server's settings, strings all (the
+        CRD types every parameter value as a string)."""
+        return {"apiVersion": "postgresql.cnpg.io/v1", "kind": "Cluster",
+                "metadata": {"name": "postgres"},
+                "spec": {"instances": 1, "resources": resources,
+                         "postgresql": {"parameters": {k: str(v) for k, v in settings.items()}}}}
+
     def actions(self, inst: Instance, changes: list[Change]) -> list[tuple[Any, Any]]:
         """ALTER SYSTEM for each setting the plan changes on this instance, except where the
         postmaster's command line sets it: the command line outranks postgresql.auto.conf,

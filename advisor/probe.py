@@ -169,7 +169,12 @@ def _measure(v: Variant, mm: mmap.mmap, idx, runs: int, say) -> None:
 def run(size: int, accesses: int = 20_000_000, runs: int = 3,
         say: Callable[[str], None] = lambda m: None, pdpe1gb: bool = False,
         thp_enabled: str | None = None) -> Result:
-    import numpy as np
+    try:
+        import numpy as np
+    except ImportError:
+        from .errors import InputError
+        raise InputError("probe needs numpy for its access loop: pip install "
+                         "'hpadvise[probe]' (or numpy) into hpadvise's environment") from None
     avail = _mem_available()
     need = size + accesses * 16  # the mapping, the indexes and the output
     if size < 64 * MiB:

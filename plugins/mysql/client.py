@@ -108,7 +108,12 @@ class _Connector:
     """mysql-connector-python, where no client library is installed."""
 
     def __init__(self, kw: dict, timeout: int):
-        import mysql.connector
+        try:
+            import mysql.connector
+        except ImportError:
+            raise ClientError("no MySQL client library (libmariadb.so.3, libmysqlclient) and "
+                              "no mysql-connector: install the client library (Debian: "
+                              "libmariadb3) or pip install 'hpadvise[mysql-connector]'") from None
         self.conn = mysql.connector.connect(connection_timeout=timeout, autocommit=True,
                                             **{k: v for k, v in kw.items() if v is not None})
 

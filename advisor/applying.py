@@ -45,8 +45,8 @@ def plan(req: Request, ask: Callable[[list[Instance]], Instance] | None = None) 
     # An instance that cannot be planned (check reports an error for it, or cannot size it
     # as this user) is named and left out; the others are planned without it.
     why = {i.id: "; ".join(i.errors) for i in selected if i.errors}
-    why.update({i.id: "its configuration is unreadable as this user (run as root or as the "
-                "server's owner)" for i in selected
+    why.update({i.id: "cannot size it as this user, its configuration is unreadable (run as "
+                "root or as the server's owner)" for i in selected
                 if i.id not in why and report.placements[i.id].status == "unsized"})
     if why and len(why) == len(selected):
         raise InputError("nothing can be planned: " + "; ".join(

@@ -12,7 +12,24 @@ description:
     second run on a host that already matches the plan reports C(changed=false).
   - With C(--diff), every knob and file shows its before and after.
   - Every apply is journaled on the host; M(hpadvise.hugepages.rollback) undoes it.
-extends_documentation_fragment: [hpadvise.hugepages.hpadvise, hpadvise.hugepages.hpadvise.profile]
+extends_documentation_fragment:
+  - hpadvise.hugepages.hpadvise
+  - hpadvise.hugepages.hpadvise.profile
+  - ansible.builtin.action_common_attributes
+requirements:
+  - hpadvise on the managed host (its C(hpadvise) command; see O(executable))
+attributes:
+  check_mode:
+    support: full
+    details: "The plan as a dry run: C(hpadvise apply --dry-run), nothing changed."
+  diff_mode:
+    support: full
+    details: "Every knob's and file's before and after."
+  platform:
+    platforms: posix
+seealso:
+  - module: hpadvise.hugepages.check
+  - module: hpadvise.hugepages.rollback
 options:
   db:
     description: Engines to apply for (postgres, mysql, jvm, ..., or all).

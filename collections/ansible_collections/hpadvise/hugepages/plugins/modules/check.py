@@ -11,7 +11,24 @@ description:
     fact C(hpadvise), for playbooks that use it. It never changes the
     host, so it is safe in check mode and always reports C(changed=false).
   - Fails when the report's worst finding reaches O(fail_on).
-extends_documentation_fragment: [hpadvise.hugepages.hpadvise, hpadvise.hugepages.hpadvise.profile]
+extends_documentation_fragment:
+  - hpadvise.hugepages.hpadvise
+  - hpadvise.hugepages.hpadvise.profile
+  - ansible.builtin.action_common_attributes
+requirements:
+  - hpadvise on the managed host (its C(hpadvise) command; see O(executable))
+attributes:
+  check_mode:
+    support: full
+    details: "It changes nothing, in check mode or not."
+  diff_mode:
+    support: none
+    details: "It changes nothing, so there is nothing to show."
+  platform:
+    platforms: posix
+seealso:
+  - module: hpadvise.hugepages.apply
+  - module: hpadvise.hugepages.rollback
 options:
   db:
     description: Only these engines (postgres, mysql, jvm, ...); default every installed one.

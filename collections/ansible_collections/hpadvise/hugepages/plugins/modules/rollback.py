@@ -9,7 +9,23 @@ description:
   - Runs C(hpadvise rollback --yes) on the managed host; in check mode
     C(hpadvise rollback --dry-run), which changes nothing.
   - C(changed) is false when there is nothing to roll back.
-extends_documentation_fragment: [hpadvise.hugepages.hpadvise]
+extends_documentation_fragment:
+  - hpadvise.hugepages.hpadvise
+  - ansible.builtin.action_common_attributes
+requirements:
+  - hpadvise on the managed host (its C(hpadvise) command; see O(executable))
+attributes:
+  check_mode:
+    support: full
+    details: "What would be restored: C(hpadvise rollback --dry-run)."
+  diff_mode:
+    support: none
+    details: "Not shown; the result lists what was restored."
+  platform:
+    platforms: posix
+seealso:
+  - module: hpadvise.hugepages.apply
+  - module: hpadvise.hugepages.check
 options:
   id:
     description: The apply to undo (see C(hpadvise history)); default the latest.

@@ -172,7 +172,6 @@ def run(size: int, accesses: int = 20_000_000, runs: int = 3,
     try:
         import numpy as np
     except ImportError:
-        from .errors import InputError
         raise InputError("probe needs numpy for its access loop: pip install "
                          "'hpadvise[probe]' (or numpy) into hpadvise's environment") from None
     avail = _mem_available()

@@ -94,19 +94,43 @@ class NoGiganticPages:
         for d in glob.glob(f"{MEMORY}/memory[0-9]*"):
             n = int(d.rsplit("memory", 1)[1])
             ranges.setdefault(n // per, []).append(n)
+        try:
+            self._take(ranges, per)
+        except BaseException:  # interrupted: what went offline goes back online
+            self.__exit__()
+            raise
+        return self
+
+    def _take(self, ranges: dict[int, list[int]], per: int) -> None:
         for blocks in ranges.values():
             if len(blocks) < per:  # a range with a hole cannot be a 1 GiB page
                 continue
             for n in sorted(blocks, reverse=True):
                 if Path(self._state(n)).read_text().strip() != "online":
                     break  # already offline: the range is out of reach
-                try:
-                    KernelKnobs.set(self._state(n), "offline")
-                except OSError:  # unmovable pages in this block: try the next one
-                    continue
-                self.offline.append(n)
-                break
-        return self
+                if self._offline(n):
+                    self.offline.append(n)
+                    break
+
+    def _offline(self, n: int, seconds: int = 5) -> bool:
+        """Take one block offline, giving up after `seconds`: offlining migrates the block's
+        pages and retries for as long as one stays busy, until a signal stops it
+        (mm/memory_hotplug.c, offline_pages). An unbuffered write, so that nothing retries it
+        on close."""
+        def stop(*_):
+            raise TimeoutError
+        old = signal.signal(signal.SIGALRM, stop)
+        fd = os.open(self._state(n), os.O_WRONLY)
+        try:
+            signal.alarm(seconds)
+            os.write(fd, b"offline")
+            return True
+        except (OSError, TimeoutError):  # unmovable or busy pages: try the next block
+            return False
+        finally:
+            signal.alarm(0)
+            signal.signal(signal.SIGALRM, old)
+            os.close(fd)
 
     def __exit__(self, *exc) -> None:
         for n in reversed(self.offline):

@@ -14,8 +14,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from hpadvise.host import read_cpu_times, read_meminfo, read_vmstat
+from hpadvise.host import THP, parse_knob, read_cpu_times, read_meminfo, read_vmstat
 from hpadvise.probe import dtlb_events, parse_perf_csv
+from hpadvise.secrets import redact_args
 from hpadvise.procs import Proc, ProcTable
 from hpadvise.sysroot import SysRoot
 
@@ -52,12 +53,18 @@ class Sample:
     # simultaneous: the CPU trades within the run (warm-up included) that took, read back off
     # the server's main process and its driver
     trades: int | None = None
+    # side by side with THP phases: the THP variant whose setting the host had (variants.py)
+    phase: str | None = None
+    # THP enabled and shmem_enabled as read while the run was measured
+    thp_modes: dict | None = None
 
 
-def meminfo(sr: SysRoot) -> dict[str, int | None]:
+def meminfo(sr: SysRoot) -> dict:
+    """What the host's memory shows during a run, and the THP modes in force."""
     m = read_meminfo(sr)
     return {"page_tables_kb": m.page_tables_kb, "anon_huge_kb": m.anon_huge_kb,
-            "shmem_huge_kb": m.shmem_huge_kb, "hugetlb_kb": m.hugetlb_kb}
+            "shmem_huge_kb": m.shmem_huge_kb, "hugetlb_kb": m.hugetlb_kb,
+            "thp_modes": thp_modes(sr)}
 
 
 def server_page_tables_kb(sr: SysRoot, pids: list[int | None]) -> list[int | None]:
@@ -80,6 +87,12 @@ def steal_pct(before: dict | None, after: dict | None) -> float | None:
         return None
     total = sum(after.values()) - sum(before.values())
     return round(100 * (after["steal"] - before["steal"]) / total, 1) if total > 0 else None
+
+
+def thp_modes(sr: SysRoot) -> dict[str, str | None]:
+    """The THP modes in force (the bracketed word of each knob, transhuge.rst)."""
+    return {k: parse_knob(sr.read(f"{THP}/{k}", quiet_missing=True)).value
+            for k in ("enabled", "shmem_enabled")}
 
 
 def thp_counters(sr: SysRoot) -> dict[str, int]:
@@ -112,7 +125,9 @@ def run_clients(o, sr: SysRoot, pmu: str, jobs, clients: int, pids: list[int | N
     tables (pids: its main process) are sampled while the clients are connected (page
     tables exist only while backends map the memory) and the
     thp_* counters, CPU steal and dTLB counters around the measured part (host-wide: with
-    servers side by side they cover all of them). `o` is validate's Options."""
+    servers side by side they cover all of them). `o` is validate's Options. Returns the
+    runs, the memory and page tables seen, THP counter deltas, steal, dTLB counters, the CPU
+    trades that took and each client's command line (secrets redacted)."""
     warm_s, seconds = o.warm_s, o.run_s
     procs = []
     try:
@@ -187,7 +202,7 @@ def run_clients(o, sr: SysRoot, pmu: str, jobs, clients: int, pids: list[int | N
     before = before or after
     thp = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
     return (runs, mem or meminfo(sr), ptes, thp, steal, perf_finish(perf),
-            trades)
+            trades, [list(redact_args(p.args)) for p in procs])
 
 
 def perf_start(pmu: str, seconds: int):

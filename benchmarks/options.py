@@ -16,7 +16,7 @@ from hpadvise.sizing import fmt_bytes, parse_bytes
 from hpadvise.sysroot import SysRoot
 
 from .drivers import BENCHMARKS
-from .variants import PER_SERVER, VARIANTS, kind, labels_for
+from .variants import VARIANTS, host_wide, kind, labels_for, phases_for
 
 DESIGNS = ("auto", "restart", "resident", "simultaneous")
 # What "auto" picks where the variants allow it: the design with the narrowest CI in the
@@ -121,8 +121,8 @@ def check(o: Options, sr: SysRoot):
         # and was at ~90% of the run's mean after 10 s, the rest of the ramp lasting tens of
         # seconds (lab/README.md). ~1 s per GiB of buffers, 3..20 s.
         o.warm_s = max(3, min(20, round(3 + sb / (1 << 30))))
-    design, design_reason = choose_design(o, target, sb, sr)
-    n = len(o.variants)
+    design, design_reason, phases = choose_design(o, target, sb, sr)
+    n = len(o.variants) - len([v for v in phases if host_wide(v)])  # servers side by side
     if o.rounds is None:
         # simultaneous: every server once on every CPU group per epoch (the CPUs' own
         # differences cancel within an epoch); resident: two rounds, ABBA within the epoch
@@ -137,7 +137,8 @@ def check(o: Options, sr: SysRoot):
         # the block ln-ratio 0.06-0.07 at 10-20 s, 0.05 at 25-30 s; lab/README.md).
         # Shortened when the budget cannot otherwise hold min_blocks epochs, with ~12 s of
         # restart and prewarm per server start.
-        epoch = o.duration_s / o.min_blocks
+        # With THP phases, min_blocks whole cycles (one epoch per phase).
+        epoch = o.duration_s / (o.min_blocks * max(1, len(phases)))
         if design == "restart":
             per = epoch / n - 12 - o.warm_s
         else:
@@ -155,7 +156,7 @@ def check(o: Options, sr: SysRoot):
         # of n pieces, so each server spends equal time on every CPU group.
         pieces = n * max(1, round(o.run_s / (3 * n)))
         o.swap_s = o.run_s / pieces if design == "simultaneous" else 0
-    return engine, target, design, design_reason, buffers_source
+    return engine, target, design, design_reason, phases, buffers_source
 
 def default_buffers(o: Options, target, sr: SysRoot) -> tuple[str, str]:
     """The scratch server's buffers when none are given: those of the largest running
@@ -181,36 +182,47 @@ def default_buffers(o: Options, target, sr: SysRoot) -> tuple[str, str]:
                       f"{fmt_bytes(avail)} of available memory")
     return text, f"follows {setting} of {iid}"
 
-def choose_design(o: Options, target, buffers: int, sr: SysRoot) -> tuple[str, str]:
-    """The design to run and why (restart wherever the others cannot measure the
-    variants: host-wide knobs, a real instance, too few CPUs or too little memory)."""
+def choose_design(o: Options, target, buffers: int, sr: SysRoot
+                  ) -> tuple[str, str, list[str]]:
+    """The design to run, why, and its THP phases (variants.phases_for: THP variants as
+    phases of a side-by-side run, so that the comparisons between per-server variants still
+    run side by side). Restart wherever the others cannot measure the variants: host-wide
+    knobs with no side-by-side comparison to keep, a real instance, too few CPUs or too
+    little memory."""
     if o.design not in DESIGNS:
         raise InputError(f"unknown design {o.design!r}; choose from {', '.join(DESIGNS)}")
     if o.design == "restart":
-        return "restart", "asked for"
+        return "restart", "asked for", []
     want = AUTO_DESIGN if o.design == "auto" else o.design
-    n = len(o.variants)
-    host_wide = [v for v in o.variants if kind(v) not in PER_SERVER]
+    phases = phases_for(o.variants)
+    servers = [v for v in o.variants if not host_wide(v)] if phases else o.variants
+    n = len(servers)
+    host = [v for v in o.variants if host_wide(v)]
     avail = read_meminfo(sr).available_kb
     why = None
-    if host_wide:
-        why = (f"{', '.join(host_wide)} change{'s' if len(host_wide) == 1 else ''} "
-               "host-wide THP knobs, so every variant needs the host to itself")
+    if host and not phases:
+        why = (f"{', '.join(host)} change{'s' if len(host) == 1 else ''} host-wide THP "
+               "knobs and no comparison of per-server settings with current runs beside "
+               "them, so every variant needs the host to itself")
     elif o.instance:
         why = "--instance measures one running server, which cannot be doubled"
     elif isinstance(blocker := target.twin_blocker(), str):
         why = blocker
     elif want == "simultaneous" and n > len(os.sched_getaffinity(0)):
-        why = f"{n} variants need {n} CPUs to run side by side; this host gives us " \
-              f"{len(os.sched_getaffinity(0))}"
+        why = f"{n} servers ({', '.join(servers)}) need {n} CPUs to run side by side; " \
+              f"this host gives us {len(os.sched_getaffinity(0))}"
     elif avail is not None and buffers * n + (2 << 30) > avail * 1024:
         # every server's buffers at once (a pool's pages come out of MemAvailable too),
         # and 2 GiB for the clients, page tables and the page cache
         why = (f"{n} servers with {buffers >> 20} MiB of buffers each do not fit in "
                f"{avail >> 10} MiB of available memory")
     if why is None:
-        return want, ("the variants are per-server settings" if o.design == "auto"
-                      else "asked for")
+        said = "the variants are per-server settings" if o.design == "auto" else "asked for"
+        if phases:
+            said += (f"; {', '.join(p for p in phases if host_wide(p))} change host-wide THP "
+                     "knobs, so they are phases: the THP setting changes from epoch to epoch "
+                     f"while {', '.join(servers)} run side by side in each")
+        return want, said, phases
     if o.design != "auto":
         raise InputError(f"--design {o.design}: {why}; use --design restart")
-    return "restart", why
+    return "restart", why, []

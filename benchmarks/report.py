@@ -15,6 +15,11 @@ COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd"]
 def render_terminal(result: dict, console) -> None:
     from rich import box
     from rich.table import Table
+    # the answer first: the plan's comparison, then the THP findings beside check's advice
+    for i, line in enumerate(answer(result)):
+        console.print(f"[bold]{line}[/bold]" if i == 0 else line)
+    for line in advice(result):
+        console.print(line)
     t = Table(title="Variants", title_justify="left", title_style="bold", box=box.SIMPLE_HEAD)
     for c in ("variant", "runs", "TPS ± 95% CI", "p50 ms", "p95 ms", "p99 ms",
               "page tables", "THP shmem/anon", "on"):
@@ -30,14 +35,15 @@ def render_terminal(result: dict, console) -> None:
     console.print(t)
     t = Table(title="Effects (B over A, paired per epoch)", title_justify="left",
               title_style="bold", box=box.SIMPLE_HEAD)
-    for c in ("A", "B", "epochs", "effect", "95% CI", "verdict"):
+    for c in ("A", "B", "measured", "units", "effect", "95% CI", "verdict"):
         t.add_column(c)
     style = {"improved": "green", "regressed": "red", "no meaningful change": "cyan",
              "inconclusive": "yellow"}
     for e in result["effects"]:
         ci = "-" if not math.isfinite(e["lo_pct"]) else f"{e['lo_pct']:+.1f}% .. {e['hi_pct']:+.1f}%"
         pct = "-" if math.isnan(e["pct"]) else f"{e['pct']:+.1f}%"
-        t.add_row(e["a"], e["b"], str(e["n"]), pct, ci, f"[{style[e['verdict']]}]{e['verdict']}[/]")
+        t.add_row(e["a"], e["b"], e.get("design") or "", f"{e['n']} {e.get('unit') or 'epoch'}s",
+                  pct, ci, f"[{style[e['verdict']]}]{e['verdict']}[/]")
     console.print(t)
     m = result["meta"]
     if m.get("workload_about"):
@@ -47,11 +53,10 @@ def render_terminal(result: dict, console) -> None:
                   f"{m.get('warm_s')} s warm-up, {_buffers(m)} {m.get('shared_buffers')}"
                   f"{_buffers_source(m)}; stopped: "
                   f"{'interrupted' if m.get('interrupted') else m.get('stopped', '?')}[/dim]")
-    for line in (_design(m), _steal(result), _dtlb(result), *knob_lines(result)):
+    for line in (_design(m), *phase_lines(result), _steal(result), _dtlb(result),
+                 *knob_lines(result)):
         if line:
             console.print(f"[dim]{line}[/dim]")
-    for line in advice(result):
-        console.print(line)
 
 
 class LiveStatus:
@@ -187,7 +192,8 @@ def render_html(result: dict) -> str:
                    [(v, (s.get("page_tables_kb") or 0) / 1024, None)
                     for v, s in result["variants"].items() if s.get("runs")], "")
     rows = "".join(
-        f"<tr><td>{html.escape(e['a'])}</td><td>{html.escape(e['b'])}</td><td>{e['n']}</td>"
+        f"<tr><td>{html.escape(e['a'])}</td><td>{html.escape(e['b'])}</td>"
+        f"<td>{html.escape(e.get('design') or '')}</td><td>{e['n']} {e.get('unit') or 'epoch'}s</td>"
         f"<td>{e['pct']:+.2f}%</td><td>{e['lo_pct']:+.2f}% .. {e['hi_pct']:+.2f}%</td>"
         f"<td><b>{html.escape(e['verdict'])}</b></td></tr>" for e in result["effects"])
     legend = " ".join(f'<span style="color:{COLORS[color[v] % len(COLORS)]}">&#9632; '
@@ -206,11 +212,13 @@ warm-up, {_buffers(m)}
 {html.escape(str(m.get('shared_buffers')) + _buffers_source(m))}, {_server(m)}.
 Stopped: {'interrupted' if m.get('interrupted') else html.escape(str(m.get('stopped', '?')))}.
 {_steal(result)} {html.escape(_dtlb(result))}</p>
+<h2>Should I apply the plan?</h2>
+{"".join(f"<p>{html.escape(a)}</p>" for a in answer(result) + advice(result))}
 <p>{html.escape(_design(m))}</p>
+{"".join(f"<p>{html.escape(a)}</p>" for a in phase_lines(result))}
 <p>{html.escape(str(m.get('workload_about') or ''))}</p>
-<h2>Verdict</h2><table><tr><th>A</th><th>B</th><th>epochs</th><th>effect of B</th>
-<th>95% CI</th><th>verdict</th></tr>{rows}</table>
-{"".join(f"<p>{html.escape(a)}</p>" for a in advice(result))}
+<h2>Verdict</h2><table><tr><th>A</th><th>B</th><th>measured</th><th>units</th>
+<th>effect of B</th><th>95% CI</th><th>verdict</th></tr>{rows}</table>
 <h2>What each variant changed</h2><ul>{"".join(f"<li>{html.escape(k)}</li>" for k in knob_lines(result))}</ul>
 <h2>Per-epoch ratios (B / A)</h2><table><tr><th>A</th><th>B</th><th>per epoch</th></tr>{ratios}</table>
 <p>Effect: mean over epochs (starts of every variant's server) of ln(TPS_B / TPS_A), each
@@ -222,6 +230,60 @@ interval; noise band ±{m.get('band_pct')}%.</p>
 <h2>Memory</h2>{pt}
 </body></html>
 """
+
+
+# The comparison a plan is judged by: the host as it is against the host as apply makes it.
+PLAN = ("current", "recommended")
+
+
+def answer(result: dict) -> list[str]:
+    """The report's first words: should I apply the plan? The plan's comparison (current
+    against recommended), its verdict in a sentence with the estimate and interval, and how
+    it was measured. Nothing when the run did not compare them."""
+    e = next((e for e in result["effects"] if (e["a"], e["b"]) == PLAN), None)
+    if e is None:
+        return []
+    m = result["meta"]
+    band = m.get("band_pct", 1.0)
+    if not math.isfinite(e["lo_pct"]):
+        return ["Apply the plan? Not decided: fewer than two "
+                f"{e.get('unit') or 'epoch'}s were measured; give validate more time."]
+    est = f"{e['pct']:+.1f}% TPS (95% CI {e['lo_pct']:+.1f} .. {e['hi_pct']:+.1f}%)"
+    head = {
+        "improved": f"Apply the plan? Yes: it gained {est}.",
+        "regressed": f"Apply the plan? Not for speed: it lost {est}.",
+        "no meaningful change": f"Apply the plan? For speed it makes no difference beyond "
+                                f"±{band:g}% here: {est}.",
+        "inconclusive": f"Apply the plan? Not decided by this run: {est} reaches beyond "
+                        f"±{band:g}% on {'both sides' if e['lo_pct'] < 0 < e['hi_pct'] else 'one side'}"
+                        "; give it a longer --duration, or --workload select to isolate the "
+                        "memory effect.",
+    }[e["verdict"]]
+    unit = e.get("unit") or "epoch"
+    how = (f"Measured {e.get('design') or m.get('design')}, {e['n']} {unit}s"
+           + (" side by side" if e.get("design") in ("simultaneous", "resident") else "")
+           + f", {m.get('workload')} workload, {_buffers(m)} {m.get('shared_buffers')}.")
+    return [head, how]
+
+
+def phase_lines(result: dict) -> list[str]:
+    """With THP phases: what they were and the plan's comparisons phase by phase (whether an
+    effect depends on the THP setting it ran under; the verdict uses every epoch)."""
+    m = result["meta"]
+    phases = m.get("phases") or []
+    if not phases:
+        return []
+    out = [f"THP phases: {' / '.join(phases)} in turn, one per epoch (order turned every "
+           f"cycle); {', '.join(m.get('side_by_side') or [])} side by side in every epoch; "
+           "THP comparisons pair the phases of one cycle on current's server."]
+    for e in result["effects"]:
+        per = e.get("by_phase") or {}
+        if per:
+            out.append(f"{e['a']} -> {e['b']} by THP phase: " + "; ".join(
+                f"{ph} {x['pct']:+.1f}%" + (f" ({x['lo_pct']:+.1f} .. {x['hi_pct']:+.1f}%)"
+                                            if math.isfinite(x["lo_pct"]) else "")
+                + f", {x['n']} epochs" for ph, x in per.items()))
+    return out
 
 
 def knob_lines(result: dict) -> list[str]:
@@ -300,15 +362,21 @@ def _aa_advice(e: dict) -> str:
 
 
 def block_ratios(result: dict) -> list[tuple[str, str, list[tuple[int, float]]]]:
-    """Per comparison, TPS_B / TPS_A epoch by epoch (geometric means of each epoch's runs;
-    an epoch is a block in the restart design): the spread the CI comes from."""
-    from .stats import geomean
-    by: dict[tuple[int, str], list[float]] = {}
-    for s in result["samples"]:
-        unit = s["block"] if s.get("epoch") is None else s["epoch"]
-        by.setdefault((unit, s["variant"]), []).append(s["tps"])
+    """Per comparison, TPS_B / TPS_A unit by unit (geometric means of each unit's runs; an
+    epoch, a block in the restart design, a cycle for THP phases): the spread the CI comes
+    from."""
+    from .measure import Sample
+    from .stats import geomean, phase_samples, unit
+    from .variants import host_wide
+    samples = [Sample(**s) for s in result["samples"]]
+    phases = result.get("meta", {}).get("phases") or []
     out = []
     for e in result["effects"]:
+        pair = (e["a"], e["b"])
+        by: dict[tuple[int, str], list[float]] = {}
+        for s in (phase_samples(samples, phases) if phases and any(map(host_wide, pair))
+                  else samples):
+            by.setdefault((unit(s), s.variant), []).append(s.tps)
         units = sorted({u for u, v in by if v == e["a"]} & {u for u, v in by if v == e["b"]})
         out.append((e["a"], e["b"], [(u, geomean(by[(u, e["b"])]) / geomean(by[(u, e["a"])]))
                                      for u in units]))

@@ -5,7 +5,7 @@ Three designs (docs/design.md, "Validating"; measured side by side in lab/README
   actions (the apply machinery), restarts the server (huge pages are reserved at start; THP
   affects new faults), prewarms, warms up (left out of the figures), then measures. Variants
   run in blocks whose order alternates (ABBA...), so drift cancels. The only design for THP
-  variants: they are host-wide.
+  variants where nothing runs side by side: they are host-wide.
 - resident: one server per variant, all resident at once with the same data (the variants are
   per-server settings). An epoch switches every server into its variant, starts and prewarms
   them, then alternates several short runs among them without restarts; the servers are
@@ -14,6 +14,9 @@ Three designs (docs/design.md, "Validating"; measured side by side in lab/README
   clients pinned to its own CPU, the servers trading CPUs every few seconds within a run and
   the starting CPUs rotating between the rounds of an epoch, so time-varying noise (a VM's
   steal, one vCPU slower than the other for a while) hits every variant alike.
+Side by side, THP variants are phases (variants.phase_at): each epoch runs under one THP
+setting, the per-server variants side by side in it, so the plan's comparison keeps the
+side-by-side precision over the whole budget while THP settings are compared cycle by cycle.
 A variant may be named twice (an A/A run: two servers, or two runs per block, of the same
 variant); the comparison then measures noise alone. In every design the effect's unit is the
 epoch (one restart of every variant; in the restart design an epoch is a block), so the CI
@@ -51,7 +54,8 @@ from .measure import RunOverrun, Sample, run_clients
 from .options import Options, check
 from .switching import THP, Switcher, ValidateError
 from .target import BenchTarget
-from .variants import kind, pairs_for, start_order
+from .variants import (THP_BASE, group_of, host_wide, kind, pairs_for, phase_at,
+                       start_order)
 
 __all__ = ["Options", "Sample", "Validation", "ValidateError", "RunOverrun"]
 
@@ -91,6 +95,7 @@ class Validation:
         self.target: BenchTarget | None = None
         self.restarted = False
         self.design, self.design_reason = "restart", ""
+        self.phases: list[str] = []  # side by side: the THP variants taking turns by epoch
         self.servers: dict[str, tuple[BenchTarget, object]] = {}  # variant -> (server, driver)
         self.made: list[tuple[BenchTarget, object]] = []  # side by side: the target, its copies
         self.twins: list[BenchTarget] = []  # servers made besides the target (removed at end)
@@ -100,11 +105,12 @@ class Validation:
         self.meta: dict = {}
         self.pmu = pmu_state()  # "present", or why dTLB counters cannot be had here
         self.buffers_source = ""  # where the scratch server's buffer size came from
+        self.commands: dict[str, list[str]] = {}  # variant -> its first benchmark command
 
     # ---- checks before anything changes
     def preflight(self) -> None:
-        self.engine, self.target, self.design, self.design_reason, self.buffers_source = \
-            check(self.o, self.sr)
+        (self.engine, self.target, self.design, self.design_reason, self.phases,
+         self.buffers_source) = check(self.o, self.sr)
 
     # ---- the run
     def run(self) -> None:
@@ -140,6 +146,9 @@ class Validation:
         if len(o.variants) < 2:
             raise InputError("fewer than two variants can run on this server: " + "; ".join(
                 f"{v}: {why}" for v, why in self.skipped.items()))
+        self.phases = [p for p in self.phases if p in o.variants]
+        if not any(map(host_wide, self.phases)):
+            self.phases = []  # every THP variant skipped: nothing takes turns
         if self.design != "restart":
             self._hold_pools()
         elif "hugepages-1g" in map(kind, o.variants) and self._room_for_a_held_pool():
@@ -166,6 +175,8 @@ class Validation:
                      "workload": o.workload, "workload_about": b.about(o.workload),
                      "clients": o.clients, "run_s": o.run_s, "warm_s": o.warm_s,
                      "variants": o.variants, "pairs": pairs_for(o.variants),
+                     "phases": self.phases, "side_by_side": self.side_by_side
+                     if self.design != "restart" else None,
                      "server_version": t.server(),
                      "target_ci_pct": o.target_ci_pct, "band_pct": o.band_pct,
                      "dtlb_counters": self.pmu,
@@ -193,7 +204,7 @@ class Validation:
                 why = f"the recommended plan changes {', '.join(host)} host-wide"
                 if o.design != "auto":
                     raise ValidateError(f"--design {o.design}: {why}; use --design restart")
-                self.design, self.design_reason = "restart", why
+                self.design, self.design_reason, self.phases = "restart", why, []
                 return
         if self._reserve():
             t.restart()
@@ -204,8 +215,9 @@ class Validation:
         from epoch to epoch: assign_servers)."""
         o, t = self.o, self.target
         self.made = [(t, self.bench)]
-        for i, v in enumerate(o.variants[1:], 2):
-            self._update(phase=f"copying the server for variant {v} ({i} of {len(o.variants)})")
+        for i, v in enumerate(self.side_by_side[1:], 2):
+            self._update(phase=f"copying the server for variant {v} ({i} of "
+                               f"{len(self.side_by_side)})")
             tw = t.twin()
             self.twins.append(tw)
             self.made.append((tw, tw.driver(o.bench, o.scale, load=False)))
@@ -218,7 +230,13 @@ class Validation:
         they fall on every variant alike and widen the interval instead, as other
         start-to-start variation does."""
         n = len(self.made)
-        self.servers = {v: self.made[(i + epoch) % n] for i, v in enumerate(self.o.variants)}
+        self.servers = {v: self.made[(i + epoch) % n] for i, v in enumerate(self.side_by_side)}
+
+    @property
+    def side_by_side(self) -> list[str]:
+        """The variants that get a server of their own side by side: all of them, or with THP
+        phases the per-server ones (the THP variants are phases of THP_BASE's server)."""
+        return [v for v in self.o.variants if not (self.phases and host_wide(v))]
 
     def _room_for_a_held_pool(self) -> bool:
         """Whether a 1 GiB pool for the server's buffers can be held while a 4 KiB variant's
@@ -291,28 +309,33 @@ class Validation:
         o = self.o
         epoch = 0
         epoch_times: list[float] = []
-        groups = cpu_groups(len(o.variants)) if o.pin_cpus else [None] * len(o.variants)
+        sbs = self.side_by_side
+        n = len(sbs)
+        groups = cpu_groups(n) if o.pin_cpus else [None] * n
         while True:
             t0, n0 = time.time(), len(self.samples)
-            self._start_epoch(epoch)
+            phase = phase_at(epoch, self.phases)
+            self._start_epoch(epoch, phase)
+            under = f" ({phase})" if phase else ""
             try:
                 for r in range(o.rounds):
                     blk = epoch * o.rounds + r
                     if self.design == "simultaneous":
-                        # variant i on CPU group (i + r) mod n: each server meets every group
-                        jobs = [(v, *self.servers[v], groups[(i + r) % len(groups)])
-                                for i, v in enumerate(o.variants)]
+                        # each server meets every CPU group over the rounds of an epoch
+                        jobs = [(v, *self.servers[v], groups[group_of(i, r, n)])
+                                for i, v in enumerate(sbs)]
                         self._update(variant="all at once", block=blk + 1)
-                        got = self._measure(jobs, blk, epoch)
+                        got = self._measure(jobs, blk, epoch, phase)
                     else:
-                        order = list(o.variants) if blk % 2 == 0 else list(reversed(o.variants))
+                        order = list(sbs) if blk % 2 == 0 else list(reversed(sbs))
                         got = []
                         for v in order:
                             self._update(variant=v, block=blk + 1)
-                            got += self._measure([(v, *self.servers[v], None)], blk, epoch)
+                            got += self._measure([(v, *self.servers[v], None)], blk, epoch,
+                                                 phase)
                     self.samples += got
-                    self._update(last_run=f"epoch {epoch + 1} round {r + 1}: " + ", ".join(
-                        f"{s.variant} {s.tps:,.0f} TPS" for s in got))
+                    self._update(last_run=f"epoch {epoch + 1}{under} round {r + 1}: " +
+                                 ", ".join(f"{s.variant} {s.tps:,.0f} TPS" for s in got))
             except RunOverrun:
                 del self.samples[n0:]  # only whole epochs count (every CPU, every round)
                 raise
@@ -326,20 +349,28 @@ class Validation:
             if self._done(epoch_times):
                 return
 
-    def _start_epoch(self, epoch: int) -> None:
+    def _start_epoch(self, epoch: int, phase: str | None = None) -> None:
         """Every server switched into its variant, (re)started and prewarmed. The switches are
-        read off the running servers (the plan needs them running); then every server stops
-        and the variants that take huge pages start first, so that a server on
-        `huge_pages = try` finds no free pages of the held pools and stays on 4 KiB pages."""
+        read off the running servers (the plan needs them running); then every server stops,
+        the host takes the epoch's THP phase (its knob, before any server starts: THP
+        applies to memory faulted after it), and the variants that take huge pages start
+        first, so that a server on `huge_pages = try` finds no free pages of the held pools
+        and stays on 4 KiB pages."""
         self.assign_servers(epoch)
-        steps = {v: self._epoch_steps(v, self.servers[v][0]) for v in self.o.variants}
+        sbs = self.side_by_side
+        steps = {v: self._epoch_steps(v, self.servers[v][0]) for v in sbs}
         for t, _ in self.servers.values():
             t.stop()
-        for v in self.o.variants:
+        if phase:
+            base = self.servers[THP_BASE][0]
+            self._update(phase=f"epoch {epoch + 1}: THP phase {phase}", variant=phase)
+            self.sw.current = phase
+            self.sw.apply(self.sw.steps(phase, base), base)
+        for v in sbs:
             self._update(phase=f"epoch {epoch + 1}: switching {v}", variant=v)
             self.sw.current = v
             self.sw.apply(steps[v], self.servers[v][0])
-        for v in start_order(self.o.variants, epoch):
+        for v in start_order(sbs, epoch):
             t, _ = self.servers[v]
             self._update(phase=f"epoch {epoch + 1}: starting {v}", variant=v)
             self.restarted = True
@@ -356,7 +387,8 @@ class Validation:
         shutil.chown(logdir, t.owner)
         return f"{logdir}/{self.o.bench}_log"
 
-    def _measure(self, jobs, block: int, epoch: int) -> list[Sample]:
+    def _measure(self, jobs, block: int, epoch: int, phase: str | None = None
+                 ) -> list[Sample]:
         """Run the benchmark on every (variant, server, driver, cpus) of `jobs` at once (one
         job but in the simultaneous design), each server and its clients on its CPUs where
         cpus is given. The clients are shared out among the servers, so the machine carries
@@ -366,7 +398,7 @@ class Validation:
         pin_trees(self.sr, [(t.pid(), cpus) for _, t, _, cpus in jobs if cpus is not None])
         started = time.time()
         try:
-            runs, mem, ptes, thp, steal, dtlb, trades = run_clients(
+            runs, mem, ptes, thp, steal, dtlb, trades, argvs = run_clients(
                 o, self.sr, self.pmu,
                 [(drv, self._logprefix(t), cpus) for _, t, drv, cpus in jobs], clients,
                 [t.pid() for _, t, _, _ in jobs], self._update)
@@ -377,12 +409,15 @@ class Validation:
         finally:
             pin_trees(self.sr, [(t.pid(), ALL_CPUS) for _, t, _, cpus in jobs
                                 if cpus is not None])
+        for (v, _, _, _), argv in zip(jobs, argvs):
+            self.commands.setdefault(v, argv)  # each variant's client, as it was run
         return [Sample(block, v, run.tps, run.latency_avg_ms, run.p50_ms, run.p95_ms,
                        run.p99_ms, pte if pte is not None else mem.get("page_tables_kb"),
                        mem.get("anon_huge_kb"),
                        mem.get("shmem_huge_kb"), mem.get("hugetlb_kb"), t.backing(), thp,
                        run.progress, round(started, 1), steal, dtlb, epoch,
-                       sorted(cpus) if cpus is not None else None, self._server_no(t), traded)
+                       sorted(cpus) if cpus is not None else None, self._server_no(t), traded,
+                       phase, mem.get("thp_modes"))
                 for (v, t, _, cpus), run, pte, traded in zip(jobs, runs, ptes, trades)]
 
     def _server_no(self, t: BenchTarget) -> int | None:
@@ -395,7 +430,15 @@ class Validation:
 
     # ---- results
     def effects(self) -> dict[tuple[str, str], stats.Effect]:
-        return stats.effects(self.samples, pairs_for(self.o.variants), self.o.band_pct)
+        return stats.comparisons(self.samples, pairs_for(self.o.variants), self.phases,
+                                 self.o.band_pct)
+
+    def _how(self, pair: tuple[str, str]) -> dict:
+        """How a comparison was measured: its design and its paired unit."""
+        if self.phases and any(map(host_wide, pair)):
+            return {"design": "THP phases", "unit": "cycle"}
+        return {"design": self.design, "unit": "block" if self.design == "restart"
+                else "epoch"}
 
     def restore(self) -> None:
         """Back to exactly how the host was: the variant's journal, then every saved knob,
@@ -426,14 +469,20 @@ class Validation:
     def result(self) -> dict:
         eff = self.effects()
         knobs = {v: k for v, k in self.sw.knobs.items() if v in self.o.variants}
+        pairs = pairs_for(self.o.variants)
+        by_phase = stats.by_phase(self.samples, pairs, self.phases, self.o.band_pct)
+        thp = stats.phase_samples(self.samples, self.phases)
         return {
             "schema_version": 1,
             "meta": {**self.meta, "variant_knobs": knobs, "interrupted": self.interrupted,
                      "plan_inspections": self.sw.inspections,
+                     "bench_commands": self.commands,
                      "elapsed_s": round(self.state.elapsed, 1)},
             "samples": [asdict(s) for s in self.samples],
-            "effects": [{"a": a, "b": b, **asdict(e), "half_width_pct": e.half_width_pct}
+            "effects": [{"a": a, "b": b, **asdict(e), "half_width_pct": e.half_width_pct,
+                         **self._how((a, b)), "by_phase": by_phase.get((a, b))}
                         for (a, b), e in eff.items()],
-            "variants": {v: stats.summary([s for s in self.samples if s.variant == v])
+            "variants": {v: stats.summary([s for s in (thp if self.phases and host_wide(v)
+                                                        else self.samples) if s.variant == v])
                          for v in self.o.variants},
         }

@@ -9,7 +9,9 @@ percentage. Never stop on "p < 0.05": stop on the CI's half-width, or on the tim
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+from .variants import THP_BASE, host_wide
 
 # Two-sided 95% quantiles of Student's t (t_{0.975, df}), from standard tables (NIST/SEMATECH
 # e-Handbook of Statistical Methods, 1.3.6.7.2).
@@ -124,6 +126,40 @@ def effects(samples: list, pairs: list[tuple[str, str]], band_pct: float
                 ta.append(geomean(sa))
                 tb.append(geomean(sb))
         out[(a, b)] = paired_effect(ta, tb, band_pct)
+    return out
+
+
+def phase_samples(samples: list, phases: list[str]) -> list:
+    """Side by side with THP phases (variants.phases_for): a THP variant's runs are those of
+    the THP_BASE server in its phase, their unit the cycle (one epoch per phase), so that a
+    THP comparison pairs the phases of one cycle."""
+    k = len(phases)
+    return [replace(s, variant=s.phase, epoch=unit(s) // k) for s in samples
+            if phases and s.variant == THP_BASE and s.phase]
+
+
+def comparisons(samples: list, pairs: list[tuple[str, str]], phases: list[str],
+                band_pct: float) -> dict[tuple[str, str], Effect]:
+    """Every comparison's effect. With THP phases, the pairs of per-server variants over
+    every epoch (whatever its phase: they ran side by side in it), and the pairs with a THP
+    variant over cycles (phase_samples). Without, all over epochs."""
+    thp = [p for p in pairs if phases and any(map(host_wide, p))]
+    out = effects(samples, [p for p in pairs if p not in thp], band_pct)
+    out.update(effects(phase_samples(samples, phases), thp, band_pct))
+    return {p: out[p] for p in pairs}
+
+
+def by_phase(samples: list, pairs: list[tuple[str, str]], phases: list[str],
+             band_pct: float) -> dict[tuple[str, str], dict[str, dict]]:
+    """The comparisons of per-server variants within each THP phase alone: whether the effect
+    depends on the THP setting it was measured under (the pooled one is in comparisons)."""
+    out: dict[tuple[str, str], dict[str, dict]] = {}
+    for ph in phases:
+        mine = [s for s in samples if s.phase == ph]
+        for p, e in effects(mine, [p for p in pairs if not any(map(host_wide, p))],
+                            band_pct).items():
+            out.setdefault(p, {})[ph] = {"n": e.n, "pct": e.pct, "lo_pct": e.lo_pct,
+                                         "hi_pct": e.hi_pct}
     return out
 
 

@@ -13,6 +13,12 @@ A variant named twice runs twice, as "name" and "name#2" (labels_for): an A/A ru
 effect measures the noise of the host and the design, since nothing differs.
 THP `enabled` does not reach shared memory, `shmem_enabled` does (transhuge.rst): the split is
 what a DBA means by "THP on" versus the shared-memory THP that helps PostgreSQL.
+
+Side by side (the resident and simultaneous designs) the THP variants are phases: every epoch
+runs the per-server variants' servers side by side under one THP setting, the settings taking
+turns from epoch to epoch (phase_at). The comparisons between per-server variants (the plan's
+among them) then use every epoch; a THP variant is `current`'s server in its phase, compared
+cycle by cycle (one epoch of each phase, THP_UNIT) with the other phase of its pair.
 """
 
 from __future__ import annotations
@@ -35,6 +41,13 @@ DEFAULT_VARIANTS = ("current", "recommended", "thp-never", "thp-always")
 # Comparisons (A, B): the effect reported is B over A.
 PAIRS = (("current", "recommended"), ("thp-never", "thp-always"), ("current", "thp-shmem"),
          ("current", "hugepages-off"), ("recommended", "hugepages-1g"))
+
+
+# A side-by-side run with THP phases compares THP settings on the server of this variant: THP
+# variants are defined as the host as it is with one knob changed.
+THP_BASE = "current"
+# The THP comparisons' paired unit: a cycle, one epoch in each phase (docs/design.md).
+THP_UNIT = "cycle"
 
 
 def parse_duration(text: str) -> int:
@@ -85,3 +98,42 @@ def start_order(variants: list[str], epoch: int) -> list[str]:
     k = (epoch // n) % n if n else 0
     turned = variants[k:] + variants[:k]
     return sorted(turned, key=lambda v: kind(v) not in ON_HUGE_PAGES)
+
+
+def host_wide(v: str) -> bool:
+    """A variant that changes host-wide knobs (THP), not a setting of one server."""
+    return kind(v) not in PER_SERVER
+
+
+def phases_for(variants: list[str]) -> list[str]:
+    """The THP phases a side-by-side run needs: every THP variant asked for, and the host as
+    it is (phase `current`) where a THP variant is compared with `current` itself (as
+    thp-shmem is). Empty where no phases can serve: no THP variant, no comparison between
+    per-server variants to run side by side, or no `current` server whose THP changes."""
+    pairs = pairs_for(variants)
+    servers = [v for v in variants if not host_wide(v)]
+    thp = [v for v in variants if host_wide(v)]
+    if not thp or THP_BASE not in servers or not any(
+            not host_wide(a) and not host_wide(b) for a, b in pairs):
+        return []
+    base = [THP_BASE] if any(THP_BASE in p and (host_wide(p[0]) or host_wide(p[1]))
+                              for p in pairs) else []
+    return base + thp
+
+
+def phase_at(epoch: int, phases: list[str]) -> str | None:
+    """The THP phase of an epoch: cycles of one epoch per phase, the order turned by one place
+    every cycle (a Latin square: over k cycles of k phases each phase holds every position
+    once), so neither a phase nor the first epoch after a switch stays with one setting. For
+    two phases: A B, B A, A B, ... (ABBA)."""
+    if not phases:
+        return None
+    k = len(phases)
+    cycle, pos = divmod(epoch, k)
+    return phases[(pos + cycle) % k]
+
+
+def group_of(i: int, r: int, n: int) -> int:
+    """Simultaneous design: the CPU group server i starts on in round r of n groups; over n
+    rounds each server starts once on every group."""
+    return (i + r) % n

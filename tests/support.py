@@ -163,6 +163,12 @@ def instance(report: dict, datadir: str) -> dict:
     raise AssertionError(f"no instance for {datadir} in {[i['id'] for i in report['instances']]}")
 
 
+def scratch_dirs() -> set[str]:
+    """validate's scratch directories in /tmp (servers, journals): none may be left."""
+    return {d for d in os.listdir("/tmp") if d.startswith(("hpadvise-pg-", "hpadvise-my-",
+                                                             "hpadvise-validate"))}
+
+
 def host_state(cluster=None, persist_root=None) -> dict:
     """Every path apply may touch: pools of every size, THP knobs, the cluster's
     postgresql.auto.conf, and the files under a persist root."""

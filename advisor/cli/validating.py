@@ -37,8 +37,10 @@ def validate(
     design: Annotated[str, typer.Option(
         metavar="NAME", help="restart (every run restarts the server in its variant), resident (one server "
              "per variant, alternating runs), simultaneous (one server per variant, measured "
-             "at once on their own CPUs) or auto: simultaneous where every variant is a "
-             "per-server setting and memory and CPUs allow, else restart.")] = "auto",
+             "at once on their own CPUs) or auto: simultaneous where memory and CPUs allow, "
+             "else restart. Side by side, THP variants are phases: the THP setting changes "
+             "from epoch to epoch while the per-server variants (current, recommended, ...) "
+             "run side by side in every epoch.")] = "auto",
     rounds: Annotated[Optional[int], typer.Option(
         help="Runs of every variant per server start, resident and simultaneous designs "
              "[default: 2, or one per variant when simultaneous].")] = None,

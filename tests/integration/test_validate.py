@@ -14,14 +14,10 @@ from importlib import resources
 import jsonschema
 import pytest
 
-from support import NoGiganticPages, host_state, run_cli
+from support import NoGiganticPages, host_state, run_cli, scratch_dirs
 
 pytestmark = [pytest.mark.integration, pytest.mark.live]
 
-
-def scratch_dirs() -> set[str]:
-    return {d for d in os.listdir("/tmp") if d.startswith(("hpadvise-pg-", "hpadvise-my-",
-                                                             "hpadvise-validate"))}
 
 
 def test_short_validate_every_variant(knobs, tmp_path):
@@ -468,3 +464,4 @@ def test_scratch_size_follows_the_running_instance(pg_factory, knobs, tmp_path):
     said = " ".join(r.stdout.split())  # the table output wraps at 120 columns
     assert f"384MB (follows shared_buffers of postgres:{c.port})" in said
     assert host_state(c) == before
+

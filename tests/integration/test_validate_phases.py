@@ -1,0 +1,63 @@
+"""validate as users type it: the default command, its plan's comparison side by side while
+THP settings take turns as phases."""
+
+import json
+import os
+
+import pytest
+
+from support import host_state, run_cli, scratch_dirs
+
+pytestmark = [pytest.mark.integration, pytest.mark.live]
+
+
+def test_the_default_command_runs_the_plan_side_by_side_with_thp_phases(knobs, tmp_path):
+    """`validate` with nothing but a short budget (the default variants and workload): the
+    plan's comparison runs side by side (simultaneous, two CPUs here) in every epoch while
+    THP enabled takes turns as phases (never, always, always, never, ...), each comparison
+    states how it was measured, the report leads with the plan's answer, the client ran
+    pgbench's TPC-B script, and the host is as before."""
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("the simultaneous design needs 2 CPUs; this host gives us "
+                    f"{len(os.sched_getaffinity(0))}")
+    before, dirs = host_state(), scratch_dirs()
+    r = run_cli("validate", "--duration", "80s", "--shared-buffers", "128MB", "--clients", "4",
+                "--warmup-seconds", "1", "--json", "--output", str(tmp_path / "r.json"),
+                timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    res = json.loads((tmp_path / "r.json").read_text())
+    m = res["meta"]
+    assert m["variants"] == ["current", "recommended", "thp-never", "thp-always"]
+    assert m["design"] == "simultaneous" and m["phases"] == ["thp-never", "thp-always"]
+    assert m["side_by_side"] == ["current", "recommended"] and m["workload"] == "tpcb"
+    how = {(e["a"], e["b"]): (e["design"], e["unit"], e["n"]) for e in res["effects"]}
+    plan, thp = how[("current", "recommended")], how[("thp-never", "thp-always")]
+    assert plan[:2] == ("simultaneous", "epoch") and plan[2] >= 3
+    assert thp[:2] == ("THP phases", "cycle") and thp[2] >= 1
+    by_epoch: dict[int, list] = {}
+    for s in res["samples"]:
+        by_epoch.setdefault(s["epoch"], []).append(s)
+    order = [by_epoch[e][0]["phase"] for e in sorted(by_epoch)]
+    assert order == (["thp-never", "thp-always", "thp-always", "thp-never"] * 3)[:len(order)]
+    for e, runs in by_epoch.items():
+        # both servers in every round, at the same time, on the phase's THP setting
+        assert sorted(s["variant"] for s in runs) == sorted(["current", "recommended"]
+                                                             * (len(runs) // 2))
+        for s in runs:
+            assert s["thp_modes"]["enabled"] == s["phase"].removeprefix("thp-"), s
+            assert s["backing"] == ("hugetlb" if s["variant"] == "recommended" else "4k")
+        for blk in {s["block"] for s in runs}:
+            starts = [s["started"] for s in runs if s["block"] == blk]
+            assert len(starts) == 2 and abs(starts[0] - starts[1]) < 1
+    # the THP variants' figures are current's server in their phase
+    assert res["variants"]["thp-always"]["runs"] == len(
+        [s for s in res["samples"] if s["variant"] == "current" and s["phase"] == "thp-always"])
+    # the default workload is pgbench's own TPC-B script: no -S, no -f, prepared statements
+    cmd = m["bench_commands"]["current"]
+    assert os.path.basename(cmd[0]) == "pgbench" and "-S" not in cmd and "-f" not in cmd
+    assert cmd[cmd.index("-M") + 1] == "prepared"
+    # the report leads with the plan's answer, then the tables; the phases are stated
+    out = r.stdout[r.stdout.index("Apply the plan?"):]
+    assert out.index("Apply the plan?") < out.index("Variants") < out.index("Effects")
+    assert "THP phases: thp-never / thp-always in turn" in " ".join(out.split())
+    assert host_state() == before and scratch_dirs() == dirs

@@ -1,0 +1,192 @@
+"""validate's THP phases: which variants become phases, the order of the phases, every server
+on every CPU group and in every phase alike, the comparisons over epochs and cycles (synthetic
+samples with known answers), the choice of design, and the report's first words."""
+
+import math
+import os
+
+import pytest
+
+from hpadvise.benchmarks import cpus, report, stats, variants
+from hpadvise.benchmarks.measure import Sample
+from hpadvise.benchmarks.options import Options, choose_design
+from hpadvise.errors import InputError
+from hpadvise.sysroot import SysRoot
+
+DEFAULT = list(variants.DEFAULT_VARIANTS)
+
+
+@pytest.mark.parametrize("names,phases", [
+    (DEFAULT, ["thp-never", "thp-always"]),
+    # thp-shmem is compared with current itself: the host as it is becomes a phase
+    (["current", "recommended", "thp-shmem"], ["current", "thp-shmem"]),
+    (["current", "recommended", "thp-never", "thp-always", "thp-shmem"],
+     ["current", "thp-never", "thp-always", "thp-shmem"]),
+    (["current", "recommended"], []),                   # nothing host-wide
+    (["thp-never", "thp-always"], []),                  # nothing to run side by side
+    (["current", "thp-shmem"], []),                     # no per-server comparison
+    (["recommended", "hugepages-off", "thp-never", "thp-always"], []),  # no current server
+])
+def test_which_variants_become_phases(names, phases):
+    assert variants.phases_for(variants.labels_for(names)) == phases
+
+
+@pytest.mark.parametrize("phases", [["a", "b"], ["a", "b", "c"], ["a", "b", "c", "d"]])
+def test_phase_order_is_a_latin_square(phases):
+    """Over k cycles each phase holds every position of a cycle once, and every cycle has
+    each phase once; for two phases the order is ABBA."""
+    k = len(phases)
+    order = [variants.phase_at(e, phases) for e in range(k * k)]
+    cycles = [order[c * k:(c + 1) * k] for c in range(k)]
+    assert all(sorted(c) == sorted(phases) for c in cycles)
+    for pos in range(k):
+        assert sorted(c[pos] for c in cycles) == sorted(phases)
+    if k == 2:
+        assert order == ["a", "b", "b", "a"]
+    assert variants.phase_at(3, []) is None
+
+
+def test_every_server_alike_on_every_cpu_group_and_in_every_phase():
+    """The simultaneous schedule over k cycles of the default run: each per-server variant
+    starts a round on every CPU group equally often within every epoch, runs in every THP
+    phase in the same number of epochs, and holds every position of a cycle equally."""
+    names = variants.labels_for(DEFAULT)
+    phases = variants.phases_for(names)
+    servers = [v for v in names if not variants.host_wide(v)]
+    n, k = len(servers), len(phases)
+    rounds = n  # the simultaneous default (options.check)
+    on_group: dict[tuple[str, int, int], int] = {}
+    in_phase: dict[tuple[str, str], int] = {}
+    position: dict[tuple[str, int], int] = {}
+    for epoch in range(k * k):
+        ph = variants.phase_at(epoch, phases)
+        for i, v in enumerate(servers):
+            in_phase[(v, ph)] = in_phase.get((v, ph), 0) + 1
+            position[(ph, epoch % k)] = position.get((ph, epoch % k), 0) + 1
+            for r in range(rounds):
+                g = variants.group_of(i, r, n)
+                on_group[(v, epoch, g)] = on_group.get((v, epoch, g), 0) + 1
+    assert set(on_group.values()) == {1} and len(on_group) == n * k * k * n
+    assert set(in_phase.values()) == {k} and len(in_phase) == n * k
+    assert len(set(position.values())) == 1 and len(position) == k * k
+    assert len(cpus.cpu_groups(n)) == n
+
+
+def synthetic(epochs: int, phases: list[str], plan=1.20, thp=1.10) -> list[Sample]:
+    """Side-by-side samples with known answers: recommended = plan x current in every epoch,
+    THP always = thp x never on every server, and a drift from cycle to cycle that pairing
+    must cancel (drift between the epochs of one cycle is what widens THP's interval, and
+    what the turning order cancels on average); two rounds per epoch."""
+    out = []
+    for epoch in range(epochs):
+        ph = variants.phase_at(epoch, phases)
+        drift = 1000 * (1 + 0.3 * math.sin(epoch // len(phases)))
+        level = drift * (thp if ph == "thp-always" else 1.0)
+        for r in range(2):
+            for v, f in (("current", 1.0), ("recommended", plan)):
+                out.append(Sample(epoch * 2 + r, v, level * f, None, 1, 2, 3, None, None,
+                                  None, None, "4k", {}, epoch=epoch, phase=ph))
+    return out
+
+
+def test_comparisons_over_epochs_and_cycles():
+    """The plan's comparison uses every epoch whatever its phase; THP's pairs the phases of
+    one cycle on current's server, so an unfinished cycle counts for the plan only."""
+    phases = ["thp-never", "thp-always"]
+    samples = synthetic(9, phases)
+    pairs = variants.pairs_for(variants.labels_for(DEFAULT))
+    eff = stats.comparisons(samples, pairs, phases, 1.0)
+    plan, thp = eff[("current", "recommended")], eff[("thp-never", "thp-always")]
+    assert plan.n == 9 and plan.pct == pytest.approx(20.0)
+    assert thp.n == 4 and thp.pct == pytest.approx(10.0)
+    assert plan.verdict == thp.verdict == "improved"
+    per = stats.by_phase(samples, pairs, phases, 1.0)[("current", "recommended")]
+    assert {ph: x["n"] for ph, x in per.items()} == {"thp-never": 5, "thp-always": 4}
+    assert all(x["pct"] == pytest.approx(20.0) for x in per.values())
+    # the THP variants' runs are current's in their phase, a unit per cycle
+    thp_runs = stats.phase_samples(samples, phases)
+    assert {s.variant for s in thp_runs} == set(phases)
+    assert {s.epoch for s in thp_runs} == set(range(5))
+    assert all(s.tps == pytest.approx(1000 * (1 + 0.3 * math.sin(s.epoch))
+                                      * (1.1 if s.phase == "thp-always" else 1))
+               for s in thp_runs)
+    # without phases nothing is re-paired: the restart design's effects as before
+    assert stats.comparisons(samples, [("current", "recommended")], [], 1.0) == \
+        stats.effects(samples, [("current", "recommended")], 1.0)
+    # the report shows the ratios each interval comes from: per cycle for THP
+    result = {"meta": {"phases": phases},
+              "samples": [vars(s) for s in samples],
+              "effects": [{"a": a, "b": b} for a, b in pairs]}
+    ratios = dict(((a, b), r) for a, b, r in report.block_ratios(result))
+    assert [r for _, r in ratios[("thp-never", "thp-always")]] == pytest.approx([1.1] * 4)
+    assert [r for _, r in ratios[("current", "recommended")]] == pytest.approx([1.2] * 9)
+
+
+class Twinnable:
+    """A scratch server that can be copied (BenchTarget.twin_blocker: None)."""
+
+    def twin_blocker(self):
+        return None
+
+
+@pytest.mark.parametrize("names,design", [
+    (DEFAULT, "auto"), (DEFAULT, "resident"), (DEFAULT, "restart"),
+    (["current", "recommended", "hugepages-off", "thp-never", "thp-always"], "auto"),
+    (["thp-never", "thp-always"], "auto"),
+])
+def test_design_and_phases_chosen(hosts, names, design):
+    sr = SysRoot(hosts / "thp-always")  # 24 GB available
+    o = Options(variants=variants.labels_for(names), duration_s=600, db="postgres",
+                design=design)
+    got, why, phases = choose_design(o, Twinnable(), 1 << 30, sr)
+    servers = [v for v in names if not variants.host_wide(v)]
+    if design == "restart" or not variants.phases_for(names):
+        assert got == "restart" and phases == []
+        if design == "auto":
+            assert "host-wide THP" in why
+        return
+    cpus_here = len(os.sched_getaffinity(0))
+    if design == "auto" and len(servers) > cpus_here:
+        assert got == "restart" and phases == [] and f"need {len(servers)} CPUs" in why
+        return
+    assert got == ("simultaneous" if design == "auto" else design)
+    assert phases == ["thp-never", "thp-always"]
+    assert "phases" in why and "thp-never, thp-always" in why
+
+
+def test_an_explicit_side_by_side_design_without_a_per_server_comparison_is_refused(hosts):
+    o = Options(variants=["current", "thp-always"], duration_s=600, db="postgres",
+                design="simultaneous")
+    with pytest.raises(InputError, match="host-wide THP.*--design restart"):
+        choose_design(o, Twinnable(), 1 << 30, SysRoot(hosts / "thp-always"))
+
+
+@pytest.mark.parametrize("verdict,lo,hi,words", [
+    ("improved", 8.0, 12.0, "Apply the plan? Yes: it gained +10.0% TPS (95% CI +8.0 .. +12.0%)"),
+    ("regressed", -12.0, -8.0, "Not for speed: it lost"),
+    ("no meaningful change", -0.5, 0.7, "no difference beyond ±1% here"),
+    ("inconclusive", -2.0, 22.0, "reaches beyond ±1% on both sides"),
+])
+def test_the_report_leads_with_the_plans_answer(verdict, lo, hi, words):
+    pct = (lo + hi) / 2
+    result = {"meta": {"band_pct": 1.0, "workload": "tpcb", "shared_buffers": "8GB",
+                       "buffers_setting": "shared_buffers", "design": "simultaneous",
+                       "phases": ["thp-never", "thp-always"],
+                       "side_by_side": ["current", "recommended"]},
+              "effects": [{"a": "thp-never", "b": "thp-always", "pct": 1.0, "lo_pct": -5.0,
+                           "hi_pct": 7.0, "verdict": "inconclusive", "n": 3,
+                           "design": "THP phases", "unit": "cycle"},
+                          {"a": "current", "b": "recommended", "pct": pct, "lo_pct": lo,
+                           "hi_pct": hi, "verdict": verdict, "n": 7, "design": "simultaneous",
+                           "unit": "epoch",
+                           "by_phase": {"thp-never": {"n": 4, "pct": pct, "lo_pct": lo,
+                                                      "hi_pct": hi},
+                                        "thp-always": {"n": 3, "pct": pct, "lo_pct": lo,
+                                                       "hi_pct": hi}}}]}
+    head, how = report.answer(result)
+    assert words in head
+    assert how.startswith("Measured simultaneous, 7 epochs side by side, tpcb workload")
+    lines = report.phase_lines(result)
+    assert "thp-never / thp-always in turn" in lines[0]
+    assert lines[1].startswith("current -> recommended by THP phase: thp-never")
+    assert report.answer({"meta": {}, "effects": result["effects"][:1]}) == []

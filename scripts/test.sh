@@ -3,7 +3,7 @@
 #   sudo scripts/test.sh [pytest args]
 # Debian packages (only those missing): PostgreSQL server, MariaDB server, sysbench, a JDK,
 # python3-venv, util-linux, procps, tuned, openssh-server, patroni and etcd-server (installed
-# without starting them), qemu-system-x86. Python: hpadvise with its [test] extras (ansible-core among them)
+# without starting them), qemu-system-x86, runc (the container runtime). Python: hpadvise with its [test] extras (ansible-core among them)
 # in a venv.
 # Live tests change real pools and THP knobs and restore them; they need root.
 set -euo pipefail
@@ -25,6 +25,7 @@ command -v tuned >/dev/null || missing+=(tuned)
 command -v qemu-system-x86_64 >/dev/null || missing+=(qemu-system-x86)
 command -v patroni >/dev/null || missing+=(patroni)
 command -v etcd >/dev/null || missing+=(etcd-server)
+command -v runc >/dev/null || missing+=(runc)
 /usr/bin/python3 -c 'import ensurepip, venv' 2>/dev/null || missing+=(python3-venv)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "test.sh: installing Debian packages: ${missing[*]}"

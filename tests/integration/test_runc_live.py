@@ -1,0 +1,129 @@
+"""Containers under a real runtime (Debian's runc), in the cgroup tree a kubelet builds: the
+kubelet's limit 0 for an unrequested page size, applied by runc, predicted as the crash it is
+from inside before the server's first start; a pod-level limit below the need, found from the
+host with the pod and container named, then produced by a load; from inside, the limits above
+are out of sight and said so. Teardown deletes the container, the pod's cgroups and the pools
+whatever happens (tests/pods.py); the pod goes before the clusters, whose servers ran in it."""
+
+import json
+import pwd
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from pods import NoRuntime, Pod
+from support import check_json, instance
+
+pytestmark = [pytest.mark.integration, pytest.mark.live]
+MiB = 1 << 20
+
+
+@pytest.fixture
+def pod(knobs):
+    made = []
+
+    def make(pod_limit, container_limit, cluster):
+        try:
+            p = Pod(pod_limit, container_limit, [cluster.tmp], (cluster.datadir,))
+        except NoRuntime as exc:
+            pytest.fail(str(exc)) if "runc not found" in str(exc) else pytest.skip(str(exc))
+        made.append(p)
+        return p
+
+    try:
+        yield make
+    finally:
+        for p in reversed(made):
+            p.remove()
+
+
+def as_postgres() -> str:
+    pw = pwd.getpwnam("postgres")
+    return f"{pw.pw_uid}:{pw.pw_gid}"
+
+
+def pg_ctl_start(p: Pod, c):
+    return p.exec(f"{c.bindir}/pg_ctl", "-D", c.datadir, "-l", c.log, "-w", "-t", "60",
+                  "start", user=as_postgres())
+
+
+def codes(report, iid):
+    return {f["code"]: f for f in report["findings"] if f["instance"] == iid}
+
+
+def test_kubelet_limit_zero_applied_by_runc_is_a_crash_predicted_from_inside(pg_factory, pod,
+                                                                             knobs):
+    """A pod that requested no 2 MiB pages: the kubelet asks runc for hugetlb.2MB.max = 0 on
+    the container (runc 1.1 sets the fault limit only), the host has a free pool. `check
+    --pgdata` in the container, before the first start, predicts the SIGBUS and plans
+    huge_pages = off; starting the server there (huge_pages = try, the default) then dies as
+    predicted."""
+    knobs.pool(2048, 200)
+    c = pg_factory({"shared_buffers": "128MB", "huge_pages": "try"})
+    p = pod(pod_limit=None, container_limit=0, cluster=c)
+    assert (p.cgroup / "hugetlb.2MB.max").read_text().strip() == "0"  # runc applied it
+    # runc 1.1 leaves the reservation limit as the kernel made the cgroup: none (the largest
+    # page-aligned count, not the word "max", until someone writes "max")
+    rsvd = (p.cgroup / "hugetlb.2MB.rsvd.max").read_text().strip()
+    assert rsvd == "max" or int(rsvd) >= 2**63 - 2**21, rsvd
+    r = p.hpadvise("check", "--json", "--db", "postgres", "--pgdata", c.datadir)
+    inside = json.loads(r.stdout)
+    assert inside["host"]["in_container"] and inside["host"]["cgroup_hidden"] == ["/sys/fs/cgroup"]
+    i = instance(inside, c.datadir)
+    assert not i["running"] and i["cgroup_from"] == "hpadvise"
+    f = codes(inside, i["id"])["cgroup.hugetlb.sigbus"]
+    assert f["severity"] == "crit" and "at its first start" in f["title"]
+    assert "/sys/fs/cgroup/hugetlb.2MB.max = 0" in f["evidence"]
+    assert {(ch["target"], ch["recommended"]) for ch in inside["plan"]["changes"]
+            if ch["instance"] == i["id"]} == {("huge_pages", "off")}
+    # as predicted: the first start in the container dies of SIGBUS
+    events = p.events()
+    r = pg_ctl_start(p, c)
+    assert r.returncode != 0, r.stdout + r.stderr
+    assert p.events() > events
+
+
+def test_pod_limit_found_from_the_host_with_the_pod_named_and_unseen_from_inside(
+        pg_factory, pod, knobs):
+    """The limit on the pod's cgroup only (pod-level resources; the container unlimited):
+    PostgreSQL starts on huge pages in the container. From the host, check gives the crit
+    SIGBUS prediction naming the pod, its QoS class and the container, the pod's level being
+    the one that bites; from inside, the limits above are out of sight and the instance is
+    not passed as fine. A load then ends in signal 7, as predicted."""
+    knobs.pool(2048, 200)
+    c = pg_factory({"shared_buffers": "128MB", "huge_pages": "try"})
+    p = pod(pod_limit=40 * MiB, container_limit=None, cluster=c)
+    r = pg_ctl_start(p, c)
+    assert r.returncode == 0, r.stderr + c.logtail()
+    report, _ = check_json("--db", "postgres")
+    i = instance(report, c.datadir)
+    assert i["backing"] == "hugetlb"
+    f = codes(report, i["id"])["cgroup.hugetlb.sigbus"]
+    assert f["severity"] == "crit"
+    assert f"Kubernetes pod {p.uid} (burstable), container {p.id[:12]}" in f["evidence"]
+    assert f"the pod's limit: Kubernetes pod {p.uid}" in f["title"], f["title"]
+    # the limit that bites is the pod's file, above the container's own (unlimited)
+    assert f"{p.pod_cgroup}/hugetlb.2MB.max = {40 * MiB}" in f["evidence"]
+    r = p.hpadvise("check", "--json", "--db", "postgres")
+    inside = json.loads(r.stdout)
+    j = instance(inside, c.datadir)
+    seen = codes(inside, j["id"])
+    assert "cgroup.hugetlb.unseen" in seen and seen["cgroup.hugetlb.unseen"]["severity"] == "warn"
+    assert {(ch["target"], ch["recommended"]) for ch in inside["plan"]["changes"]
+            if ch["instance"] == j["id"]} == {("huge_pages", "off")}
+    # the load faults the buffers past the pod's limit: SIGBUS
+    load = subprocess.run(["runuser", "-u", "postgres", "--", f"{c.bindir}/psql", "-h", c.tmp,
+                           "-p", str(c.port), "-d", "postgres", "-c",
+                           # INSERT, not CREATE TABLE AS: a bulk write cycles through a
+                           # 16 MB ring of buffers (src/backend/storage/buffer/README), which
+                           # stays under the pod's 40 MiB; an INSERT fills ~70 MB of them
+                           "CREATE TABLE big (g int, pad text); INSERT INTO big SELECT g, "
+                           "repeat('x', 200) FROM generate_series(1, 300000) g"],
+                          capture_output=True, text=True,
+                          cwd="/")
+    deadline = time.time() + 30
+    while "signal 7" not in Path(c.log).read_text() and time.time() < deadline:
+        time.sleep(0.2)
+    assert "terminated by signal 7: Bus error" in Path(c.log).read_text(), load.stderr

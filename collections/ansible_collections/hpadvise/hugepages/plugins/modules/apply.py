@@ -16,8 +16,6 @@ extends_documentation_fragment:
   - hpadvise.hugepages.hpadvise
   - hpadvise.hugepages.hpadvise.profile
   - ansible.builtin.action_common_attributes
-requirements:
-  - hpadvise on the managed host (its C(hpadvise) command; see O(executable))
 attributes:
   check_mode:
     support: full
@@ -25,8 +23,6 @@ attributes:
   diff_mode:
     support: full
     details: "Every knob's and file's before and after."
-  platform:
-    platforms: posix
 seealso:
   - module: hpadvise.hugepages.check
   - module: hpadvise.hugepages.rollback

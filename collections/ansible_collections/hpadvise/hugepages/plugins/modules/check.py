@@ -15,8 +15,6 @@ extends_documentation_fragment:
   - hpadvise.hugepages.hpadvise
   - hpadvise.hugepages.hpadvise.profile
   - ansible.builtin.action_common_attributes
-requirements:
-  - hpadvise on the managed host (its C(hpadvise) command; see O(executable))
 attributes:
   check_mode:
     support: full
@@ -24,8 +22,6 @@ attributes:
   diff_mode:
     support: none
     details: "It changes nothing, so there is nothing to show."
-  platform:
-    platforms: posix
 seealso:
   - module: hpadvise.hugepages.apply
   - module: hpadvise.hugepages.rollback

@@ -12,8 +12,6 @@ description:
 extends_documentation_fragment:
   - hpadvise.hugepages.hpadvise
   - ansible.builtin.action_common_attributes
-requirements:
-  - hpadvise on the managed host (its C(hpadvise) command; see O(executable))
 attributes:
   check_mode:
     support: full
@@ -21,8 +19,6 @@ attributes:
   diff_mode:
     support: none
     details: "Not shown; the result lists what was restored."
-  platform:
-    platforms: posix
 seealso:
   - module: hpadvise.hugepages.apply
   - module: hpadvise.hugepages.check

@@ -96,6 +96,8 @@ CORE = Codes(
          "memory.max; HugeTLB pages are charged to the hugetlb controller only)"),
     Code("cgroup.hugetlb.unseen", "warn", "The huge page limits above the instance's cgroup "
          "are out of sight (a cgroup namespace)", CGROUP_DOCS),
+    Code("cgroup.hugetlb.measured", "info", "The huge page limits above the instance's cgroup, "
+         "out of sight, allow its need (measured by faulting free pages)", CGROUP_DOCS),
     Code("cgroup.memory.hugetlb_charged", "warn", "Huge pages are charged to the memory limit "
          "(memory_hugetlb_accounting) and it is below them", "Documentation/admin-guide/"
          "cgroup-v2.rst (mount options: memory_hugetlb_accounting)"),

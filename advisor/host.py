@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from .boot import Boot
 from .boot import read as read_boot
@@ -19,6 +20,9 @@ from .cgroups import (HugetlbLimit, MemoryLimit, hidden_ancestors, hugetlb_accou
                       memory_limit)
 from .cgroups import limits as cgroup_limits
 from .sysroot import Note, SysRoot, kb
+
+if TYPE_CHECKING:
+    from .limitprobe import MeasuredLimit
 
 THP = "/sys/kernel/mm/transparent_hugepage"
 HUGEPAGES = "/sys/kernel/mm/hugepages"
@@ -173,6 +177,8 @@ class HostFacts:
     # the cgroup v2 mount charges huge pages to memory.max too (memory_hugetlb_accounting)
     hugetlb_accounting: bool = False
     memory_limit: MemoryLimit | None = None  # the tightest memory limit on hpadvise itself
+    # check --measure-limits: what faulting free huge pages from hpadvise's cgroup found
+    limit_measured: tuple[MeasuredLimit, ...] = ()
 
     def pool(self, size_kb: int) -> HugePool | None:
         return next((p for p in self.pools if p.size_kb == size_kb), None)

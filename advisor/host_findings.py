@@ -220,26 +220,58 @@ def _hit(r: Report, inst: Instance, lim) -> None:
                   f"{lim.max_events} times"))
 
 
+def left_to_fault(inst: Instance, page_kb: int, pages: int) -> int:
+    """Pages of this size the instance may still fault: its need less what its own cgroup has
+    faulted already (a running server's)."""
+    v = cgroup_verdict(inst.cgroup, page_kb, pages)
+    used = (v.limit.usage_bytes or 0) if v is not None else 0
+    return max(0, pages - used // (page_kb * 1024))
+
+
 def _unseen(r: Report, inst: Instance, page_kb: int, pages: int, v) -> str | None:
     """Inside a cgroup namespace the cgroups above are out of sight, and so are their limits
     (a Kubernetes pod's, a slice's): no limit seen is not no limit. Unless every page it needs
-    is faulted already in its own cgroup (no further fault can pass a limit), the plan keeps
-    the instance off huge pages until it is checked from the node. The reason, or None."""
+    is faulted already in its own cgroup (no further fault can pass a limit), or a probe
+    (`check --measure-limits`, limitprobe.py) faulted as many more pages without SIGBUS, the
+    plan keeps the instance off huge pages until it is checked from the node. The reason, or
+    None."""
     if not r.host.cgroup_hidden:
         return None
     need = pages * page_kb * 1024
-    used = v.limit.usage_bytes if v is not None else None
-    if used is not None and used >= need:
+    left = left_to_fault(inst, page_kb, pages)
+    if left == 0:
         return None
     size = f"hugetlb.{size_name(page_kb)}"
+    m = next((m for m in r.host.limit_measured if m.page_kb == page_kb), None)
+    if m is not None and not m.refused and m.touched >= left:
+        r.findings.append(CORE["cgroup.hugetlb.measured"](
+            "A child process faulted that many huge pages in hpadvise's own cgroup and freed "
+            "them: the limits above (out of sight in this cgroup namespace) let the instance "
+            "fault the rest of its need, as the pool and its neighbours stood at that moment.",
+            f"needs {left} more of {pages} pages; {m.said()}", inst.id,
+            title=f"{inst.id}: the limits above its container allow its {fmt_bytes(need)} of "
+                  "huge pages (measured)"))
+        return None
+    if m is not None and m.sigbus:
+        r.findings.append(CORE["cgroup.hugetlb.sigbus"](
+            "A fault limit out of sight above this cgroup (a pod's, a slice's) stops faults "
+            f"after {m.touched} more pages: the server dies of SIGBUS when it touches its "
+            "buffers past it. Raise that limit (the pod's huge page resource) or turn huge "
+            "pages off for this instance (the plan does).",
+            f"needs {left} more of {pages} pages; {m.said()}", inst.id,
+            title=f"{inst.id} will crash with SIGBUS: a limit above its container allows "
+                  f"{m.touched} more {fmt_page(page_kb)} pages, it needs {left} (measured)"))
+        return f"a hugetlb limit above allows {m.touched} more pages, it needs {left} (measured)"
     r.findings.append(CORE["cgroup.hugetlb.unseen"](
         "hpadvise runs in a cgroup namespace: the cgroups above its own (a pod's, a slice's) "
         "are out of its sight, and a fault limit there below the need kills the server with "
         "SIGBUS at a touch. The plan keeps it off huge pages. Check from the node (`hpadvise "
-        "check` on the host sees every level), or read the pod's limit: the container's "
-        f"{k8s_resource(page_kb)} resource.",
+        "check` on the host sees every level), read the pod's limit (the container's "
+        f"{k8s_resource(page_kb)} resource), or measure it from here (`check "
+        "--measure-limits`, which faults free huge pages in a child process).",
         f"needs {need} bytes; {', '.join(r.host.cgroup_hidden)} is a cgroup namespace's view "
-        f"(its root has cgroup.type); {size}.max above it: unknown", inst.id,
+        f"(its root has cgroup.type); {size}.max above it: unknown"
+        + (f"; {m.said()}" if m is not None else ""), inst.id,
         title=f"{inst.id}: the huge page limits above its container are out of sight"))
     return "the hugetlb limits of the cgroups above are out of sight (a cgroup namespace)"
 

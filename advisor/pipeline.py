@@ -23,10 +23,13 @@ from .sysroot import SysRoot
 
 
 def inspect(sr: SysRoot, profile_name: str = "oltp", targets: Targets | None = None,
-            engine_names: list[str] | None = None, scratch: bool = False) -> Report:
+            engine_names: list[str] | None = None, scratch: bool = False,
+            measure_limits: bool = False) -> Report:
     """Read the host, discover the instances of these engines (None: every installed one)
     and build the plan for all of them: what `check` shows. validate's own scratch servers
-    are left out unless `scratch` (validate planning for them)."""
+    are left out unless `scratch` (validate planning for them). `measure_limits`: inside a
+    cgroup namespace, fault free huge pages in a child process to find the limits above
+    (limitprobe.py), then plan again with what it found."""
     engines = {e.name: e for e in (registry.all() if not engine_names
                                    else [registry.get(n) for n in engine_names])}
     profile = profiles.load(profile_name, registry.profile_schemas())
@@ -58,6 +61,9 @@ def inspect(sr: SysRoot, profile_name: str = "oltp", targets: Targets | None = N
     if len(facts.numa_nodes) > 1:
         bind_nodes(facts, procs, instances)
     report = build(facts, instances, profile, engines)
+    if measure_limits and facts.cgroup_hidden:
+        facts = dataclasses.replace(facts, limit_measured=measured_limits(report))
+        report = build(facts, instances, profile, engines)
     report.notes = [str(n) for n in sr.notes] + [
         f"{i.id}: a scratch server of a running `hpadvise validate`, left out"
         for i in left_out]
@@ -80,6 +86,26 @@ def _without_scratch(sr: SysRoot, engines: dict, instances: list[Instance]):
                      for r in refs)
         (scratch if marked else keep).append(inst)
     return keep, scratch
+
+
+def measured_limits(report: Report) -> tuple:
+    """For every page size an instance's unseen limits concern (cgroup.hugetlb.unseen), one
+    probe up to the most pages any of them may still fault, in free unreserved pages only."""
+    from .host_findings import left_to_fault
+    from .limitprobe import measure
+    unseen = {f.instance for f in report.findings if f.code == "cgroup.hugetlb.unseen"}
+    want: dict[int, int] = {}
+    for inst in report.instances:
+        if inst.id in unseen and inst.demand:
+            for page_kb, pages in inst.demand.pages.items():
+                want[page_kb] = max(want.get(page_kb, 0), left_to_fault(inst, page_kb, pages))
+    out = []
+    for page_kb, pages in sorted(want.items()):
+        pool = report.host.pool(page_kb)
+        if pool is None or not pages:
+            continue
+        out.append(measure(page_kb, pages, (pool.free_pages or 0) - (pool.resv_pages or 0)))
+    return tuple(out)
 
 
 def own_cgroups(facts: HostFacts, instances: list[Instance]) -> None:

@@ -43,8 +43,14 @@ def check(
     = "/",
     verbose: Annotated[bool, typer.Option("--verbose", "-v",
                                           help="Show sources and unreadable files.")] = False,
+    measure_limits: Annotated[bool, typer.Option(
+        "--measure-limits", help="Inside a container, where the hugetlb limits above its "
+        "cgroup are out of sight: find them by faulting huge pages in a child process, up to "
+        "what each instance still needs; it takes free unreserved pages only and frees them "
+        "at once. Off by default: it touches the host's huge pages.")] = False,
 ):
-    """Inspect the host and running databases; size the pools; recommend. Changes nothing.
+    """Inspect the host and running databases; size the pools; recommend. Changes nothing
+    (--measure-limits borrows free huge pages for a moment).
 
     Exit codes: 0 done; 1 a finding reached --fail-on; 2 bad input (the report is still
     printed where it could be made).
@@ -57,6 +63,7 @@ def check(
       hpadvise check --format prometheus --output /var/lib/prometheus/node-exporter/hpadvise.prom
       hpadvise check --pgdata /srv/pg/16/main      # plan before the first start
       hpadvise check --dsn 'postgresql://app@db1:5432/postgres'
+      hpadvise check --pgdata /var/lib/postgresql/data --measure-limits   # in an init container
     """
     from ..pipeline import inspect
     from ..sysroot import SysRoot, snapshot_root
@@ -65,7 +72,11 @@ def check(
     import time
     started = time.monotonic()
     form = fmt_of(fmt, json_out, ("table", "json", "prometheus"))
-    report = inspect(SysRoot(snapshot_root(root)), profile, targets(dsn), registry.resolve(db))
+    if measure_limits and root != "/":
+        raise InputError("--measure-limits measures the live host's cgroups; it cannot read a "
+                         "snapshot: leave out --root")
+    report = inspect(SysRoot(snapshot_root(root)), profile, targets(dsn), registry.resolve(db),
+                     measure_limits=measure_limits)
     if form == "json":
         from ..render import to_json
         emit(to_json(report) + "\n", output)

@@ -51,7 +51,8 @@ class Pod:
     hugetlb.2MB.max in bytes (None: unlimited); the container's is applied by runc."""
 
     def __init__(self, pod_limit: int | None, container_limit: int | None,
-                 writable: list[str], datadirs: tuple[str, ...] = ()):
+                 writable: list[str], datadirs: tuple[str, ...] = (),
+                 readonly: tuple[str, ...] = ()):
         self.runc = shutil.which("runc")
         if not self.runc:
             raise NoRuntime("runc not found: run scripts/test.sh, which installs Debian's runc")
@@ -72,7 +73,7 @@ class Pod:
         self.datadirs = datadirs
         try:
             self._pod_cgroup(pod_limit)
-            self._bundle(container_limit, writable)
+            self._bundle(container_limit, writable, readonly)
             # detached: the container keeps its stdio, so they must not be our pipes
             log = self.bundle / "run.log"
             with open(log, "w") as out:
@@ -112,13 +113,14 @@ class Pod:
                 self.made.append(path)
         (path / "hugetlb.2MB.max").write_text("max" if limit is None else str(limit))
 
-    def _bundle(self, limit: int | None, writable: list[str]) -> None:
+    def _bundle(self, limit: int | None, writable: list[str], readonly: tuple[str, ...]
+                ) -> None:
         root = self.bundle / "rootfs"
         root.mkdir()
         for name in MERGED:
             if os.path.islink(f"/{name}"):
                 os.symlink(os.readlink(f"/{name}"), root / name)
-        binds = [(p, "ro") for p in (*READ_ONLY, str(REPO)) if os.path.exists(p)]
+        binds = [(p, "ro") for p in (*READ_ONLY, str(REPO), *readonly) if os.path.exists(p)]
         binds += [(p, "rw") for p in writable]
         mounts_ = [
             {"destination": "/proc", "type": "proc", "source": "proc"},
@@ -161,15 +163,17 @@ class Pod:
         }
         (self.bundle / "config.json").write_text(json.dumps(config, indent=1))
 
-    def _runc(self, *args: str, timeout: int = 120, out=None) -> subprocess.CompletedProcess:
-        """runc where /sys/fs/cgroup is the v2 hierarchy (see the module's docstring); its
-        output captured, or into the file `out`."""
+    def _argv(self, *args: str) -> list[str]:
+        """runc where /sys/fs/cgroup is the v2 hierarchy (see the module's docstring)."""
         cmd = shlex.join([self.runc, "--root", self.state, *args])
         inner = f"mount --bind {shlex.quote(self.v2)} /sys/fs/cgroup && exec {cmd}"
+        return ["unshare", "--mount", "--propagation", "private", "sh", "-c", inner]
+
+    def _runc(self, *args: str, timeout: int = 120, out=None) -> subprocess.CompletedProcess:
+        """runc, its output captured, or into the file `out`."""
         io = {"stdout": out, "stderr": out} if out else {"capture_output": True}
-        return subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c",
-                               inner], text=True, timeout=timeout, stdin=subprocess.DEVNULL,
-                              **io)
+        return subprocess.run(self._argv(*args), text=True, timeout=timeout,
+                              stdin=subprocess.DEVNULL, **io)
 
     # ---- inside
     def exec(self, *argv: str, user: str | None = None, timeout: int = 120
@@ -177,6 +181,16 @@ class Pod:
         """A command inside the container (runc exec), as `user` ("uid:gid") or root."""
         extra = ["--user", user] if user else []
         return self._runc("exec", *extra, self.id, *argv, timeout=timeout)
+
+    def popen(self, *argv: str) -> subprocess.Popen:
+        """A command inside the container left running, its stdin and stdout (with stderr)
+        pipes to us."""
+        return subprocess.Popen(self._argv("exec", self.id, *argv), stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    def pids(self) -> list[int]:
+        """The container's processes, as the host numbers them."""
+        return [int(x) for x in (self.cgroup / "cgroup.procs").read_text().split()]
 
     def hpadvise(self, *args: str) -> subprocess.CompletedProcess:
         return self.exec(sys.executable, "-m", "hpadvise.cli", *args)

@@ -1,12 +1,13 @@
 """Containers under a real runtime (Debian's runc), in the cgroup tree a kubelet builds: the
 kubelet's limit 0 for an unrequested page size, applied by runc, predicted as the crash it is
 from inside before the server's first start; a pod-level limit below the need, found from the
-host with the pod and container named, then produced by a load; from inside, the limits above
-are out of sight and said so. Teardown deletes the container, the pod's cgroups and the pools
+host with the pod and container named, then produced by a load, for PostgreSQL and for a JVM;
+from inside, the limits above are out of sight and said so. Teardown deletes the container, the pod's cgroups and the pools
 whatever happens (tests/pods.py); the pod goes before the clusters, whose servers ran in it."""
 
 import json
 import pwd
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -24,9 +25,10 @@ MiB = 1 << 20
 def pod(knobs):
     made = []
 
-    def make(pod_limit, container_limit, cluster):
+    def make(pod_limit, container_limit, cluster=None, readonly=()):
         try:
-            p = Pod(pod_limit, container_limit, [cluster.tmp], (cluster.datadir,))
+            p = Pod(pod_limit, container_limit, [cluster.tmp] if cluster else [],
+                    (cluster.datadir,) if cluster else (), tuple(readonly))
         except NoRuntime as exc:
             pytest.fail(str(exc)) if "runc not found" in str(exc) else pytest.skip(str(exc))
         made.append(p)
@@ -47,6 +49,10 @@ def as_postgres() -> str:
 def pg_ctl_start(p: Pod, c):
     return p.exec(f"{c.bindir}/pg_ctl", "-D", c.datadir, "-l", c.log, "-w", "-t", "60",
                   "start", user=as_postgres())
+
+
+def pool_free() -> int:
+    return int(Path("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages").read_text())
 
 
 def codes(report, iid):
@@ -113,6 +119,17 @@ def test_pod_limit_found_from_the_host_with_the_pod_named_and_unseen_from_inside
     assert "cgroup.hugetlb.unseen" in seen and seen["cgroup.hugetlb.unseen"]["severity"] == "warn"
     assert {(ch["target"], ch["recommended"]) for ch in inside["plan"]["changes"]
             if ch["instance"] == j["id"]} == {("huge_pages", "off")}
+    # measured from inside: a probe faults free pages until the pod's limit stops it
+    free = pool_free()
+    r = p.hpadvise("check", "--json", "--db", "postgres", "--measure-limits")
+    measured = json.loads(r.stdout)
+    f = codes(measured, instance(measured, c.datadir)["id"])["cgroup.hugetlb.sigbus"]
+    assert f["severity"] == "crit" and f["title"].endswith("(measured)"), f
+    left = (40 * MiB - int((p.pod_cgroup / "hugetlb.2MB.current").read_text())) // (2 * MiB)
+    touched = int(re.search(r"faulted (\d+) of \d+ x 2 MiB pages, then SIGBUS",
+                            f["evidence"]).group(1))
+    assert abs(touched - left) <= 1, (touched, left, f["evidence"])
+    assert pool_free() == free  # the probe's pages went back
     # the load faults the buffers past the pod's limit: SIGBUS
     load = subprocess.run(["runuser", "-u", "postgres", "--", f"{c.bindir}/psql", "-h", c.tmp,
                            "-p", str(c.port), "-d", "postgres", "-c",
@@ -127,3 +144,68 @@ def test_pod_limit_found_from_the_host_with_the_pod_named_and_unseen_from_inside
     while "signal 7" not in Path(c.log).read_text() and time.time() < deadline:
         time.sleep(0.2)
     assert "terminated by signal 7: Bus error" in Path(c.log).read_text(), load.stderr
+
+
+def test_jvm_in_a_pod_found_from_the_host_then_killed_by_its_load(pod, knobs, classes):
+    """A JVM on 2 MiB pages (-XX:+UseLargePages, a 256 MiB heap) in a container whose pod may
+    fault 160 MiB of them: it starts (its heap is reserved, not touched), check on the host
+    predicts the crash naming the pod and the container and plans -XX:-UseLargePages; a load
+    that fills the heap then ends it with SIGBUS, as predicted."""
+    knobs.pool(2048, 400)
+    p = pod(pod_limit=160 * MiB, container_limit=None, readonly=[str(classes)])
+    jvm = p.popen("java", "-XX:+UseLargePages", "-Xms256m", "-Xmx256m", "-cp", str(classes),
+                  "Idle")
+    try:
+        first = jvm.stdout.readline()
+        while first and not first.startswith("ready"):
+            first = jvm.stdout.readline()
+        assert first.startswith("ready"), jvm.stdout.read()[-500:]
+        report, _ = check_json("--db", "jvm")
+        [i] = [x for x in report["instances"] if x["pid"] in p.pids()]
+        assert i["backing"] == "hugetlb"
+        f = codes(report, i["id"])["cgroup.hugetlb.sigbus"]
+        assert f["severity"] == "crit"
+        assert f"Kubernetes pod {p.uid} (burstable), container {p.id[:12]}" in f["evidence"]
+        assert f"{p.pod_cgroup}/hugetlb.2MB.max = {160 * MiB}" in f["evidence"]
+        assert {(ch["target"], ch["recommended"]) for ch in report["plan"]["changes"]
+                if ch["instance"] == i["id"]} == {("java options", "-XX:-UseLargePages")}
+        events = p.events()
+        jvm.stdin.write("fill 150\n")
+        jvm.stdin.flush()
+        out = jvm.stdout.read()  # until the JVM is gone
+        assert "SIGBUS" in out and "filled" not in out, out[-800:]
+        assert p.events() > events
+    finally:
+        jvm.kill()
+        jvm.wait()
+
+
+def test_measured_limits_take_only_free_unreserved_pages(pg_factory, pod, knobs):
+    """`check --measure-limits` inside a pod whose limit (400 MiB) holds a stopped cluster's
+    72 pages: while a server on the host has 72 of the pool's 112 pages reserved, the probe
+    takes only the 40 others (that server runs on undisturbed) and, having measured fewer
+    pages than the need, keeps the limit unknown; with the server stopped it faults all 72,
+    says so (info) and the plan puts the cluster on huge pages."""
+    knobs.pool(2048, 112)
+    host = pg_factory({"shared_buffers": "128MB", "huge_pages": "on"})
+    host.start()
+    c = pg_factory({"shared_buffers": "128MB", "huge_pages": "try"})
+    p = pod(pod_limit=400 * MiB, container_limit=None, cluster=c)
+    args = ("check", "--json", "--db", "postgres", "--pgdata", c.datadir, "--measure-limits")
+    inside = json.loads(p.hpadvise(*args).stdout)
+    f = codes(inside, instance(inside, c.datadir)["id"])["cgroup.hugetlb.unseen"]
+    assert "faulted 40 of 40 x 2 MiB pages without SIGBUS (the pool has 40 free unreserved)" \
+        in f["evidence"], f["evidence"]
+    host.psql("SELECT count(*) FROM pg_class")  # the host's server is undisturbed
+    host.stop()
+    inside = json.loads(p.hpadvise(*args).stdout)
+    i = instance(inside, c.datadir)
+    found = codes(inside, i["id"])
+    assert "cgroup.hugetlb.unseen" not in found and "cgroup.hugetlb.sigbus" not in found
+    m = found["cgroup.hugetlb.measured"]
+    assert m["severity"] == "info" and "faulted 72 of 72 x 2 MiB pages without SIGBUS" \
+        in m["evidence"]
+    assert ("huge_pages", "off") not in {(ch["target"], ch["recommended"])
+                                         for ch in inside["plan"]["changes"]
+                                         if ch["instance"] == i["id"]}
+    assert pool_free() == 112

@@ -67,6 +67,12 @@ def inspect(sr: SysRoot, profile_name: str = "oltp", targets: Targets | None = N
     report.notes = [str(n) for n in sr.notes] + [
         f"{i.id}: a scratch server of a running `hpadvise validate`, left out"
         for i in left_out]
+    if measure_limits and not facts.cgroup_hidden:
+        report.notes.append("--measure-limits: nothing to measure, no cgroup's limits are out "
+                            "of sight here (outside a cgroup namespace every level is read)")
+    elif measure_limits and not facts.limit_measured:
+        report.notes.append("--measure-limits: nothing to measure, no instance may still "
+                            "fault huge pages under limits out of sight")
     for name, why in failed:
         report.errors.append(f"{name}: {why}")
         report.findings.append(CORE["engine.failed"](

@@ -19,6 +19,7 @@ def _cases(tmp):
         (["check", "--root", "/nonexistent"], "no such directory"),
         (["check", "--root", NOT_A_SNAPSHOT], "not a snapshot"),
         (["check", "--fail-on", "bogus"], "--fail-on"),
+        (["check", "--measure-limits", "--root", "/tmp"], "--measure-limits measures the live"),
         (["check", "--profile", "nope"], "no profile named 'nope'"),
         (["check", "--profile", "/nonexistent/p.toml"], "p.toml"),
         (["check", "--db", "oracle"], "--db oracle"),

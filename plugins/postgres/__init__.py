@@ -105,7 +105,7 @@ class PostgresEngine(Engine):
             m = c.manager
             if not mine or not (m.api and m.scope):
                 return []  # its REST API unread: advice prints the patronictl commands
-            a = PatroniParams(m.api, m.scope, sorted(mine), m.config, inst.id)
+            a = PatroniParams(m.api, m.scope, sorted(mine), m.config, inst.id, dcs=m.dcs)
             return [(a, {n: mine[n] for n in a.names})]
         spec = spec_of(c, inst.id)
         out = []

@@ -23,6 +23,9 @@ import os
 CONNECTION_OK = 0
 PGRES_COMMAND_OK, PGRES_TUPLES_OK = 1, 2
 
+# The first libpq that loads serves every server of the run: any libpq speaks frontend/backend
+# protocol 3.0, which every server since 7.4 accepts (PostgreSQL documentation, 55.1 "Overview"
+# of the protocol: version negotiation), whatever the server's own major.
 _lib: ctypes.CDLL | None = None
 
 

@@ -32,6 +32,7 @@ class Manager:
     member: str | None = None
     role: str | None = None
     api: str | None = None  # the REST API's address
+    dcs: str | None = None  # where the cluster's configuration lives (_dcs)
 
     def describe(self) -> str:
         who = ", ".join(x for x in (f"scope {self.scope}" if self.scope else "",
@@ -57,6 +58,24 @@ def _key(text: str, section: str, key: str) -> str | None:
         return None
     v = re.search(rf"^\s+{key}:\s*['\"]?([^'\"\s#]+)", mt.group(1), re.M)
     return v.group(1) if v else None
+
+
+# The DCS sections of Patroni's configuration (Patroni's documentation, "YAML Configuration
+# Settings"), and the namespace its keys live under (default /service/).
+DCS_SECTIONS = ("etcd3", "etcd", "consul", "zookeeper", "exhibitor", "kubernetes", "raft")
+
+
+def _dcs(text: str) -> str | None:
+    """The DCS a member's configuration names, and the namespace: what two clusters of the
+    same scope name on one host differ by. Only the address keys are read."""
+    mt = re.search(r"^namespace:\s*['\"]?([^'\"\s#]+)", text, re.M)
+    namespace = mt.group(1) if mt else "/service/"
+    for sec in DCS_SECTIONS:
+        if re.search(rf"^{sec}:", text, re.M):
+            addr = next((v for k in ("hosts", "host", "url", "proxy", "namespace",
+                                     "self_addr") if (v := _key(text, sec, k))), "")
+            return f"{sec}:{addr}{namespace}"
+    return None
 
 
 def _patronis(sr: SysRoot, procs: ProcTable) -> list[tuple[str, str]]:
@@ -89,22 +108,22 @@ def manager_of(sr: SysRoot, procs: ProcTable, datadir: str | None, live: bool,
     listen = _key(text, "restapi", "listen")
     top = {k: (m.group(1) if (m := re.search(rf"^{k}:\s*['\"]?([^'\"\s#]+)", text, re.M))
                else None) for k in ("scope", "name")}  # the cluster's and the member's names
-    scope, member = top["scope"], top["name"]
+    scope, member, dcs = top["scope"], top["name"], _dcs(text)
     if not listen:
-        return Manager("patroni", config, scope, member)
+        return Manager("patroni", config, scope, member, dcs=dcs)
     host, _, port = listen.rpartition(":")
     host = "127.0.0.1" if host in ("", "0.0.0.0", "*") else host.strip("[]")
     api = f"http://{host}:{port}"
     if not live:  # a snapshot: the names from the configuration, nothing asked
-        return Manager("patroni", config, scope, member, api=api)
+        return Manager("patroni", config, scope, member, api=api, dcs=dcs)
     try:
         import urllib.request  # only where a Patroni runs (~15 ms to import)
         with urllib.request.urlopen(f"{api}/patroni", timeout=timeout) as r:
             d = json.loads(r.read().decode())
     except (OSError, ValueError):  # its API does not answer: nothing will go through it
-        return Manager("patroni", config, scope, member)
+        return Manager("patroni", config, scope, member, dcs=dcs)
     p = d.get("patroni") or {}
     # Patroni before 3.1 calls the primary "master" in its API
     role = {"master": "primary"}.get(d.get("role"), d.get("role"))
     return Manager("patroni", config, p.get("scope") or scope, p.get("name") or member, role,
-                   api)
+                   api, dcs)

@@ -53,16 +53,19 @@ class PatroniParams(Action):
     kind = "patroni_params"
 
     def __init__(self, api: str, scope: str, names: list[str], config: str | None = None,
-                 instance: str | None = None, engine: str = "postgres"):
+                 instance: str | None = None, engine: str = "postgres", dcs: str | None = None):
         self.api, self.scope, self.names, self.config = api, scope, list(names), config
-        self.instance = instance
+        self.instance, self.dcs = instance, dcs
 
     def spec(self) -> dict:
         return {"kind": self.kind, "engine": "postgres", "api": self.api, "scope": self.scope,
-                "names": self.names, "config": self.config, "instance": self.instance}
+                "names": self.names, "config": self.config, "instance": self.instance,
+                "dcs": self.dcs}
 
-    def identity(self) -> str:  # the same through any member's API
-        return f"{self.kind}:{self.scope}:{','.join(self.names)}"
+    def identity(self) -> str:
+        """The same through any member's API: the configuration is the cluster's, kept in its
+        DCS under its namespace and scope (two clusters may share a scope name on other DCSs)."""
+        return f"{self.kind}:{self.dcs}:{self.scope}:{','.join(self.names)}"
 
     @property
     def label(self) -> str:

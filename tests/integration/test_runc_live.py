@@ -209,3 +209,21 @@ def test_measured_limits_take_only_free_unreserved_pages(pg_factory, pod, knobs)
                                          for ch in inside["plan"]["changes"]
                                          if ch["instance"] == i["id"]}
     assert pool_free() == 112
+
+
+def test_adequate_pod_limits_run_on_huge_pages_without_a_finding(pg_factory, pod, knobs):
+    """A pod that requested its pages (the pod and the container each allowed 400 MiB, as the
+    kubelet sets both for a request): PostgreSQL inside runs on huge pages through a load,
+    and check on the host has nothing to say of its cgroups."""
+    knobs.pool(2048, 200)
+    c = pg_factory({"shared_buffers": "128MB", "huge_pages": "on"})
+    p = pod(pod_limit=400 * MiB, container_limit=400 * MiB, cluster=c)
+    r = pg_ctl_start(p, c)
+    assert r.returncode == 0, r.stderr + c.logtail()
+    c.psql("CREATE TABLE big (g int, pad text); INSERT INTO big SELECT g, repeat('x', 200) "
+           "FROM generate_series(1, 300000) g")
+    report, _ = check_json("--db", "postgres")
+    i = instance(report, c.datadir)
+    assert i["backing"] == "hugetlb"
+    assert not [code for code in codes(report, i["id"]) if code.startswith("cgroup.")]
+    assert p.events() == 0 and int((p.cgroup / "hugetlb.2MB.current").read_text()) > 64 * MiB

@@ -14,7 +14,7 @@ from importlib import resources
 import jsonschema
 import pytest
 
-from support import NoGiganticPages, host_state, run_cli, scratch_dirs
+from support import GiganticRoom, NoGiganticPages, host_state, run_cli, scratch_dirs
 
 pytestmark = [pytest.mark.integration, pytest.mark.live]
 
@@ -355,6 +355,7 @@ def test_thp_variants_as_dbas_mean_them_and_1g_pages(knobs, tmp_path):
     server on 1 GiB pages; every knob each variant changed is named, and all are restored."""
     if "pdpe1gb" not in open("/proc/cpuinfo").read():
         pytest.skip("no 1 GiB pages on this CPU")
+    GiganticRoom.make()  # room for validate's 1 GiB pool, however fragmented RAM is
     before, dirs = host_state(), scratch_dirs()
     r = run_cli("validate", "--duration", "60s", "--shared-buffers", "128MB", "--clients", "2",
                 "--run-seconds", "2", "--warmup-seconds", "1",

@@ -20,10 +20,10 @@ import resource
 import signal
 from dataclasses import dataclass
 
-# include/uapi/asm-generic/mman-common.h (x86-64, arm64, and most others) and
-# include/uapi/asm-generic/hugetlb_encode.h: the page size as log2 in bits 26-31 of the flags.
-MAP_HUGETLB = 0x40000
-MAP_HUGE_SHIFT = 26
+# The kernel's mmap flags (uapi); the page size goes as log2 in bits 26-31 of the flags
+# (include/uapi/asm-generic/hugetlb_encode.h).
+from .probe import MAP_HUGE_SHIFT, MAP_HUGETLB
+
 REFUSED = 3  # the child's exit code when mmap() refused the reservation
 
 

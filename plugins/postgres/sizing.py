@@ -4,13 +4,15 @@
   floor(shared memory bytes / huge page size) + 1 (src/backend/storage/ipc/ipci.c,
   InitializeShmemGUCs). `postgres -C` reports it for a stopped cluster only ("lock file
   postmaster.pid already exists" otherwise), and must run as the cluster owner.
-- PG <= 14 cannot report it: the documented per-item costs give an estimate that errs high.
+- PG <= 14 cannot report it, nor can a cluster whose major has no binary here: a per-major model
+  fitted to the servers' own figures gives an estimate that errs high (estimate_bytes).
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from hpadvise.engines import Demand, Instance
@@ -37,27 +39,88 @@ def pages_from_bytes(size_b: int, page_kb: int) -> int:
     return size_b // (page_kb * 1024) + 1
 
 
-def documented_estimate(s: dict[str, int]) -> int:
-    """Shared memory bytes for PG <= 14, which cannot report it: the per-item costs of the
-    PostgreSQL 9.2 docs, Table 17-2 "PostgreSQL Shared Memory Usage" (connections and
-    autovacuum workers (1800 + 270 * max_locks_per_transaction) each, prepared transactions
-    (770 + 270 * max_locks_per_transaction), buffers (block_size + 208), WAL buffers
-    (wal_block_size + 8), 770 kB fixed). Background workers and WAL senders count as
-    connections since 9.4. The table predates structures added since (SLRU buffers,
-    statistics, predicate locks): measured against PostgreSQL 15's own shared_memory_size on
-    this project's machine, they add ~28 kB per backend slot and ~2 MiB fixed, which are added
-    here so the estimate errs high. An estimate: verify with smaps after the first start."""
-    per_conn = 1800 + 270 * s["max_locks_per_transaction"] + 28 * 1024
-    conns = (s["max_connections"] + s["autovacuum_max_workers"] + 1 + s["max_worker_processes"]
-             + s["max_wal_senders"])
+@dataclass(frozen=True)
+class ShmemTerms:
+    """One major's shared memory as a linear model of the settings that size it, fitted to
+    that major's own `postgres -C shared_memory_size` over a grid of settings (the lab's
+    pg_shmem_fit.py; 72 settings per major, docs/reference.md): bytes = fixed + per_buffer x
+    NBuffers + per_slot x (backend slots + prepared transactions) + per_lock x
+    max_locks_per_transaction x (the same) + per_aio x (I/O processes x io_max_concurrency)
+    + wal_buffers + min_dynamic_shared_memory, plus `margin`: the largest shortfall of the fit
+    on the grid (the lock tables grow in powers of two) and the server's 1 MB rounding, and
+    1% on the lock term (estimate_bytes)."""
+    fixed: int
+    per_buffer: float
+    per_slot: float
+    per_lock: float
+    per_aio: float
+    margin: int
+    measured: str  # the release the terms were fitted to
+
+
+MiB = 1 << 20
+SHMEM_TERMS = {
+    15: ShmemTerms(3657565, 8376.6, 24489.1, 404.6, 0, 8 * MiB, "15 (Debian)"),
+    16: ShmemTerms(3659842, 8376.9, 24167.4, 404.2, 0, 8 * MiB, "16.2"),
+    # 18: asynchronous I/O adds handles for every I/O process (the backend slots and 38
+    # auxiliary ones, 32 of them I/O workers) times io_max_concurrency (-1: NBuffers / those
+    # processes, between 1 and 64); the fit is tight (+-1.6 MB) only with that term.
+    18: ShmemTerms(3130067, 8445.2, 23271.1, 419.2, 539.7, 3 * MiB, "18.6"),
+}
+# 17: no binary here; each term the larger of 16's and 18's, so it errs high.
+SHMEM_TERMS[17] = ShmemTerms(
+    *(max(getattr(SHMEM_TERMS[16], f), getattr(SHMEM_TERMS[18], f) if f != "per_aio" else 0)
+      for f in ("fixed", "per_buffer", "per_slot", "per_lock", "per_aio", "margin")),
+    "the larger of 16 and 18")
+AIO_AUX_PROCS = 38
+
+
+def shmem_terms(major: int | None) -> ShmemTerms:
+    """13 and 14 lack what 15 added (cumulative statistics in shared memory): 15's terms err
+    high for them; a later major than 18 gets 18's."""
+    if major is None or major <= 15:
+        return SHMEM_TERMS[15]
+    return SHMEM_TERMS[min(major, 18)]
+
+
+def io_uring_ring_bytes(entries: int, page: int = 4096) -> int:
+    """One io_uring's memory when PostgreSQL 18 puts the rings in its main segment
+    (io_method = io_uring, kernel >= 6.5, built with liburing's io_uring_queue_init_mem):
+    liburing's io_uring_alloc_huge sizes the submission entries (64 B each, rounded to the
+    page) plus the ring header (64 B), the completion entries (16 B, twice as many) and the
+    submission array (4 B each), rounded to the page; entries round up to a power of two.
+    Modelled from liburing's setup.c: the wheel here has no liburing to measure it."""
+    sq = 1 << max(entries - 1, 0).bit_length()
+    sqes = -(-64 * sq // page) * page
+    return -(-(sqes + 64 + 16 * 2 * sq + 4 * sq) // page) * page
+
+
+def estimate_bytes(s: dict[str, int], major: int | None = None,
+                   io_method: str = "worker") -> int:
+    """Shared memory bytes for a cluster whose own binary cannot be asked (PG <= 14, or no
+    binary of its major here): the per-major model above. An estimate: it errs high by up to
+    `margin` on the grid it was fitted to; smaps after the first start gives the exact size."""
+    t = shmem_terms(major)
+    slots = (s["max_connections"] + s["autovacuum_max_workers"] + 1 + s["max_worker_processes"]
+             + s["max_wal_senders"] + s["max_prepared_transactions"])
     buffers = s["shared_buffers"] // BLCKSZ
     wal = s["wal_buffers"]
     if wal < 0:  # -1: 1/32 of shared_buffers, between 64 kB and one 16 MB WAL segment (xlog.c)
         wal = min(max(s["shared_buffers"] // 32, 64 << 10), 16 << 20)
-    return (per_conn * conns + (770 + 270 * s["max_locks_per_transaction"])
-            * s["max_prepared_transactions"] + (BLCKSZ + 208) * buffers
-            + (BLCKSZ + 8) * (wal // BLCKSZ) + 770 * 1024 + (2 << 20)
-            + s["min_dynamic_shared_memory"])
+    # The lock tables' hash buckets grow in powers of two: 1% more than the fitted cost per lock
+    # covers the steps between the grid's points (checked on other settings: 18 was 2.7 MB
+    # short of its own figure at 2000 connections x 1024 locks without it).
+    size = (t.fixed + t.per_buffer * buffers + t.per_slot * slots
+            + 1.01 * t.per_lock * s["max_locks_per_transaction"] * slots)
+    if t.per_aio:
+        procs = slots - s["max_prepared_transactions"] + AIO_AUX_PROCS
+        conc = s.get("io_max_concurrency", -1)
+        if conc < 0:  # aio_init.c AioChooseMaxConcurrency
+            conc = min(max(buffers // procs, 1), 64)
+        size += t.per_aio * procs * conc
+        if io_method == "io_uring":  # one ring per process but the I/O workers, and a page
+            size += 4096 + (procs - 32) * io_uring_ring_bytes(conc)
+    return int(size) + wal + s["min_dynamic_shared_memory"] + t.margin
 
 
 def size_running(inst: Instance, c: Cluster, host: HostFacts, mapping: Mapping | None) -> None:
@@ -112,7 +175,7 @@ def size_running(inst: Instance, c: Cluster, host: HostFacts, mapping: Mapping |
 def size_stopped(inst: Instance, c: Cluster, host: HostFacts, live: bool,
                  bindir: str | None = None, why: str = "") -> None:
     """The demand of a stopped cluster: `postgres -C` of its own major's binary (PG >= 15, on
-    the live host), else the documented estimate with the reason."""
+    the live host), else the per-major estimate with the reason."""
     hps = parse_memory("huge_page_size", c.settings["huge_page_size"])
     page_kb = page_kb_of(hps, host)
     if page_kb is None:
@@ -138,25 +201,40 @@ def size_stopped(inst: Instance, c: Cluster, host: HostFacts, live: bool,
         c.estimate_reason = err
     size_from_files(inst, c, host)
 
+ESTIMATE_KEYS = ("shared_buffers", "wal_buffers", "min_dynamic_shared_memory", "max_connections",
+                 "max_worker_processes", "max_wal_senders", "autovacuum_max_workers",
+                 "max_locks_per_transaction", "max_prepared_transactions")
+
+
+def estimate_values(s: dict[str, str]) -> dict[str, int]:
+    """The settings estimate_bytes reads, as numbers (defaults filled in by the caller)."""
+    vals = {k: (parse_memory(k, s[k]) if k in GUC_UNIT_BYTES else parse_int(k, s[k]))
+            for k in ESTIMATE_KEYS}
+    if s.get("io_max_concurrency") not in (None, ""):
+        vals["io_max_concurrency"] = parse_int("io_max_concurrency", s["io_max_concurrency"])
+    return vals
+
+
+def estimate_source(major: int | None, why: str) -> str:
+    t = shmem_terms(major)
+    return (f"estimate (a model fitted to PostgreSQL {t.measured}'s own shared_memory_size, "
+            f"erring high by up to {t.margin >> 20} MB)" + (f": {why}" if why else ""))
+
+
 def size_from_files(inst: Instance, c: Cluster, host: HostFacts) -> None:
     s = c.settings
     for k, v in DEFAULTS.items():
         s.setdefault(k, v)
-    vals = {k: (parse_memory(k, s[k]) if k in GUC_UNIT_BYTES else parse_int(k, s[k]))
-            for k in ("shared_buffers", "wal_buffers", "min_dynamic_shared_memory",
-                      "max_connections", "max_worker_processes", "max_wal_senders",
-                      "autovacuum_max_workers", "max_locks_per_transaction",
-                      "max_prepared_transactions")}
-    size_b = documented_estimate(vals)
+    size_b = estimate_bytes(estimate_values(s), c.major, str(s.get("io_method", "worker")))
     page_kb = page_kb_of(parse_memory("huge_page_size", s["huge_page_size"]), host)
     pages = {kb_: pages_from_bytes(size_b, kb_) for kb_ in set(host.page_sizes_kb) | {page_kb}}
     why = c.estimate_reason or (
         "its version is unknown (PG_VERSION unreadable), and only PostgreSQL 15 and later "
         "report their size" if c.major is None else
         f"PostgreSQL {c.major} cannot report it" if c.major < 15 else "")
-    inst.demand = Demand(inst.id, size_b, page_kb, pages, False,
-                         "estimate (PostgreSQL 9.2 docs, Table 17-2)" +
-                         (f": {why}" if why else ""), selectable=(c.major or 0) >= 14)
+    inst.demand = Demand(inst.id, size_b, page_kb, pages, False, estimate_source(c.major, why),
+                         selectable=(c.major or 0) >= 14)
+
 
 def postgres_C(c: Cluster, page_kb: int | None, bindir: str | None, why: str,
                page_size_may_fail: bool = False) -> tuple[int | None, str]:

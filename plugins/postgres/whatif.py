@@ -4,7 +4,7 @@ PostgreSQL >= 15 reports the huge pages its shared memory needs for any settings
 starting: `postgres -C shared_memory_size_in_huge_pages` (runtime-computed GUC, docs "Preset
 Options"), run here on a throwaway data directory made by initdb with the settings on its
 command line, once per page size (`-c huge_page_size=...`). The answer is PostgreSQL's own, for
-the version named. Older versions get the documented estimate, marked as one.
+the version named. Older versions get the per-major estimate (sizing.py), marked as one.
 """
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ from hpadvise.errors import InputError
 from hpadvise.host import HostFacts
 
 from .binaries import major_of
-from .conf import DEFAULTS, GUC_UNIT_BYTES, ConfError, parse_int, parse_memory
-from .sizing import documented_estimate, page_kb_of, pages_from_bytes
+from .conf import DEFAULTS, ConfError, parse_memory
+from .sizing import (estimate_bytes, estimate_source, estimate_values, page_kb_of,
+                     pages_from_bytes)
 
 
 def installed(bindirs: tuple[str, ...] = ()) -> dict[int, str]:
@@ -164,14 +165,10 @@ def _estimate(inst: Instance, settings: dict[str, str], host: HostFacts, page_kb
               sizes: list[int], major: int) -> Demand:
     s = {**DEFAULTS, **settings}
     try:
-        vals = {k: (parse_memory(k, s[k]) if k in GUC_UNIT_BYTES else parse_int(k, s[k]))
-                for k in ("shared_buffers", "wal_buffers", "min_dynamic_shared_memory",
-                          "max_connections", "max_worker_processes", "max_wal_senders",
-                          "autovacuum_max_workers", "max_locks_per_transaction",
-                          "max_prepared_transactions")}
+        vals = estimate_values(s)
     except ConfError as exc:
         raise InputError(str(exc)) from None
-    size_b = documented_estimate(vals)
+    size_b = estimate_bytes(vals, major, str(s.get("io_method", "worker")))
     return Demand(inst.id, size_b, page_kb, {kb: pages_from_bytes(size_b, kb) for kb in sizes},
-                  False, f"estimate (PostgreSQL 9.2 docs, Table 17-2): PostgreSQL {major} "
-                  "cannot report it", selectable=major >= 14)
+                  False, estimate_source(major, f"PostgreSQL {major} cannot report it"),
+                  selectable=major >= 14)

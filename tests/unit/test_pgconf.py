@@ -1,4 +1,4 @@
-"""postgresql.conf parsing, units and the documented estimate (no server needed)."""
+"""postgresql.conf parsing, units and the shared memory estimate (no server needed)."""
 
 import pytest
 

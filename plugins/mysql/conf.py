@@ -23,6 +23,8 @@ DEFAULTS = {"innodb_buffer_pool_size": "128M", "innodb_log_buffer_size": "16M",
             "large_pages": "OFF", "innodb_buffer_pool_chunk_size": "128M",
             "innodb_buffer_pool_instances": "1", "innodb_page_size": "16384",
             "innodb": "ON", "innodb_log_file_mmap": "OFF"}
+# Where MySQL's default differs from MariaDB's (MySQL 8.0/8.4 manual, key_buffer_size 8 MiB).
+FLAVOUR_DEFAULTS = {"mysql": {"key_buffer_size": "8M"}}
 SIZE_VARS = ("innodb_buffer_pool_size", "innodb_buffer_pool_size_max", "innodb_log_buffer_size",
              "key_buffer_size", "aria_pagecache_buffer_size", "innodb_buffer_pool_chunk_size",
              "key_cache_block_size", "aria_block_size", "innodb_page_size")
@@ -31,10 +33,13 @@ QUERY_VARS = tuple(DEFAULTS) + ("innodb_buffer_pool_size_max", "innodb_use_nativ
                                 "socket", "log_error", "pid_file", "skip_networking",
                                 "large_page_size", "version_comment")
 # Lines in the error log that mean a large-page allocation failed (mysys/my_largepage.c;
-# MySQL 8: storage/innobase/os/os0proc.cc "large_page_aligned_alloc mmap(...) failed").
+# MySQL: storage/innobase/include/detail/ut/large_page_alloc-linux.h "large_page_aligned_alloc
+# mmap(...) failed", older releases storage/innobase/os/os0proc.cc "Failed to allocate N bytes"
+# then "Using conventional memory pool").
 FALLBACK_RE = re.compile(r"Couldn't allocate \d+ bytes \(Large/HugeTLB memory page size \d+\)"
                          r"|continuing to smaller size|large_page_aligned_alloc mmap\(.*\) failed"
-                         r"|Warning: Using conventional memory pool|shmget\(.*\) failed", re.I)
+                         r"|Using conventional memory pool|Failed to allocate \d+ bytes"
+                         r"|shmget\(.*\) failed", re.I)
 
 
 class OptionFileError(InputError):

@@ -17,13 +17,14 @@ from hpadvise.engines import Demand, Instance, Targets, error_line, redact_dsn
 from hpadvise.errors import InputError
 from hpadvise.host import HostFacts
 from hpadvise.procs import Proc, ProcTable, backing_of, binary_version
-from hpadvise.sizing import fmt_bytes, pages_for
+from hpadvise.sizing import pages_for
 from hpadvise.sysroot import SysRoot
 
 from .conf import (FALLBACK_RE, QUERY_VARS, OptionFileError, OptionFiles, cmdline_settings,
                    default_files, read_option_file, server_groups)
 from .findings import CODES
-from .sizing import allocations, pages_needed
+from .sizing import allocations, describe, pages_needed
+from .versions import model
 from .state import Server  # noqa: F401  (discovery makes them)
 
 NAME = "mysql"
@@ -297,9 +298,10 @@ class Discovery:
         exact = all(a.exact for a in allocs) and bool(s.vt)
         held = sum(pages_for(m.size_kb, m.kernel_page_kb) for m in s.huge_maps
                    if m.kernel_page_kb == page_kb)
-        parts = ", ".join(f"{a.what} {fmt_bytes(a.bytes)}" for a in allocs)
+        parts = describe(allocs)
         inst.demand = Demand(inst.id, sum(a.bytes for a in allocs), page_kb, pages, exact,
-                             f"large-page allocations of {s.flavour} {s.version or '?'}: {parts}",
+                             f"large-page allocations of {model(s.flavour, s.vt).summary()}: "
+                             f"{parts}",
                              selectable=False, held_pages=held)
         s.allocations = allocs
         s.required_pages = pages_needed([a for a in allocs if not a.allowance], page_kb)

@@ -2,9 +2,10 @@
 
 - MariaDB >= 10.6.17 switches THP off for itself (prctl PR_SET_THP_DISABLE, MDEV-33279):
   /proc/PID/status then reads "THP_enabled: 0".
-- MySQL < 8.0 and MariaDB < 10.5 used SysV shared memory (shmget SHM_HUGETLB) for large pages,
-  which needs RLIMIT_MEMLOCK and vm.hugetlb_shm_group (MySQL 5.7 manual, 8.12.3.3 Enabling
-  Large Page Support); later versions use mmap and need neither (measured: ulimit -l 0 works).
+- SysV shared memory (shmget SHM_HUGETLB) for large pages needs the server's group in
+  vm.hugetlb_shm_group or RLIMIT_MEMLOCK over the segment (MySQL 5.7 manual, 8.12.3.3 Enabling
+  Large Page Support): MySQL < 8.0 and MariaDB < 10.5 put everything there, MySQL's key cache
+  still goes there (versions.py); mmap needs neither (measured: ulimit -l 0 works).
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from hpadvise.profiles import Profile
 from hpadvise.sizing import fmt_bytes, fmt_page
 
 from .conf import DOCS, OptionFileError, parse_size
-from .sizing import bool_on
+from .sizing import bool_on, chunk_fallback
+from .versions import model
 
 if TYPE_CHECKING:
     from .state import Server
@@ -64,14 +66,23 @@ def findings(inst: Instance, s: Server, host: HostFacts) -> list[Finding]:
         held_kb = sum(m.size_kb for m in huge)
         # what must be on huge pages: the allowance may or may not be mapped
         want_kb = s.required_pages * d.page_kb if d else 0
+        chunks = chunk_fallback(s.allocations, [m.size_kb for m in huge], fallback) \
+            if lp and s.pid else None
         if lp and (fallback or (inst.backing is not None and held_kb < want_kb)):
             ev = fallback[-1].strip()[-200:] if fallback else \
                 f"smaps: {fmt_bytes(held_kb * 1024)} on huge pages of " \
                 f"{fmt_bytes(want_kb * 1024)} expected"
+            title = None
+            if chunks and chunks[1] < chunks[0]:
+                # Each chunk is mapped, and falls back, on its own: say how many did.
+                n, ok, logged = chunks
+                title = f"{n - ok} of {n} buffer pool chunks fell back to 4 KiB pages"
+                ev = f"smaps: {ok} chunk mappings on huge pages of {n}; error log: {logged} " \
+                    f"chunk-sized allocation warnings" + (f"; last: {ev}" if fallback else "")
             f.append(CODES["my.large_pages.fallback"](
                 "The server could not map some buffers on huge pages and carried on with "
                 "4 KiB pages, logging only a warning. Size the pool with the count below "
-                "and restart.", ev, iid))
+                "and restart.", ev, iid, title=title))
         elif lp and huge:
             f.append(CODES["my.large_pages.active"](
                 "Running on huge pages now.",
@@ -97,15 +108,19 @@ def findings(inst: Instance, s: Server, host: HostFacts) -> list[Finding]:
                 "THP pages are not reserved; khugepaged and compaction work to keep them, "
                 "which MySQL and MariaDB advise against for latency.",
                 f"AnonHugePages {fmt_bytes(s.anon_huge_kb * 1024)}", iid))
-    vt = s.vt
-    sysv = (s.flavour == "mysql" and vt and vt < (8, 0)) or \
-        (s.flavour == "mariadb" and vt and vt < (10, 5))
-    if sysv:
+    m = model(s.flavour, s.vt)
+    seen = [mp for mp in huge if mp.path.startswith("/SYSV")]  # what the running server did
+    key_cache = lp and m.has("key_cache_sysv") and \
+        any(a.what.startswith("key cache") for a in s.allocations)
+    if m.sysv or seen or key_cache:
         gid = host.sysctls.get("vm.hugetlb_shm_group")
+        what = "its large pages" if m.sysv or len(seen) > 1 else "its key cache's large pages"
         f.append(CODES["my.sysv_shm"](
-            "It needs RLIMIT_MEMLOCK above the buffer pool for the server user and "
-            "vm.hugetlb_shm_group set to the server's group.",
-            f"vm.hugetlb_shm_group={gid}, memlock {host.memlock_soft}/{host.memlock_hard}", iid,
+            f"SysV shared memory on huge pages ({what}) is refused unless the server's group "
+            "is vm.hugetlb_shm_group or its RLIMIT_MEMLOCK covers the segment (Linux "
+            "hugetlbfs, SHM_HUGETLB); it then falls back to normal pages.",
+            f"vm.hugetlb_shm_group={gid}, memlock {host.memlock_soft}/{host.memlock_hard}"
+            + (f"; {len(seen)} SysV huge page segments mapped" if seen else ""), iid,
             severity="warn" if str(gid) in ("0", "None") else "info"))
     if inst.running and s.next_start is not None:
         pending = []
@@ -141,5 +156,8 @@ def changes(inst: Instance, s: Server, profile: Profile, huge: bool = True) -> l
     if cur != want:
         why = "put the buffer pool on the reserved huge pages" if want == "ON" and huge else \
             ("its cgroup cannot hold its huge pages" if not huge else "profile")
+        if want == "ON" and model(s.flavour, s.vt).single_pool:
+            # Measured on 10.11.19: SET GLOBAL innodb_buffer_pool_size then fails (ERROR 1621).
+            why += "; the buffer pool's size is then fixed until a restart (no online resize)"
         return [Change("setting", "large_pages", cur, want, why, inst.id, restart=True)]
     return []

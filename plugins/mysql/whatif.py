@@ -17,10 +17,10 @@ import subprocess
 from hpadvise.engines import Demand, Instance
 from hpadvise.errors import InputError
 from hpadvise.host import HostFacts
-from hpadvise.sizing import fmt_bytes
 
 from .conf import OptionFileError, norm
-from .sizing import allocations, pages_needed, version_tuple
+from .sizing import allocations, describe, pages_needed, version_tuple
+from .versions import model
 
 
 def _binary() -> str:
@@ -91,12 +91,12 @@ def what_if(args: list[str], host: HostFacts, version: str | None) -> Instance:
     sizes = sorted(set(host.page_sizes_kb) | {page_kb})
     pages = {kb: pages_needed(allocs, kb) for kb in sizes}
     exact = all(a.exact for a in allocs)
-    parts = ", ".join(f"{a.what} {fmt_bytes(a.bytes)}" for a in allocs)
+    parts = describe(allocs)
     label = " ".join(f"{k}={v}" for k, v in settings.items()) or "defaults"
     inst = Instance("mysql", "mysql:planned", f"planned {flavour} {ver or ''} ({label})",
                     False, version=ver, settings={**settings, "flavour": flavour})
     inst.demand = Demand(inst.id, sum(a.bytes for a in allocs), page_kb, pages, exact,
-                         f"large-page allocations of {flavour} {ver or '?'} with the settings "
-                         f"as {binary} resolves them: {parts}")
+                         f"large-page allocations of {model(flavour, version_tuple(ver)).summary()}"
+                         f", with the settings as {binary} resolves them: {parts}")
     return inst
 

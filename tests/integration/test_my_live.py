@@ -259,3 +259,43 @@ def test_client_library_and_connector_read_the_same(my_factory, monkeypatch):
     native = demand()
     monkeypatch.setattr(client, "_lib", None)  # as on a host without a client library
     assert demand() == native and native.exact
+
+
+def test_size_max_above_size_is_no_bigger_pool(my_factory, knobs):
+    """innodb_buffer_pool_size_max above innodb_buffer_pool_size (MariaDB's one-mapping pool):
+    without large pages the server keeps it (1 GiB of room to grow); with them it maps only the
+    pool rounded up to 8 MiB, so check's count, made while the server runs without large
+    pages, is what it takes with them (not a 1 GiB pool), and the pool's size is then fixed
+    until a restart (SET GLOBAL fails), which the plan's reason says."""
+    knobs.pool(2048, 0)
+    m = my_factory({"innodb-buffer-pool-size": "300M", "innodb-buffer-pool-size-max": "1G",
+                    "innodb-log-buffer-size": "8M", "key-buffer-size": "0",
+                    "aria-pagecache-buffer-size": "1M", "large-pages": "OFF"})
+    m.start()
+
+    def query(sql):
+        return subprocess.run(["mariadb", "-S", m.socket, "-uroot", "-N", "-e", sql],
+                              capture_output=True, text=True)
+    assert query("SELECT @@innodb_buffer_pool_size_max").stdout.split() == [str(1 << 30)]
+    report, r = check_json("--db", "mysql")
+    i = _instance(report, m.datadir)
+    n = i["demand"]["pages"]["2048"]
+    required = n - mysizing.AIO_ALLOWANCE // (2 << 20)
+    assert required == 152 + 4 + 4, i["demand"]  # 304 MiB of pool, two log buffers of 8 MiB
+    [ch] = [c for c in report["plan"]["changes"] if c["target"] == "large_pages"
+            and c.get("instance") == i["id"]]
+    assert "no online resize" in ch["reason"]
+    m.stop()
+    assert knobs.pool(2048, n) == n
+    m.configure({"large-pages": "ON"})
+    m.start()
+    time.sleep(1)
+    maps = [mp for mp in parse_smaps(Path(f"/proc/{m.pid}/smaps").read_text()) if mp.hugetlb]
+    mapped = sum(-(-mp.size_kb // 2048) for mp in maps)
+    assert required <= mapped <= n, [mp.size_kb for mp in maps]
+    assert query("SELECT @@innodb_buffer_pool_size_max").stdout.split() == [str(304 << 20)]
+    grow = query("SET GLOBAL innodb_buffer_pool_size = 512 * 1048576")
+    assert grow.returncode != 0 and "read-only" in grow.stderr, grow
+    report, r = check_json("--db", "mysql")
+    codes = {f["code"] for f in report["findings"] if f["instance"] == i["id"]}
+    assert "my.large_pages.active" in codes and "my.large_pages.fallback" not in codes

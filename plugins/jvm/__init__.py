@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from hpadvise.engines import Change, Demand, Engine, EngineOption, Finding, Instance, Targets
 from hpadvise.findings import TRANSHUGE, Code, Codes
 from hpadvise.host import HostFacts
-from hpadvise.procs import Proc, ProcTable, backing_of
+from hpadvise.procs import Proc, ProcTable, backing_of, hugetlb_pages, memfd_bytes
 from hpadvise.profiles import Profile
 from hpadvise.sizing import fmt_bytes, fmt_page, pages_for
 
@@ -76,6 +76,7 @@ CODES = Codes(
     Code("jvm.huge_pages.none", "info",
          "Neither -XX:+UseLargePages nor -XX:+UseTransparentHugePages", DOCS),
     Code("jvm.demand.estimate", "info", "Page count is an estimate", DOCS),
+    Code("jvm.zgc.page_size", "crit", "ZGC refuses any large page size but 2 MiB", DOCS),
 )
 
 
@@ -149,10 +150,8 @@ class JvmEngine(Engine):
             b = backing_of(maps, host.thp.pmd_size_kb, host.base_page_bytes // 1024)
             inst.backing, inst.backing_page_kb = b.kind, b.page_kb
             j.hugetlb_kb = b.hugetlb_kb
-            for m in maps:
-                if m.hugetlb and m.kernel_page_kb > 4:
-                    j.held[m.kernel_page_kb] = j.held.get(m.kernel_page_kb, 0) + \
-                        m.size_kb // m.kernel_page_kb
+            # ZGC's heap: a memfd mapped up to three times, each page counted once
+            j.held = hugetlb_pages(maps, memfd_bytes(sr, p.pid, maps))
             j.anon_huge_kb = sum(m.anon_huge_kb for m in maps)
         inst.page_tables_kb = p.vm_pte_kb
         self._size(inst, j, host)
@@ -187,7 +186,7 @@ class JvmEngine(Engine):
         pages[page_kb] = need.get(page_kb, 0)
         parts = ", ".join(f"{w} {fmt_bytes(b)} on {fmt_page(kb) if kb else '4 KiB'}"
                           for w, b, kb in regions)
-        exact = f.gc in ("G1", "Parallel", "Serial") and f.xmx is not None
+        exact = f.gc in ("G1", "Parallel", "Serial", "Z") and f.xmx is not None
         inst.demand = Demand(inst.id, None, page_kb, pages, exact,
                              f"-XX:+UseLargePages reservations (JDK {j.major or '?'}, {f.gc}): "
                              f"{parts}", selectable=False,
@@ -275,6 +274,11 @@ class JvmEngine(Engine):
                 title=f"-Xmx {fmt_bytes(fl.xmx)} exceeds RAM ({fmt_bytes(mem)})"))
         hkb = j.hugetlb_kb
         d = inst.demand
+        if fl.large_pages and fl.gc == "Z" and fl.large_page_size not in (None, 2 * MiB):
+            f.append(CODES["jvm.zgc.page_size"](
+                "ZGC takes 2 MiB large pages only: with another -XX:LargePageSizeInBytes the "
+                "JVM does not start (measured on JDK 21 and 25). Remove the flag.",
+                f"-XX:LargePageSizeInBytes={fmt_bytes(fl.large_page_size)}", iid))
         if fl.large_pages:
             # what each page size should hold (the regions the JDK puts on it) against smaps
             expected = dict(d.split) if d and d.split else \
@@ -288,6 +292,12 @@ class JvmEngine(Engine):
                 heap = next((r for r in j.regions if r[0] == "heap" and r[2]), None)
                 if heap:
                     expected[heap[2]] -= pages_for(heap[1], heap[2] * 1024)
+            if fl.gc == "Z" and (fl.xms or 0) < j.heap:
+                # ZGC takes the heap's pages as it commits it: -Xms at the start, up to -Xmx
+                heap = next((r for r in j.regions if r[0] == "heap" and r[2]), None)
+                if heap:
+                    expected[heap[2]] -= pages_for(heap[1], heap[2] * 1024) - \
+                        pages_for(min(fl.xms or 0, heap[1]), heap[2] * 1024)
             short = {kb: n for kb, n in expected.items() if j.held.get(kb, 0) < n}
             if hkb is not None and short:
                 for kb, n in sorted(short.items(), reverse=True):

@@ -172,3 +172,70 @@ def test_size_jvm_asks_the_jdk_given(knobs):
     assert not [f for f in out[25]["findings"] if f["code"] == "jvm.thp.thread_stacks"]
     r = run_cli("size", "jvm", "--java", "/nonexistent/java", "--", "-Xmx1g")
     assert r.returncode == 2 and "--java /nonexistent/java" in r.stderr
+
+
+@pytest.mark.parametrize("version", [11, 17, 21, 25])
+def test_zgc_heap_on_2m_pages_counted_once(java, knobs, version):
+    """ZGC puts its heap in a hugetlb memfd of 2 MiB pages, mapped three times before the
+    generational mode: check sizes it while it runs without pages, the JVM then takes exactly
+    that many, and check counts each page once (not the three views)."""
+    import json
+    import subprocess
+
+    from support import run_cli
+    binary = java_of(version)
+    flags = (["-XX:+UnlockExperimentalVMOptions"] if version == 11 else []) + \
+        ["-XX:+UseZGC", "-XX:+UseLargePages", "-Xmx1g", "-Xms1g", "-XX:+AlwaysPreTouch"]
+    for kb in SIZES:
+        knobs.pool(kb, 0)
+    if version == 11:
+        # JDK 11's ZGC does not fall back: without the pool the JVM does not start at all
+        r = subprocess.run([binary, *flags, "-version"], capture_output=True, text=True)
+        assert r.returncode != 0 and "Java heap too small" in r.stdout + r.stderr
+        out = json.loads(run_cli("size", "jvm", "--java", binary, "--json", "--", *flags).stdout)
+        demand = out["instances"][0]["demand"]
+        assert demand["exact"] and demand["pages"]["2048"] == 512 + 120, demand
+    else:
+        p = java(*flags, binary=binary)  # later JDKs carry on with 4 KiB pages: check sizes it
+        report, r = check_json("--db", "jvm")
+        i = _jvm(report, p.pid)
+        assert i["demand"]["exact"] and _need(i) == {2048: 512 + 120}, i["demand"]
+        p.kill()
+        p.wait()
+    knobs.pool(2048, 632)
+    q = java(*flags, binary=binary)
+    assert taken(2048) == 632 and taken(1048576) == 0
+    report, _ = check_json("--db", "jvm")
+    i = _jvm(report, q.pid)
+    assert i["demand"]["held_pages"] == 632, i["demand"]
+    codes = {f["code"] for f in report["findings"] if f["instance"] == i["id"]}
+    assert "jvm.large_pages.active" in codes and "jvm.large_pages.fallback" not in codes
+
+
+def test_zgc_grows_into_its_pages_and_takes_no_1g_pages(java, knobs):
+    """-Xms below -Xmx: ZGC commits -Xms at the start and takes pages as the heap grows, which
+    is no fallback; LargePageSizeInBytes=1g stops the JVM at its start, which `size` says."""
+    import json
+    import subprocess
+
+    from support import run_cli
+    binary = java_of(25)
+    knobs.pool(2048, 632)
+    p = java("-XX:+UseZGC", "-XX:+UseLargePages", "-Xmx1g", "-Xms256m", binary=binary)
+    assert taken(2048) == 128 + 120
+    report, _ = check_json("--db", "jvm")
+    i = _jvm(report, p.pid)
+    assert _need(i) == {2048: 632}
+    codes = {f["code"] for f in report["findings"] if f["instance"] == i["id"]}
+    assert "jvm.large_pages.fallback" not in codes and "jvm.large_pages.active" in codes
+    gig = ["-XX:+UseZGC", "-XX:+UseLargePages", "-XX:LargePageSizeInBytes=1g", "-Xmx1g"]
+    r = subprocess.run([binary, *gig, "-version"], capture_output=True, text=True)
+    assert r.returncode != 0 and "only 2M large pages are supported by ZGC" in r.stdout + r.stderr
+    # size asks the JDK itself, which refuses them: one line with its reason, exit 2
+    r = run_cli("size", "jvm", "--java", binary, "--json", "--", *gig)
+    assert r.returncode == 2 and "only 2M large pages are supported by ZGC" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and not r.stdout
+    # Debian's JDK 17 lets the probe through: the finding says what the start would do
+    out = json.loads(run_cli("size", "jvm", "--json", "--", *gig).stdout)
+    assert [f["severity"] for f in out["findings"] if f["code"] == "jvm.zgc.page_size"] == ["crit"]
+    assert out["instances"][0]["demand"]["pages"]["2048"] == 632

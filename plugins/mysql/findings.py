@@ -66,8 +66,11 @@ def findings(inst: Instance, s: Server, host: HostFacts) -> list[Finding]:
         held_kb = sum(m.size_kb for m in huge)
         # what must be on huge pages: the allowance may or may not be mapped
         want_kb = s.required_pages * d.page_kb if d else 0
-        chunks = chunk_fallback(s.allocations, [m.size_kb for m in huge], fallback) \
-            if lp and s.pid else None
+        # Chunks are mapped one way (mmap, or SysV before MySQL's allocator rework): where any
+        # is on anonymous huge pages, a SysV segment is the key cache, not a chunk.
+        anon = [mp for mp in huge if not mp.path.startswith("/SYSV")]
+        chunks = chunk_fallback(s.allocations, [mp.size_kb for mp in (anon or huge)],
+                                fallback) if lp and s.pid else None
         if lp and (fallback or (inst.backing is not None and held_kb < want_kb)):
             ev = fallback[-1].strip()[-200:] if fallback else \
                 f"smaps: {fmt_bytes(held_kb * 1024)} on huge pages of " \

@@ -146,6 +146,12 @@ def test_mysql_partial_fallback_names_the_chunks(judge):
     # every chunk on huge pages: no fallback
     f = judge(_server("8.0.36", "mysql", [chunk_kb] * 8, []))
     assert "my.large_pages.fallback" not in f and "my.large_pages.active" in f
+    # a key cache as big as a chunk, in SysV shared memory, is not taken for a chunk
+    i = _server("8.0.36", "mysql", [chunk_kb] * 7, [], {"key_buffer_size": "256M"})
+    i.state.huge_maps.append(Mapping(0, 1, "rw-s", "/SYSV00000000 (deleted)", 262144, 2048, 0, 0,
+                                     0, 262144, 0))
+    assert judge(i)["my.large_pages.fallback"].title == \
+        "1 of 8 buffer pool chunks fell back to 4 KiB pages"
     # the MariaDB single pool has no chunks to count: the finding keeps its general title
     f = judge(_server("10.11.19-MariaDB", "mariadb", [], ["Couldn't allocate 2097152 bytes "
               "(Large/HugeTLB memory page size 2097152); errno 12; continuing to smaller size"]))

@@ -149,9 +149,9 @@ class JvmEngine(Engine):
         else:
             b = backing_of(maps, host.thp.pmd_size_kb, host.base_page_bytes // 1024)
             inst.backing, inst.backing_page_kb = b.kind, b.page_kb
-            j.hugetlb_kb = b.hugetlb_kb
             # ZGC's heap: a memfd mapped up to three times, each page counted once
             j.held = hugetlb_pages(maps, memfd_bytes(sr, p.pid, maps))
+            j.hugetlb_kb = sum(kb * n for kb, n in j.held.items())
             j.anon_huge_kb = sum(m.anon_huge_kb for m in maps)
         inst.page_tables_kb = p.vm_pte_kb
         self._size(inst, j, host)

@@ -16,8 +16,7 @@ from urllib.parse import parse_qs, unquote, urlparse
 from hpadvise.engines import Demand, Instance, Targets, error_line, redact_dsn
 from hpadvise.errors import InputError
 from hpadvise.host import HostFacts
-from hpadvise.procs import Proc, ProcTable, backing_of, binary_version
-from hpadvise.sizing import pages_for
+from hpadvise.procs import Proc, ProcTable, backing_of, binary_version, hugetlb_pages
 from hpadvise.sysroot import SysRoot
 
 from .conf import (FALLBACK_RE, QUERY_VARS, OptionFileError, OptionFiles, cmdline_settings,
@@ -296,8 +295,7 @@ class Discovery:
         sizes = sorted(set(host.page_sizes_kb) | {page_kb})
         pages = {kb_: pages_needed(allocs, kb_) for kb_ in sizes}
         exact = all(a.exact for a in allocs) and bool(s.vt)
-        held = sum(pages_for(m.size_kb, m.kernel_page_kb) for m in s.huge_maps
-                   if m.kernel_page_kb == page_kb)
+        held = hugetlb_pages(s.huge_maps).get(page_kb, 0)
         parts = describe(allocs)
         inst.demand = Demand(inst.id, sum(a.bytes for a in allocs), page_kb, pages, exact,
                              f"large-page allocations of {model(s.flavour, s.vt).summary()}: "

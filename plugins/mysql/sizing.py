@@ -56,11 +56,6 @@ def version_tuple(text: str | None) -> tuple[int, ...] | None:
     return tuple(int(x) for x in mt.groups()) if mt else None
 
 
-def single_allocation_pool(flavour: str, v: tuple[int, ...] | None) -> bool:
-    """MariaDB's reworked buffer pool: one reservation (versions.py, rule single_pool)."""
-    return model(flavour, v).single_pool
-
-
 @dataclass
 class Allocation:
     what: str

@@ -26,8 +26,9 @@ class PostgresEngine(Engine):
     """PostgreSQL: static huge pages for the main shared memory segment.
 
     Sizing: `shared_memory_size_in_huge_pages` (PG >= 15) from the running server or from
-    `postgres -C` on a stopped one; PG <= 14 gets the per-major estimate (sizing.py) or, when running, the
-    size of its shared mapping. Recommends `huge_pages = on`: `try` falls back silently."""
+    `postgres -C` on a stopped one; PG <= 14 gets the per-major estimate (sizing.py) or, when
+    running, the size of its shared mapping. Recommends `huge_pages = on`: `try` falls back
+    silently."""
 
     name = "postgres"
     description = "PostgreSQL (shared_buffers and the rest of the main shared memory segment)"

@@ -7,6 +7,7 @@ from hpadvise.plugins.mysql import actions as myactions
 from hpadvise.plugins.mysql import conf as myconf
 from hpadvise.plugins.mysql import discovery as mydisc
 from hpadvise.plugins.mysql import sizing as mysizing
+from hpadvise.plugins.mysql import versions
 from hpadvise.sysroot import SysRoot
 
 GROUPS = myconf.server_groups("mariadb", (10, 11, 19))
@@ -118,9 +119,9 @@ def test_older_versions_use_chunks_and_say_estimate():
     chunks = [a for a in allocs if a.what.startswith("InnoDB buffer pool chunk")]
     assert len(chunks) == 8 and all(a.bytes > 128 << 20 and not a.exact for a in chunks)
     assert not any("log buffer" in a.what for a in allocs)   # MySQL: not on large pages
-    assert mysizing.single_allocation_pool("mariadb", (10, 11, 12))
-    assert not mysizing.single_allocation_pool("mariadb", (10, 11, 11))
-    assert not mysizing.single_allocation_pool("mysql", (8, 4, 0))
+    assert versions.model("mariadb", (10, 11, 12)).single_pool
+    assert not versions.model("mariadb", (10, 11, 11)).single_pool
+    assert not versions.model("mysql", (8, 4, 0)).single_pool
 
 
 def test_dsn_parsing_keeps_password_out_of_messages():

@@ -10,19 +10,21 @@ dry-run, verify and rollback for free.
 
 from __future__ import annotations
 
-import base64
-import difflib
 import os
+import re
 import shlex
 from typing import Any, ClassVar
 
-from .files import write_atomic
-from .secrets import redact_text
 from .sizing import fmt_page
 
 
 class ActionError(Exception):
     """A change that could not be made; the message says what and what to do."""
+
+
+class NotStopped(ActionError):
+    """A restart refused before anything was stopped (the server would not come back: its
+    configuration has errors): the instance runs on as it was."""
 
 
 class Action:
@@ -34,6 +36,17 @@ class Action:
 
     def spec(self) -> dict:
         raise NotImplementedError
+
+    def covers(self, other: Action) -> bool:
+        """Whether this change is one of `other`'s instance's settings (what a failed restart
+        of that instance puts back): by default, those of the same instance; a cluster-wide
+        setting covers every member's restart."""
+        return self.instance is not None and self.instance == other.instance
+
+    def target(self) -> str:
+        """What it changes on the host, to tell two actions on the same thing apart from two
+        on different things (several settings in one file are one target)."""
+        return self.identity()
 
     def identity(self) -> str:
         """What makes two actions one change, made once by apply (by default the whole spec;
@@ -73,6 +86,37 @@ class Action:
 
     def describe(self, old: Any, new: Any) -> str:
         return f"{self.label}: {old} -> {new}"
+
+    def show(self, value: Any) -> str:
+        """A value as a message may print it (a sealed value's file bytes never are)."""
+        return repr(value)
+
+    def invalid(self, value: Any) -> str | None:
+        """Why `value` cannot be restored by this action (a journal edited or damaged), or
+        None. Checked for every change before rollback restores any."""
+        return None
+
+    def restored(self, old: Any) -> str | None:
+        """Read back after a restore: None when it reads `old` again, else what it reads."""
+        current = self.get()
+        return None if current == old else f"it reads {self.show(current)}, not " \
+                                           f"{self.show(old)}"
+
+    def directories(self) -> list[str]:
+        """Directories this action writes into that do not exist yet, outermost first:
+        apply creates each in a journaled step of its own (Directory) before this one, so
+        that rollback removes it again."""
+        return []
+
+
+def missing_dirs(path: str) -> list[str]:
+    """The directories above `path` that do not exist, outermost first."""
+    out = []
+    d = os.path.dirname(os.path.abspath(path))
+    while d and d != "/" and not os.path.lexists(d):
+        out.append(d)
+        d = os.path.dirname(d)
+    return out[::-1]
 
 
 def _write(path: str, text: str) -> None:
@@ -122,6 +166,18 @@ class SysfsChoice(PathAction):
 
     def set(self, value: str) -> None:
         _write(self.path, value)
+
+    def invalid(self, value: Any) -> str | None:
+        if not isinstance(value, str):
+            return f"{value!r} is not one of the knob's words"
+        try:
+            text = _read(self.path)
+        except ActionError:
+            return None  # unreadable here: restore says so itself
+        choices = [w.strip("[]") for w in text.split()] if "[" in text else None
+        if choices is None:  # not a choice file as the kernel shows one: any word
+            return None if re.fullmatch(r"[\w+]+", value) else f"{value!r} is not a word"
+        return None if value in choices else f"{value!r} is not one of {', '.join(choices)}"
 
     def shell(self, new: str) -> list[str]:
         return [f"echo {shlex.quote(str(new))} > {self.path}"]
@@ -201,6 +257,29 @@ class Pool(Action):
     def set(self, value: int) -> None:
         _write(self.path, str(int(value)))
 
+    def invalid(self, value: Any) -> str | None:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            return f"{value!r} is not a page count"
+        return None
+
+    def restored(self, old: Any) -> str | None:
+        """The persistent count reads `old`, and no page of the pool stays behind as surplus:
+        pages still in use when a pool shrinks turn surplus and return to the kernel only when
+        the process holding them lets go (mm/hugetlb.c, set_max_huge_pages)."""
+        why = super().restored(old)
+        if why:
+            return why
+        overcommit = self.path.replace("/nr_hugepages", "/nr_overcommit_hugepages")
+        try:
+            surplus = int(_read(self.path.replace("/nr_hugepages", "/surplus_hugepages")))
+            allowed = int(_read(overcommit)) if os.path.exists(overcommit) else 0
+        except (ActionError, ValueError):
+            return None
+        if surplus and not allowed:
+            return (f"{surplus} of its pages are still held by running processes (surplus: "
+                    "they go back to the kernel when those processes let go of them)")
+        return None
+
     def shell(self, new: int) -> list[str]:
         """Set, then check what the kernel granted, as apply does: a short pool stops the
         script with the shortfall."""
@@ -231,200 +310,32 @@ class Restart(Action):
     def restore(self, old=None) -> None:
         self.set(True)
 
+    def restored(self, old=None) -> str | None:
+        """After a rollback's restart: None when the instance runs again (it need not be on
+        huge pages now), else why not. Engines say how they know."""
+        return None
+
+    def preflight(self) -> None:
+        """Before anything stops: raise NotStopped when the instance would not come back
+        (its configuration has errors). Engines ask the server's own parser, and hand its
+        answer to `refuse_unless`."""
+
+    def refuse_unless(self, ok: bool | None, why: str, what: str = "configuration") -> None:
+        """The pre-flight's verdict: nothing to say when the server's parser accepted its
+        configuration; NotStopped, in one line, when it rejected it or could not be asked."""
+        if ok is False:
+            raise NotStopped(f"{self.label}: not restarted, it would not start again: {why}; "
+                             f"it runs on as it was: fix its {what} first")
+        if ok is None:
+            raise NotStopped(f"{self.label}: not restarted: cannot check that it would start "
+                             f"again ({why}); restart it yourself")
+
     def describe(self, old, new) -> str:
         return self.label
 
 
-class File(Action):
-    """A whole file, written atomically (temp file in the same directory, fsync, rename).
-    The old value is the file's bytes (base64) or None when it did not exist, so restore puts
-    it back byte for byte or removes it."""
-    kind = "file"
-    sealed = True
+# The file actions live in file_actions.py; they are part of this module's interface.
+from .file_actions import Directory, File, FileSetting, Symlink  # noqa: E402,F401
 
-    def __init__(self, path: str, mode: int = 0o644, uid: int | None = None,
-                 gid: int | None = None):
-        self.path, self.mode, self.uid, self.gid = path, mode, uid, gid
-
-    def spec(self) -> dict:
-        return {"kind": self.kind, "path": self.path, "mode": self.mode, "uid": self.uid,
-                "gid": self.gid}
-
-    @property
-    def label(self) -> str:
-        return self.path
-
-    def get(self) -> str | None:
-        try:
-            with open(self.path, "rb") as f:
-                return base64.b64encode(f.read()).decode()
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            raise ActionError(f"cannot read {self.path}: {exc.strerror}") from None
-
-    @staticmethod
-    def encode(text: str) -> str:
-        return base64.b64encode(text.encode()).decode()
-
-    @staticmethod
-    def decode(value: str | None) -> str | None:
-        return None if value is None else base64.b64decode(value).decode("utf-8", "replace")
-
-    def set(self, value: str | None) -> None:
-        if value is None:
-            try:
-                os.unlink(self.path)
-            except FileNotFoundError:
-                pass
-            return
-        data = base64.b64decode(value)
-        d = os.path.dirname(self.path)
-        try:
-            os.makedirs(d, exist_ok=True)
-            mode = self.mode
-            uid, gid = self.uid, self.gid
-            if os.path.exists(self.path):  # keep the file's own mode and owner
-                st = os.stat(self.path)
-                mode, uid, gid = st.st_mode & 0o7777, st.st_uid, st.st_gid
-            write_atomic(self.path, data, mode, uid, gid)
-        except OSError as exc:
-            raise ActionError(f"cannot write {self.path}: {exc.strerror}") from None
-
-    def describe(self, old, new) -> str:
-        a = redact_text(self.decode(old) or "").splitlines(keepends=True)
-        b = redact_text(self.decode(new) or "").splitlines(keepends=True)
-        diff = "".join(difflib.unified_diff(a, b, f"{self.path} (now)" if old is not None
-                                            else "/dev/null", f"{self.path} (new)"))
-        return diff.rstrip("\n")
-
-    def shell(self, new: str | None) -> list[str]:
-        path = shlex.quote(self.path)
-        if new is None:
-            return [f"rm -f {path}"]
-        body = (self.decode(new) or "").rstrip("\n")
-        out = [f"mkdir -p {shlex.quote(os.path.dirname(self.path))}",
-               f"cat > {path} <<'HPADVISE_EOF'", body, "HPADVISE_EOF"]
-        if not os.path.exists(self.path):  # a new file: mode and owner as set() gives them
-            out.append(f"chmod {self.mode:o} {path}")
-            if self.uid is not None:
-                out.append(f"chown {self.uid}:{self.gid if self.gid is not None else ''} {path}")
-        return out
-
-
-class Symlink(PathAction):
-    """A symbolic link (systemd's `enable`): old value is the link target or None."""
-    kind = "symlink"
-
-    def get(self) -> str | None:
-        try:
-            return os.readlink(self.path)
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            raise ActionError(f"cannot read link {self.path}: {exc.strerror}") from None
-
-    def set(self, value: str | None) -> None:
-        try:
-            if os.path.lexists(self.path):
-                os.unlink(self.path)
-            if value is not None:
-                os.makedirs(os.path.dirname(self.path), exist_ok=True)
-                os.symlink(value, self.path)
-        except OSError as exc:
-            raise ActionError(f"cannot link {self.path}: {exc.strerror}") from None
-
-    def describe(self, old, new) -> str:
-        return f"{self.path} -> {new}" if new else f"remove {self.path}"
-
-    def shell(self, new: str | None) -> list[str]:
-        path = shlex.quote(self.path)
-        if new is None:
-            return [f"rm -f {path}"]
-        return [f"mkdir -p {shlex.quote(os.path.dirname(self.path))}",
-                f"ln -sfn {shlex.quote(new)} {path}"]
-
-
-class FileSetting(Action):
-    """A server setting kept in a file (an option file, postgresql.auto.conf). Subclasses say
-    where (`file`), how to read the value from the text (`read_value`) and how to write it
-    (`render`). get() returns {"value": the value or None, "file": the file's bytes}; restore
-    puts the bytes back exactly (or removes a file that did not exist). The change takes effect
-    at the server's next start."""
-    how: ClassVar[str] = ""  # how it is written, for describe()
-    sealed = True
-
-    name: str
-    value: str
-
-    def file(self) -> File:
-        raise NotImplementedError
-
-    def read_value(self, text: str) -> str | None:
-        raise NotImplementedError
-
-    def render(self, current: str | None) -> str:
-        """The file's new text with the setting in it."""
-        raise NotImplementedError
-
-    @staticmethod
-    def normal(value: str | None) -> str | None:
-        """The form in which two values compare (an engine may ignore case)."""
-        return value
-
-    @property
-    def wanted(self) -> dict:
-        """The value to hand to set()."""
-        return {"value": self.value}
-
-    def get(self) -> dict:
-        raw = self.file().get()
-        value = self.read_value(File.decode(raw) or "") if raw is not None else None
-        return {"value": value, "file": raw}
-
-    def set(self, value: dict) -> None:
-        self.file().set(File.encode(self.render(File.decode(self.file().get()))))
-
-    def verify(self, value: dict) -> tuple[bool, dict]:
-        actual = self.get()
-        return self.same(actual, value), actual
-
-    def restore(self, old: dict) -> None:
-        self.file().set(old["file"])
-
-    def same(self, old: dict, new: dict) -> bool:
-        return self.normal(old["value"]) == self.normal(new["value"])
-
-    def appendix(self) -> str | None:
-        """Text that sets the value when appended to the file (where the last occurrence
-        wins), for a script written by someone who cannot read the file; None: no such form."""
-        return None
-
-    def shell(self, new: dict) -> list[str]:
-        f = self.file()
-        why = None
-        try:
-            current = f.get()
-            text = File.decode(current) or ""
-            if redact_text(text) != text:  # never print a password the file holds
-                why = f"{f.path} holds a secret, which a script must not repeat"
-        except ActionError as exc:  # not readable here
-            why = str(exc)
-        if why is None:
-            return f.shell(File.encode(self.render(text)))
-        tail = self.appendix()
-        if tail is None:
-            raise ActionError(f"{why}, and {self.label} has no form that can be appended: "
-                              "set it by hand")
-        return [f"# {why}: appended, where the last occurrence wins",
-                f"cat >> {shlex.quote(f.path)} <<'HPADVISE_EOF'", tail.rstrip("\n"),
-                "HPADVISE_EOF"]
-
-    def describe(self, old, new) -> str:
-        if not old:
-            return f"{self.label}: restored"
-        return f"{self.label}: {old.get('value') or '(not set)'} -> " \
-               f"{new.get('value') or '(not set)'} ({self.how}; needs a restart)"
-
-
-KINDS: dict[str, type[Action]] = {c.kind: c for c in (SysfsChoice, Compact, Pool, File, Symlink)}
+KINDS: dict[str, type[Action]] = {c.kind: c for c in (SysfsChoice, Compact, Pool, File, Symlink,
+                                                      Directory)}

@@ -10,13 +10,15 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from . import journal as jr
-from .actions import Action, ActionError, Compact, File, Pool, SysfsChoice
+from .actions import (Action, ActionError, Compact, Directory, File, NotStopped, Pool,
+                      SysfsChoice)
 from .engines import Engine
 from .engines import action_from_spec as from_spec
 from .errors import InputError
 from .persist import THP_DIR
 from .plan import Report
-from .sizing import cmdline_size, fmt_bytes, fmt_page
+from .gigantic import pull_in
+from .sizing import GIB_KB, cmdline_size, fmt_bytes, fmt_page
 from .steps import ApplyPlan, Result, Step
 
 
@@ -73,7 +75,9 @@ def prepare(report: Report, engines: dict[str, Engine], *, restart: bool, persis
         for a, value in acts:
             if not any(s.action.identity() == a.identity() for s in ap.steps):
                 ap.steps.append(Step(a, value, "profile", "engine"))
-        if inst.running and (acts or inst.backing != "hugetlb"):
+        placed = report.placements.get(inst.id)
+        if inst.running and (acts or (inst.backing != "hugetlb" and placed is not None
+                                      and placed.status == "pool")):
             ra = eng.restart_action(inst)
             if ra is None:
                 continue
@@ -82,7 +86,10 @@ def prepare(report: Report, engines: dict[str, Engine], *, restart: bool, persis
                                      "starts", "restart"))
             else:
                 ap.restart_pending.append(inst.id)
-    ap.steps += sorted(restarts, key=lambda s: getattr(s.action, "order", 0))
+    ap.steps = _with_directories(ap.steps)
+    # one at a time: a cluster manager's replicas before its leader, else by instance
+    ap.steps += sorted(restarts, key=lambda s: (getattr(s.action, "order", 0),
+                                                s.action.instance or ""))
     for s in ap.steps:
         try:
             s.old = s.action.get() if s.phase != "restart" else None
@@ -100,6 +107,20 @@ def prepare(report: Report, engines: dict[str, Engine], *, restart: bool, persis
             if s.phase == "restart" and _on_huge_pages(report, s):
                 s.old = s.new
     return ap
+
+
+def _with_directories(steps: list[Step]) -> list[Step]:
+    """Each directory a step writes into that does not exist yet, created by a step of its
+    own just before it: journaled, so that rollback removes it again (files.py)."""
+    out: list[Step] = []
+    made: set[str] = set()
+    for s in steps:
+        for d in s.action.directories():
+            if d not in made:
+                made.add(d)
+                out.append(Step(Directory(d), "present", f"for {s.action.label}", s.phase))
+        out.append(s)
+    return out
 
 
 def _on_huge_pages(report: Report, step: Step) -> bool:
@@ -133,20 +154,33 @@ def execute(ap: ApplyPlan, directory: str, header: dict,
 
         def fail(s: Step, status: str, msg: str, undo: bool = True) -> Result:
             s.status = "failed"
+            problems = [msg]
             if undo:
-                _undo(j)
+                problems += [f"could not undo {e}" for e in _undo(j)]
                 for x in steps:
                     if x.status == "done" and x.phase != "restart":
                         x.status = "undone"
             j.finish(status, msg)
-            return Result(j.id, done, [msg], status)
+            return Result(j.id, done, problems, status)
 
+        restarted: list[str] = []  # instances that run with the new settings now
         for s in steps:
             if s.phase == "restart":
                 msg = _restart(ap, j, s, say)
+                for x in steps if msg else ():  # the failed instance's settings: put back
+                    if x.phase == "engine" and x.status == "done" \
+                            and x.action.covers(s.action):
+                        x.status = "undone"
+                if msg and not restarted:  # nobody runs with the changes: undo them all
+                    return fail(s, "restart-failed", msg + "; every other change of this "
+                                "apply is undone too")
                 if msg:
-                    return fail(s, "restart-failed", msg, undo=False)
+                    s.status = "failed"
+                    problems = [msg] + _keep_for(j, steps, restarted, s)
+                    j.finish("restart-failed", msg)
+                    return Result(j.id, done, problems, "restart-failed")
                 s.status = "done"
+                restarted.append(s.action.instance)
                 done.append(s.action.describe(None, None))
                 continue
             old = s.action.get()  # fresh: the host may have moved since the plan was made
@@ -159,6 +193,9 @@ def execute(ap: ApplyPlan, directory: str, header: dict,
             try:
                 s.action.set(s.new)
                 ok, actual = s.action.verify(s.new)
+                if isinstance(s.action, Pool) and not ok and s.action.size_kb >= GIB_KB:
+                    actual = pull_in(ap.report.host, s.action, s.new, j, say)
+                    ok = actual >= s.new
             except ActionError as exc:
                 j.done(e, None)
                 return fail(s, "failed", f"{exc}; rolled back what this apply had changed")
@@ -166,8 +203,9 @@ def execute(ap: ApplyPlan, directory: str, header: dict,
             if isinstance(s.action, Pool) and not ok:
                 return fail(s, "shortfall", _shortfall(s, actual))
             if not ok:
-                return fail(s, "failed", f"{s.action.label}: set {s.new!r} but reads back "
-                                         f"{actual!r}")
+                return fail(s, "failed", f"{s.action.label}: set {s.action.show(s.new)} but "
+                                         f"reads back {s.action.show(actual)}; rolled back what "
+                                         "this apply had changed")
             s.status = "done"
             if s.action.kind != "compact":
                 done.append(s.action.describe(old, s.new) if s.action.kind != "file"
@@ -220,9 +258,34 @@ def changes_json(ap: ApplyPlan) -> list[dict]:
     return out
 
 
-def _undo(j: jr.Journal) -> None:
-    jr.rollback(j)
-    j.mark_rolled_back([])
+def _undo(j: jr.Journal) -> list[str]:
+    """Roll back what this apply changed, restarting nothing (no instance runs with its
+    changes: a failed restart put its settings back and started it again); what could not be
+    undone, one line each."""
+    _, errors = jr.rollback(j, restarts=False)
+    j.mark_rolled_back(errors)
+    return errors
+
+
+def _keep_for(j: jr.Journal, steps: list[Step], restarted: list[str], failed: Step
+              ) -> list[str]:
+    """A restart failed after others succeeded: those instances run with the new settings and
+    need the pool, THP and persistent files as they are now, so those stay; the settings of
+    the instances not restarted yet go back (the failed one's already did). Returns what to
+    tell the user."""
+    out = []
+    for s in steps:
+        if s.phase == "engine" and s.status == "done" and s.action.instance not in restarted \
+                and s.action.instance != failed.action.instance:
+            try:
+                s.action.restore(s.old)
+                s.status = "undone"
+            except ActionError as exc:
+                out.append(f"could not undo {s.action.label}: {exc}")
+    out.append(f"kept for {', '.join(restarted)}, which run with the new settings now: the pool, "
+               f"THP and persistent files of this apply; `hpadvise rollback {j.id}` undoes "
+               "them and restarts those instances")
+    return out
 
 
 def _shortfall(s: Step, granted: int) -> str:
@@ -237,32 +300,47 @@ def _shortfall(s: Step, granted: int) -> str:
 
 def _restart(ap: ApplyPlan, j: jr.Journal, s: Step, say) -> str | None:
     """Restart and verify; on failure put the instance's previous settings back and start it
-    again. Returns an error message or None."""
+    again. A restart its pre-flight refuses stops nothing: the settings go back and the
+    instance runs on. Returns an error message or None."""
+    try:
+        s.action.preflight()
+    except NotStopped as exc:
+        restored = _put_back(j, s)
+        return f"{exc}. Put back {', '.join(restored) or 'nothing'}"
     e = j.intent(s.action, None, True)
     say(f"{s.action.label} ...")
+    jr.kill_later("HPADVISE_TEST_KILL_IN_RESTART")
     try:
         s.action.set(True)
     except ActionError as exc:
         j.done(e, "failed")
-        restored = []
-        for other in j.entries:
-            if other.spec.get("instance") == s.action.instance \
-                    and other.spec.get("kind") != s.action.kind:
-                a = from_spec(other.spec)
-                a.restore(other.old)
-                restored.append(a.label)
+        restored = _put_back(j, s)
         try:
             s.action.set(True)
             again = "it runs again with its previous settings"
+            j.done(e, jr.PUT_BACK)  # as before: rollback need not restart it again
         except ActionError as exc2:
             again = f"starting it again failed too: {exc2}"
-        return (f"{exc}. Put back {', '.join(restored) or 'nothing'}; {again}. The pool and "
-                "THP changes stay; `hpadvise rollback` undoes them")
+        return f"{exc}. Put back {', '.join(restored) or 'nothing'}; {again}"
     ok, actual = s.action.verify(True)
     j.done(e, actual)
     if not ok:
-        return f"{s.action.label}: restarted, but {actual}"
+        restored = _put_back(j, s)
+        return (f"{s.action.label}: restarted, but {actual}; put back "
+                f"{', '.join(restored) or 'nothing'}")
     return None
+
+
+def _put_back(j: jr.Journal, s: Step) -> list[str]:
+    """The settings this apply changed for the instance of restart step `s` (its own, and a
+    cluster-wide one that covers it: Action.covers), restored."""
+    restored = []
+    for other in j.entries:
+        a = from_spec(other.spec)
+        if not a.restart and a.spec().get("engine") and a.covers(s.action):
+            a.restore(other.old)
+            restored.append(a.label)
+    return restored
 
 
 def script(ap: ApplyPlan) -> str:

@@ -12,7 +12,7 @@ from typing import Callable
 from . import apply as ap
 from . import journal as jr
 from .errors import InputError
-from .model import Instance, Targets
+from .model import Targets
 from .pipeline import inspect, plan_for, select
 from .steps import ApplyPlan, Result
 from .sysroot import SysRoot
@@ -30,15 +30,18 @@ class Request:
     journal_dir: str | None = None
 
 
-def plan(req: Request, ask: Callable[[list[Instance]], Instance] | None = None) -> ApplyPlan:
+def plan(req: Request) -> ApplyPlan:
     """The steps apply would take; InputError when it must not (not root, nothing found,
     nothing sizable, a blocked plan)."""
     if os.geteuid() != 0 and not req.read_only:
         raise InputError("apply changes kernel settings and needs root; run it with sudo, or "
                          "use --print-script to hand the changes to someone who is root")
-    report = inspect(SysRoot("/"), req.profile, Targets(), None)
+    if req.persist_root not in ("", "/") and not os.path.isdir(req.persist_root):
+        raise InputError(f"--persist-root {req.persist_root}: no such directory; create it, "
+                         "or leave the option out to persist under /")
+    report = inspect(SysRoot("/"), req.profile, Targets(), None, journal=req.journal_dir)
     names = sorted(report.engines) if req.engines is None else req.engines
-    selected = select(report, names, req.instances, ask)
+    selected = select(report, names, req.instances)
     if not selected:
         raise InputError(f"no running or named {'/'.join(names)} instance found; "
                          "`hpadvise check` shows what is there")
@@ -55,6 +58,7 @@ def plan(req: Request, ask: Callable[[list[Instance]], Instance] | None = None) 
                    report.engines, restart=req.restart, persist=req.persist,
                    persist_root=req.persist_root, read_only=os.geteuid() != 0)
     p.notices[:0] = [f"{i} left out, nothing of it is changed: {w}" for i, w in why.items()]
+    p.instances = [i for i in p.instances if not i.found]  # kept ones: only their pages
     return p
 
 
@@ -78,10 +82,25 @@ def plan_json(p: ApplyPlan) -> dict:
             "restart_needed": p.restart_pending}
 
 
+def restart_needed(p: ApplyPlan) -> list[str]:
+    """Instances whose settings this apply left changed without restarting them: those not
+    restarted on purpose (no --restart), and, after a failure, those whose settings stay
+    changed while their restart was not reached or failed. What the servers' own
+    pending_restart says."""
+    out = list(p.restart_pending)
+    restarted = {s.action.instance for s in p.steps if s.phase == "restart"
+                 and s.status == "done"}
+    for s in p.steps:
+        i = s.action.instance
+        if s.phase == "engine" and s.status == "done" and i not in restarted and i not in out:
+            out.append(i)
+    return out
+
+
 def result_json(p: ApplyPlan, result: Result, boot: list[str]) -> dict:
     return {"schema_version": 1, "status": result.status, "journal": result.journal,
             "changes": ap.changes_json(p), "problems": result.problems,
-            "notices": p.notices, "restart_needed": p.restart_pending, "next_boot": boot}
+            "notices": p.notices, "restart_needed": restart_needed(p), "next_boot": boot}
 
 
 def print_plan(p: ApplyPlan) -> None:
@@ -98,7 +117,7 @@ def print_result(p: ApplyPlan, req: Request, result: Result, boot: list[str]) ->
         print(f"done: {d}")
     if result.status == "nothing":
         print("Nothing to change: the host already matches the plan.")
-    for iid in p.restart_pending:
+    for iid in restart_needed(p):
         pool = ", ".join(f"{pp.target_pages} x {pp.size_kb} kB" for pp in p.report.pools)
         print(f"restart needed: {iid} takes its huge pages at its next start (the pool holds "
               f"{pool} until then, unused); run again with --restart or restart it yourself")

@@ -63,6 +63,21 @@ class Engine:
     def discover(self, host: HostFacts, procs: ProcTable, targets: Targets) -> list[Instance]:
         raise NotImplementedError
 
+    def reference_of(self, spec: dict) -> str | None:
+        """The reference (a data directory ...) of the instance one of this engine's journaled
+        actions changed: discovery finds it again when it is stopped (Targets.remembered)."""
+        return None
+
+    def needs_pages_at_start(self, inst: Instance) -> bool:
+        """A stopped instance found but not named (Instance.found): whether it takes huge pages
+        from the pool when it starts, so that the plan keeps them for it."""
+        return False
+
+    def takes_dsn(self, dsn: str) -> bool:
+        """Whether a `--dsn` is this engine's (by its scheme): one that no engine named with
+        --db takes is refused rather than ignored."""
+        return False
+
     def findings(self, inst: Instance, host: HostFacts, profile: Profile) -> list[Finding]:
         return []
 
@@ -71,6 +86,12 @@ class Engine:
         """Settings of the engine itself that the plan needs, given the chosen page size.
         page_kb None: the instance must not use huge pages (its cgroup cannot hold them)."""
         return []
+
+    def held_back(self, inst: Instance, profile: Profile) -> str | None:
+        """Why this instance will not take huge pages whatever apply does (a setting that
+        keeps it off them comes from where hpadvise does not change it), or None. The plan
+        then reserves nothing for it and restarts nothing."""
+        return None
 
     def uses_pool(self, inst: Instance, profile: Profile) -> bool:
         """Whether this instance's demand goes into the static pools (a JVM on THP does not)."""

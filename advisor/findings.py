@@ -85,6 +85,8 @@ CORE = Codes(
     Code("pool.fragmented", "warn", "Free memory holds too few contiguous blocks to grow the pool",
          HUGETLBPAGE),
     Code("pool.unused", "warn", "Reserved huge pages are used by nothing found", HUGETLBPAGE),
+    Code("pool.kept", "info", "The pool keeps pages for a stopped instance's next start",
+         HUGETLBPAGE),
     Code("commit.limit", "warn", "With the planned pools CommitLimit falls below what is "
          "committed", "mm/util.c vm_commit_limit(); Documentation/mm/overcommit-accounting.rst"),
     Code("cgroup.hugetlb.sigbus", "crit", "The instance will crash with SIGBUS: its cgroup's "

@@ -58,6 +58,7 @@ class MemInfo:
     committed_as_kb: int | None
     page_tables_kb: int | None
     hugetlb_kb: int | None  # "Hugetlb:" covers every page size (kernel >= 4.16)
+    free_kb: int | None  # MemFree
     anon_huge_kb: int | None
     shmem_huge_kb: int | None
     shmem_pmd_mapped_kb: int | None
@@ -198,17 +199,35 @@ class HostFacts:
     def order_for(self, size_kb: int) -> int:
         return max(0, (size_kb * 1024 // self.base_page_bytes).bit_length() - 1)
 
+    @property
+    def unlisted_free_bytes(self) -> int:
+        """Free memory the buddy allocator does not list yet: MemFree counts it, buddyinfo
+        does not. A kernel that initialises its struct pages lazily (deferred_init=lazy on
+        this platform's kernels, CONFIG_DEFERRED_STRUCT_PAGE_INIT) hands most of a freshly
+        booted host's memory to the buddy allocator only as allocations ask for it: measured
+        on a fresh 24 GiB VM, buddyinfo listed 3.8 GiB of 22.9 GiB free; on a 126 GiB host 21
+        order-10 blocks before a 60,000-page 2 MiB pool was made and released, 30,012 after.
+        Ordinary allocations (a 2 MiB pool's) pull it in; a 1 GiB page's does not. Below
+        1 GiB or 1% of memory the difference is per-CPU lists and rounding, and not counted."""
+        if not self.buddy or self.mem.free_kb is None:
+            return 0
+        listed = sum(z.free_bytes_at_order(0, self.base_page_bytes) for z in self.buddy)
+        extra = self.mem.free_kb * 1024 - listed
+        return extra if extra > max(1 << 30, (self.mem.total_kb or 0) * 1024 // 100) else 0
+
     def runtime_allocatable_pages(self, size_kb: int) -> int | None:
-        """Pages of `size_kb` that free buddy blocks could hold right now, without compaction.
-        None when buddyinfo is unreadable or the size is above the buddy allocator's max order
-        (1 GiB pages come from alloc_contig_pages, not the buddy lists)."""
+        """Pages of `size_kb` that free memory could hold right now, without compaction: free
+        buddy blocks of that order or larger, and free memory not listed yet (whole
+        pageblocks when it comes). None when buddyinfo is unreadable or the size is above the
+        buddy allocator's max order (1 GiB pages come from alloc_contig_pages, not the buddy
+        lists)."""
         if not self.buddy:
             return None
         order = self.order_for(size_kb)
         if order >= len(self.buddy[0].free_blocks):
             return None
         free = sum(z.free_bytes_at_order(order, self.base_page_bytes) for z in self.buddy)
-        return free // (size_kb * 1024)
+        return (free + self.unlisted_free_bytes) // (size_kb * 1024)
 
 
 def parse_knob(text: str | None) -> Knob:
@@ -227,6 +246,7 @@ def read_meminfo(sr: SysRoot, path: str = "/proc/meminfo") -> MemInfo:
         total_kb=kb(m.get("MemTotal")), available_kb=kb(m.get("MemAvailable")),
         commit_limit_kb=kb(m.get("CommitLimit")), committed_as_kb=kb(m.get("Committed_AS")),
         page_tables_kb=kb(m.get("PageTables")), hugetlb_kb=kb(m.get("Hugetlb")),
+        free_kb=kb(m.get("MemFree")),
         anon_huge_kb=kb(m.get("AnonHugePages")), shmem_huge_kb=kb(m.get("ShmemHugePages")),
         shmem_pmd_mapped_kb=kb(m.get("ShmemPmdMapped")), swap_total_kb=kb(m.get("SwapTotal")),
         default_hugepage_kb=kb(m.get("Hugepagesize")),

@@ -18,7 +18,7 @@ import json
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from .actions import Action
 from .engines import action_from_spec as from_spec
@@ -109,6 +109,9 @@ class Journal:
     entries: list[Entry] = field(default_factory=list)
     status: str = "running"  # running | ok | shortfall | failed | killed?
     rolled_back: float | None = None
+    # The line where the journal ends in a torn record (the file was cut, or the writer died
+    # mid-line): what followed it is lost, so rollback cannot vouch for having undone it all.
+    torn: int | None = None
 
     @property
     def id(self) -> str:
@@ -126,8 +129,11 @@ class Journal:
         return j
 
     def _append(self, record: dict) -> None:
-        with open(self.path, "a") as f:
-            f.write(json.dumps(record, default=str) + "\n")
+        line = json.dumps(record, default=str) + "\n"
+        with open(self.path, "a+b") as f:
+            if f.tell() and (f.seek(-1, os.SEEK_END), f.read(1))[1] != b"\n":
+                line = "\n" + line  # a torn last line stays apart from the next record
+            f.write(line.encode())
             f.flush()
             os.fsync(f.fileno())
 
@@ -208,8 +214,10 @@ class Journal:
                 elif t == "rolledback":
                     j.rolled_back = rec["time"]
             except (ValueError, KeyError, TypeError) as exc:
-                if lineno == len(lines) and j is not None:
-                    break  # a torn last line: the process died while writing it
+                if j is not None and all(not ln.strip() or _whole(ln)
+                                         for ln in lines[lineno:]):
+                    j.torn = lineno  # cut here: what follows are records appended since
+                    continue
                 raise InputError(f"journal {path} is corrupt at line {lineno} ({exc}); "
                                  "nothing was changed — inspect or move the file aside") from None
         if j is None:
@@ -217,6 +225,14 @@ class Journal:
         if j.status == "running":
             j.status = "interrupted"
         return j
+
+
+def _whole(line: str) -> bool:
+    """A record appended after a torn line (a rollback's): parseable, and not a change."""
+    try:
+        return json.loads(line).get("type") == "rolledback"
+    except (ValueError, AttributeError):
+        return False
 
 
 def list_journals(directory: str) -> list[Journal]:
@@ -227,6 +243,17 @@ def list_journals(directory: str) -> list[Journal]:
         if name.endswith(".jsonl"):
             out.append(Journal.load(os.path.join(directory, name)))
     return out
+
+
+def remembered(directory: str) -> list[dict]:
+    """The engine action specs of every apply not rolled back: what discovery must find
+    again even when it is stopped. Nothing where the journal cannot be read (not root)."""
+    try:
+        journals = list_journals(directory) if os.access(directory, os.R_OK | os.X_OK) else []
+    except InputError:  # a damaged journal: rollback and history say so; check goes on
+        return []
+    return [e.spec for j in journals if j.rolled_back is None for e in j.entries
+            if "engine" in e.spec]
 
 
 def find(directory: str, jid: str | None) -> Journal:
@@ -242,20 +269,49 @@ def find(directory: str, jid: str | None) -> Journal:
     return pending[-1]
 
 
-def plan_rollback(j: Journal) -> list[str]:
-    """What rollback would do now, in its order, changing nothing: each knob whose value
-    differs from the recorded old one, then the restarts."""
-    out, restarts = [], []
-    for e in reversed(j.entries):
+# A restart's outcome in the journal when it failed and apply put the instance's settings back
+# and started it again on them: nothing of that instance is left for rollback to restart.
+PUT_BACK = "failed; runs again on its previous settings"
+
+
+def checked(j: Journal) -> list[tuple[Entry, Action]]:
+    """Every recorded change rebuilt, and its old value checked, before anything is restored:
+    a journal naming an action this version does not know, or an old value its action cannot
+    take (an edited or damaged file), is refused whole in one line and nothing changes."""
+    out = []
+    for e in j.entries:
         try:
             action = from_spec(e.spec)
-            if action.restart:
-                if e.done:
-                    restarts.append(action.describe(None, None))
-                continue
+        except InputError as exc:
+            raise InputError(f"journal {j.path}, change {e.n}: {exc}; nothing was restored") from None
+        except (TypeError, ValueError, KeyError, AttributeError) as exc:
+            raise InputError(f"journal {j.path}, change {e.n}: its action record is damaged "
+                             f"({type(exc).__name__}); nothing was restored: inspect or move "
+                             "the file aside") from None
+        why = None if action.restart else action.invalid(e.old)
+        if why:
+            raise InputError(f"journal {j.path}, change {e.n} ({action.label}): the recorded "
+                             f"old value {why}; nothing was restored: inspect or move the file "
+                             "aside")
+        out.append((e, action))
+    return out
+
+
+def plan_rollback(j: Journal) -> list[str]:
+    """What rollback would do now, in its order, changing nothing: each knob whose value
+    differs from the recorded old one, then the restarts (every restart apply began: one it
+    was killed in may have happened)."""
+    out, restarts = [], []
+    for e, action in reversed(checked(j)):
+        if action.restart:
+            if e.actual != PUT_BACK:
+                restarts.append(action.describe(None, None)
+                                + ("" if e.done else " (apply was stopped during it)"))
+            continue
+        try:
             current = action.get()
         except Exception as exc:
-            out.append(f"cannot read {e.spec.get('kind')}: {exc}")
+            out.append(f"cannot read {action.label}: {exc}")
             continue
         if current != e.old:
             out.append(action.describe(current, e.old) if action.kind != "file"
@@ -263,41 +319,83 @@ def plan_rollback(j: Journal) -> list[str]:
     return out + restarts[::-1]
 
 
-def rollback(j: Journal) -> tuple[list[str], list[str]]:
-    """Restore every recorded change in reverse order; restarts run last. Returns (what was
-    restored, errors)."""
-    done, errors, restarts = [], [], []
-    for e in reversed(j.entries):
-        try:
-            action = from_spec(e.spec)
-        except InputError as exc:
-            errors.append(str(exc))
-            continue
+def rollback(j: Journal, say: Callable[[str], None] = lambda s: None, restarts: bool = True
+             ) -> tuple[list[str], list[str]]:
+    """Restore every recorded change in reverse order, restart last (every restart apply
+    began; none with restarts=False), then read every restored knob back. Returns (what reads
+    back as restored, errors: each difference one line)."""
+    changes = checked(j)
+    restored: list[tuple[Entry, Action, str]] = []
+    errors: list[str] = []
+    for e, action in reversed(changes):
         if action.restart:
-            if e.done:
-                restarts.append((action, e))
             continue
         try:
             current = action.get()
             if current != e.old:
+                say(f"{action.label} ...")
                 action.restore(e.old)
-                done.append(action.describe(current, e.old) if action.kind != "file"
-                            else f"{action.label}: restored")
+                restored.append((e, action, action.describe(current, e.old)
+                                 if action.kind != "file" else f"{action.label}: restored"))
         except Exception as exc:  # keep going: restore as much as possible
             errors.append(f"{action.label}: {exc}")
-    for action, e in reversed(restarts):
+        _test_hook("HPADVISE_TEST_KILL_ROLLBACK_AFTER", e.n)
+    done, restarted = [], []
+    for e, action in changes:  # apply's order: a cluster manager's replicas first
+        if not action.restart or not restarts or e.actual == PUT_BACK:
+            continue
         try:
+            say(f"{action.label} ...")
+            kill_later("HPADVISE_TEST_KILL_IN_RESTART")
             action.restore(e.old)
-            done.append(action.describe(None, None))
+            why = action.restored(e.old)
+            if why:
+                errors.append(f"{action.label}: {why}")
+            else:
+                restarted.append(action.describe(None, None))
         except Exception as exc:
             errors.append(f"{action.label}: {exc}")
-    return done, errors
+    # Read back after the restarts (pages held are freed), each target against its oldest
+    # recorded value only: two settings in one file both restore the whole file, the later
+    # change first, so the file ends as the earlier change found it.
+    last = {action.target(): n for n, (e, action, _) in enumerate(restored)}
+    for n, (e, action, text) in enumerate(restored):
+        if last[action.target()] != n:
+            done.append(text)
+            continue
+        try:
+            why = action.restored(e.old)
+        except Exception as exc:
+            why = f"cannot read it back: {exc}"
+        if why:
+            errors.append(f"{action.label}: restored, but {why}")
+        else:
+            done.append(text)
+    return done + restarted, errors
 
 
 def _test_hook_after_step(n: int) -> None:
+    _test_hook("HPADVISE_TEST_KILL_AFTER", n)
+
+
+def kill_later(name: str) -> None:
+    """Fault injection for the tests: HPADVISE_TEST_KILL_IN_RESTART=SECONDS kills this process
+    with SIGKILL that long after a restart began (while the server is stopping or starting;
+    its pg_ctl or service manager carries on without us)."""
+    k = os.environ.get(name)
+    if k:
+        import signal
+        import threading
+        t = threading.Timer(float(k), os.kill, (os.getpid(), signal.SIGKILL))
+        t.daemon = True
+        t.start()
+
+
+def _test_hook(name: str, n: int) -> None:
     """Fault injection for the tests: HPADVISE_TEST_KILL_AFTER=N kills this process with
-    SIGKILL right after step N is done."""
-    k = os.environ.get("HPADVISE_TEST_KILL_AFTER")
+    SIGKILL right after apply's step N is done, HPADVISE_TEST_KILL_ROLLBACK_AFTER=N right after
+    rollback restored change N."""
+    k = os.environ.get(name)
     if k and k.isdigit() and int(k) == n:
         import signal
         os.kill(os.getpid(), signal.SIGKILL)

@@ -67,6 +67,10 @@ class Change:
     size_kb: int | None = None  # kind "pool": the page size of the pool
     knob: str | None = None  # kind "thp": the file under transparent_hugepage/
     at_boot: Any = None  # pools and THP: the value the next boot sets, as things stand
+    # kind "setting": where the value that wins comes from, when that is not hpadvise's to
+    # change (a command line, a cluster member's own file): what to change where instead.
+    # apply makes no blocked change, and says this.
+    blocked: str | None = None
 
     @property
     def boot_knob(self) -> str | None:
@@ -82,7 +86,7 @@ SCRATCH_MARK = "hpadvise-validate-scratch"
 
 
 # Placement.status: where the plan puts an instance's huge page demand.
-PLACEMENTS = ("pool", "thp", "held_back", "unsized")
+PLACEMENTS = ("pool", "thp", "held_back", "unsized", "kept", "stopped")
 
 
 @dataclass(frozen=True)
@@ -92,7 +96,9 @@ class Placement:
     status "pool": `pages` pages of `page_kb` are in that size's static pool for it; "thp":
     its engine serves it from THP, not a pool; "held_back": its cgroup cannot hold the pages
     of `page_kb`, so the plan keeps it off huge pages; "unsized": its demand is unknown (its
-    configuration could not be read)."""
+    configuration could not be read); "kept": a stopped instance nobody named, which takes
+    `pages` of `page_kb` when it starts (the pool keeps them; nothing of it is changed);
+    "stopped": one that takes none at its start (nothing kept, nothing changed)."""
     instance: str
     status: str  # one of PLACEMENTS
     page_kb: int | None
@@ -107,7 +113,7 @@ class Placement:
 
     def sizes(self) -> dict[int, int]:
         """Pages per size it takes from the pools."""
-        if not self.pooled:
+        if self.status not in ("pool", "kept"):
             return {}
         return dict(self.by_size) if self.by_size else {self.page_kb: self.pages}
 
@@ -136,6 +142,10 @@ class Instance:
     # Whose cgroup those limits are: None, its own process's; "hpadvise", hpadvise's own (a
     # server not started yet starts where hpadvise runs: an init container, the container)
     cgroup_from: str | None = None
+    # A stopped instance nobody named, and where it was found (a packaging layout, the
+    # journal of an earlier apply): the plan keeps its pages if it takes them when it starts,
+    # and changes nothing of it. None: running, or named by the user.
+    found: str | None = None
     # The engine's own typed state for this instance (a dataclass of its package). The core
     # never reads it; only the engine that made the instance does.
     state: Any = field(default=None, repr=False)
@@ -162,9 +172,15 @@ class Targets:
     engine's), and the values of the engines' own options (EngineOption.key -> values)."""
     dsns: tuple[str, ...] = ()
     options: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # (engine, reference) of every instance an apply not rolled back changed (the journal):
+    # stopped ones among them are found again (Engine.reference_of gives the reference)
+    remembered: tuple[tuple[str, str], ...] = ()
 
     def get(self, key: str) -> tuple[str, ...]:
         return dict(self.options).get(key, ())
+
+    def remembered_by(self, engine: str) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(r for e, r in self.remembered if e == engine))
 
     @classmethod
     def of(cls, dsns=(), **options) -> "Targets":

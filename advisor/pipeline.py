@@ -24,7 +24,7 @@ from .sysroot import SysRoot
 
 def inspect(sr: SysRoot, profile_name: str = "oltp", targets: Targets | None = None,
             engine_names: list[str] | None = None, scratch: bool = False,
-            measure_limits: bool = False) -> Report:
+            measure_limits: bool = False, journal: str | None = None) -> Report:
     """Read the host, discover the instances of these engines (None: every installed one)
     and build the plan for all of them: what `check` shows. validate's own scratch servers
     are left out unless `scratch` (validate planning for them). `measure_limits`: inside a
@@ -35,11 +35,12 @@ def inspect(sr: SysRoot, profile_name: str = "oltp", targets: Targets | None = N
     profile = profiles.load(profile_name, registry.profile_schemas())
     facts = host_mod.collect(sr)
     procs = ProcTable(sr)
+    targets = _with_remembered(targets or Targets(), engines, sr, journal)
     instances: list[Instance] = []
     failed: list[tuple[str, str]] = []  # (engine, what went wrong)
     for eng in engines.values():
         try:
-            instances.extend(eng.discover(facts, procs, targets or Targets()))
+            instances.extend(eng.discover(facts, procs, targets))
         except InputError as exc:  # what it was given is wrong: its error, not the report's
             failed.append((eng.name, str(exc)))
         except Exception as exc:  # one engine's failure must not cost the others' report
@@ -53,11 +54,7 @@ def inspect(sr: SysRoot, profile_name: str = "oltp", targets: Targets | None = N
             inst.cgroup = cgroup_limits(sr, inst.pid, hier)
             inst.memory_limit = memory_limit(sr, inst.pid, hier)
     own_cgroups(facts, instances)
-    seen: set[str] = set()
-    for inst in instances:  # IDs key the plan: two servers claiming one port stay apart
-        if inst.id in seen and inst.pid:
-            inst.id = f"{inst.id}@pid{inst.pid}"
-        seen.add(inst.id)
+    _unique_ids(instances, engines)
     if len(facts.numa_nodes) > 1:
         bind_nodes(facts, procs, instances)
     report = build(facts, instances, profile, engines)
@@ -79,6 +76,41 @@ def inspect(sr: SysRoot, profile_name: str = "oltp", targets: Targets | None = N
             "Its instances are missing from this report; the rest of it stands.", why,
             title=f"The {name} engine could not finish discovering"))
     return report
+
+
+def _unique_ids(instances: list[Instance], engines: dict) -> None:
+    """IDs key the plan: instances that would share one (two clusters on one port, each on a
+    socket of its own) are named by their data directory instead (the first path their
+    engine names them by), which stays the same across restarts; by pid where there is none."""
+    ids = [i.id for i in instances]
+    for inst in instances:
+        if ids.count(inst.id) < 2:
+            continue
+        eng = engines.get(inst.engine)
+        path = next((r for r in (eng.references(inst) if eng else ()) if r.startswith("/")),
+                    None)
+        old, inst.id = inst.id, f"{inst.engine}:{path}" if path else f"{inst.id}@pid{inst.pid}"
+        inst.findings = [dataclasses.replace(f, instance=inst.id) if f.instance == old else f
+                         for f in inst.findings]
+        if inst.demand is not None:
+            inst.demand = dataclasses.replace(inst.demand, instance=inst.id)
+
+
+def _with_remembered(targets: Targets, engines: dict, sr: SysRoot,
+                     journal: str | None) -> Targets:
+    """The instances earlier applies changed and did not roll back (their journal), for the
+    engines to find again when they are stopped: a pool planned for others must not drop
+    the pages such an instance takes at its next start. Only on the live host."""
+    if not sr.live:
+        return targets
+    from .journal import journal_dir, remembered
+    refs = []
+    for spec in remembered(journal_dir(journal)):
+        eng = engines.get(spec.get("engine"))
+        ref = eng.reference_of(spec) if eng is not None else None
+        if ref:
+            refs.append((eng.name, ref))
+    return dataclasses.replace(targets, remembered=tuple(dict.fromkeys(refs)))
 
 
 def _without_scratch(sr: SysRoot, engines: dict, instances: list[Instance]):
@@ -131,17 +163,22 @@ def own_cgroups(facts: HostFacts, instances: list[Instance]) -> None:
 
 def plan_for(report: Report, selected: list[Instance]) -> Report:
     """The plan for some of a report's instances only (what `apply --instance` acts on, what
-    validate switches one server to): the same host and profile, no second inspection."""
-    out = build(report.host, selected, report.profile, report.engines)
+    validate switches one server to): the same host and profile, no second inspection. The
+    pages of stopped instances kept for their next start stay in the pools (pages running
+    ones hold count as in use by others)."""
+    kept = [i for i in report.instances if i not in selected
+            and report.placements.get(i.id) is not None
+            and report.placements[i.id].status == "kept"]
+    out = build(report.host, selected + kept, report.profile, report.engines)
     out.notes = report.notes
     return out
 
 
-def select(report: Report, engines: list[str] | None, wanted: list[str] | None,
-           ask=None) -> list[Instance]:
+def select(report: Report, engines: list[str] | None, wanted: list[str] | None
+           ) -> list[Instance]:
     """The instances named (by ID or by any reference their engine declares: data directory,
-    port, socket ...), or, with none named, every instance of these engines; with one engine,
-    several instances and none named, `ask` picks one (None: refuse)."""
+    port, socket ...), or, with none named, every instance of these engines (`apply --db
+    postgres`: the plan for every cluster; --instance narrows it)."""
     from .errors import InputError
     names = sorted(report.engines) if engines is None else engines
     cands = [i for i in report.instances if i.engine in names]
@@ -150,17 +187,16 @@ def select(report: Report, engines: list[str] | None, wanted: list[str] | None,
         for w in wanted:
             found = [i for i in cands if _refers(report, i, w)]
             if not found:
-                known = ", ".join(i.id for i in cands) or "none found"
+                known = ", ".join(i.id for i in cands if not i.found) or "none found"
                 raise InputError(f"no {'/'.join(names)} instance {w!r} (instances: {known})")
+            if len(found) > 1:  # two clusters on one port, each on its own socket
+                ids = ", ".join(i.id for i in found)
+                raise InputError(f"{w!r} names {len(found)} instances ({ids}); name one by "
+                                 "its ID or data directory")
             if found[0] not in out:
                 out.append(found[0])
         return out
-    if len(cands) > 1 and len(names) == 1:
-        if ask is None:
-            raise InputError(f"{len(cands)} instances found ({', '.join(i.id for i in cands)}); "
-                             "name one with --instance")
-        return [ask(cands)]
-    return cands
+    return [i for i in cands if not i.found]  # stopped ones nobody named: kept, not changed
 
 
 def _refers(report: Report, inst: Instance, name: str) -> bool:

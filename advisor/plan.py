@@ -60,6 +60,15 @@ def build(host: HostFacts, instances: list[Instance], profile: Profile,
     for inst in instances:
         eng = engines.get(inst.engine)
         p = r.placements[inst.id] = _place(r, inst, eng)
+        if p.status in ("kept", "stopped"):  # found, not named: nothing of it is planned
+            if p.status == "kept":
+                r.findings.append(CORE["pool.kept"](
+                    "It was not named and is not running, but it takes these pages when it "
+                    "starts (its configuration asks for huge pages and would not start "
+                    "without them, or fall back silently): lowering the pool would break it.",
+                    p.reason, inst.id, title=f"The pool keeps {p.pages} pages for stopped "
+                                             f"{inst.id}"))
+            continue
         if eng is None:
             continue
         r.findings.extend(eng.findings(inst, host, profile))
@@ -77,6 +86,16 @@ def build(host: HostFacts, instances: list[Instance], profile: Profile,
 
 def _place(r: Report, inst: Instance, eng: Engine | None) -> Placement:
     """Where the instance's memory goes: the one place this is decided."""
+    if inst.found and not inst.running:  # stopped, found but not named: kept, not changed
+        d = inst.demand
+        if d is None or eng is None or not eng.needs_pages_at_start(inst) \
+                or d.page_kb not in d.pages:
+            return Placement(inst.id, "stopped", None, 0, f"stopped (found: {inst.found}); it "
+                             "takes no huge pages when it starts, so none are kept for it")
+        return Placement(inst.id, "kept", d.page_kb, d.pages[d.page_kb],
+                         f"stopped (found: {inst.found}): the pool keeps its "
+                         f"{d.pages[d.page_kb]} x {fmt_page(d.page_kb)} pages for its next "
+                         "start; nothing of it is changed", by_size=d.split)
     if eng is not None and not eng.uses_pool(inst, r.profile):
         return Placement(inst.id, "thp", None, 0, "its engine serves it from THP, not a pool")
     kb = choose_page_kb(inst, r.host, r.profile)
@@ -85,6 +104,9 @@ def _place(r: Report, inst: Instance, eng: Engine | None) -> Placement:
                if inst.demand is None else "no page size it can use exists on this host")
         return Placement(inst.id, "unsized", None, 0, why)
     d = inst.demand
+    why_not = eng.held_back(inst, r.profile) if eng is not None else None
+    if why_not:
+        return Placement(inst.id, "held_back", kb, 0, why_not)
     by = dict(d.split) if d.split and kb == d.page_kb else None
     for size, n in (by or {kb: d.pages[kb]}).items():
         held_back = host_findings.cgroup(r, inst, size, n)
@@ -115,7 +137,10 @@ def _pools(r: Report) -> None:
         pp = _per_node(r, pp, insts, pool)
         r.pools.append(pp)
         if pp.current_pages != pp.target_pages:
-            parts = [f"{demand} for {', '.join(pp.instances)}"]
+            kept = [i.id for i in insts if r.placements[i.id].status == "kept"]
+            parts = [f"{demand} for {', '.join(pp.instances)}"
+                     + (f" (stopped, kept for their next start: {', '.join(kept)})"
+                        if kept else "")]
             if pp.headroom_pages:
                 parts.append(f"{pp.headroom_pages} headroom ({profile.headroom_pct:g}%)")
             if pp.foreign_pages:
@@ -208,7 +233,9 @@ def _feasibility(r: Report, pp: PoolPlan) -> PoolPlan:
             "The kernel must compact memory to grow the pool and may still fall short; apply "
             "compacts first. A boot-time reservation (hugepages= on the kernel command line) "
             "avoids the problem.", f"buddyinfo: {can} blocks of order >= "
-                                   f"{host.order_for(pp.size_kb)}",
+                                   f"{host.order_for(pp.size_kb)}" + (
+                f", counting {fmt_bytes(host.unlisted_free_bytes)} free but not listed yet"
+                if host.unlisted_free_bytes else ""),
             title=f"Free memory holds only {can} free {fmt_page(pp.size_kb)} blocks; {grow} "
                   "are needed"))
         return dataclasses.replace(pp, feasibility="boot_reservation", feasibility_reason=(

@@ -151,6 +151,21 @@ class Proc:
         return int(v.split()[0]) if v else None
 
     @property
+    def started_at(self) -> float | None:
+        """When the process started, in seconds since the epoch: field 22 of /proc/PID/stat
+        (starttime, clock ticks after boot) plus the boot time, btime in /proc/stat (proc(5))."""
+        stat = self.sr.read(self._p("stat"), quiet_missing=True)
+        boot = self.sr.read("/proc/stat", quiet_missing=True, limit=1 << 16) or ""
+        mt = re.search(r"^btime (\d+)", boot, re.M)
+        if not stat or not mt:
+            return None
+        fields = stat.rsplit(")", 1)[-1].split()  # after the command name, which may hold spaces
+        try:
+            return int(mt.group(1)) + int(fields[19]) / os.sysconf("SC_CLK_TCK")
+        except (IndexError, ValueError):
+            return None
+
+    @property
     def mems_allowed(self) -> tuple[int, ...] | None:
         """NUMA nodes the process may allocate from (cpuset.mems / numactl --membind):
         "Mems_allowed_list: 0-1,3" in status (Documentation/filesystems/proc.rst)."""

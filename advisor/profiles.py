@@ -6,6 +6,7 @@ key, so a typo never silently falls back to a default.
 
 from __future__ import annotations
 
+import math
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,16 +18,22 @@ THP_ENABLED = ("always", "madvise", "never", "keep")
 THP_DEFRAG = ("always", "defer", "defer+madvise", "madvise", "never", "keep")
 THP_SHMEM = ("always", "within_size", "advise", "never", "deny", "force", "keep")
 
-# key -> (type, allowed values or None, default)
+# Shares of memory (the OS floor, what must stay uncommitted): 0 to 100%. Shares of a
+# demand (headroom, the waste 1 GiB pages may round up to) may exceed it, up to tenfold.
+PCT = (0, 100)
+PCT_OF_DEMAND = (0, 1000)
+# key -> (type, allowed values or None, default[, (lowest, highest) for numbers])
 SCHEMA: dict[str, dict[str, tuple]] = {
     "": {"name": (str, None, None), "description": (str, None, "")},
     "thp": {"enabled": (str, THP_ENABLED, "keep"), "defrag": (str, THP_DEFRAG, "keep"),
             "shmem_enabled": (str, THP_SHMEM, "keep")},
-    "pool": {"headroom_pct": ((int, float), None, 0), "headroom_min_pages": (int, None, 0),
-             "os_floor": (str, None, "1GiB"), "os_floor_pct": ((int, float), None, 10),
+    "pool": {"headroom_pct": ((int, float), None, 0, PCT_OF_DEMAND),
+             "headroom_min_pages": (int, None, 0, (0, 1 << 30)),
+             "os_floor": (str, None, "1GiB"), "os_floor_pct": ((int, float), None, 10, PCT),
              "gigantic": (str, ("auto", "never", "prefer"), "auto"),
-             "gigantic_min": (str, None, "32GiB"), "gigantic_max_waste_pct": ((int, float), None, 3)},
-    "commit": {"min_free_pct": ((int, float), None, 5)},
+             "gigantic_min": (str, None, "32GiB"),
+             "gigantic_max_waste_pct": ((int, float), None, 3, PCT_OF_DEMAND)},
+    "commit": {"min_free_pct": ((int, float), None, 5, PCT)},
 }
 
 
@@ -72,17 +79,20 @@ def _check(data: dict, where: str, schema: dict[str, dict[str, tuple]]) -> dict[
             if spec is None:
                 raise InputError(f"profile {where}: unknown key {label!r} "
                                  f"(known: {', '.join(schema[section])})")
-            typ, allowed, _ = spec
+            typ, allowed = spec[:2]
             if isinstance(v, bool) or not isinstance(v, typ):
                 tname = typ.__name__ if isinstance(typ, type) else "number"
                 raise InputError(f"profile {where}: {label} must be a {tname}, got {v!r}")
             if allowed is not None and v not in allowed:
                 raise InputError(f"profile {where}: {label} = {v!r} is not one of "
                                  f"{', '.join(map(str, allowed))}")
+            if len(spec) > 3 and not (math.isfinite(v) and spec[3][0] <= v <= spec[3][1]):
+                raise InputError(f"profile {where}: {label} = {v!r} is out of range; give a "
+                                 f"number from {spec[3][0]} to {spec[3][1]}")
             out[section][k] = v
     for section, keys in schema.items():
-        for k, (_, _, default) in keys.items():
-            out[section].setdefault(k, default)
+        for k, spec in keys.items():
+            out[section].setdefault(k, spec[2])
     if out[""]["name"] is None:
         raise InputError(f"profile {where}: missing key 'name'")
     return out

@@ -37,6 +37,7 @@ def to_dict(r: Report) -> dict:
         d["cgroup"] = [dict(asdict(c), workload=workload(c.cgroup)) for c in i.cgroup]
         d["memory_limit"] = asdict(i.memory_limit) if i.memory_limit else None
         d["cgroup_from"] = i.cgroup_from
+        d["found"] = i.found
         d["demand"] = None
         if i.demand:
             d["demand"] = asdict(i.demand)
@@ -230,7 +231,9 @@ def render(r: Report, console, verbose: bool = False) -> None:
         if c.kind == "pool":
             rec += f" ({fmt_bytes(c.recommended * c.size_kb * 1024)})"
         t.add_row(c.target + (f" ({c.instance})" if c.instance and c.kind == "setting" else ""),
-                  _n(c.current), rec + (" (restart)" if c.restart else ""), c.reason)
+                  _n(c.current), rec + (" (restart)" if c.restart else ""),
+                  c.reason + (f"; not hpadvise's to change: {c.blocked}" if c.blocked
+                              else ""))
     for p in r.pools:
         if p.current_pages == p.target_pages:
             t.add_row(pool_label(p.size_kb), _n(p.current_pages),
@@ -239,6 +242,9 @@ def render(r: Report, console, verbose: bool = False) -> None:
         console.print(t)
     else:
         console.print("[bold]Plan[/bold]: nothing to change.")
+    for p in r.placements.values():  # never silently: what the plan could not count
+        if p.status == "unsized":
+            console.print(f"[bold yellow]not in the plan:[/] {p.instance}: {p.reason}")
     for b in r.blocked:
         console.print(f"[bold red]blocked:[/] {b}")
     if r.notes and verbose:

@@ -15,6 +15,7 @@ import os
 import re
 from pathlib import Path
 
+from .files import new_directory
 from .secrets import redact_args, redact_environ, redact_text
 from .sysroot import SysRoot
 
@@ -38,22 +39,28 @@ def clean(path: str, data: bytes, environ: bool) -> bytes | None:
     return redact_text(text).encode("utf-8", "surrogateescape")
 
 
+def _inside(out: Path, path: str) -> Path:
+    """Where a read path lands in the snapshot: normalised first, so that a path with `..`
+    (a configuration file named on a command line) cannot climb out of the snapshot."""
+    return out / os.path.normpath("/" + path).lstrip("/")
+
+
 def write_snapshot(sr: SysRoot, directory: str, environ: bool = False) -> int:
     if sr.recorded is None:
         raise ValueError("SysRoot was not recording")
-    out = Path(directory)
+    out = Path(new_directory(directory, "snapshot directory"))
     old = os.umask(0o077)
     try:
-        out.mkdir(mode=0o700, parents=True, exist_ok=True)
-        os.chmod(out, 0o700)
+        if not out.is_dir():  # new: for its owner only; an empty one given keeps its mode
+            out.mkdir(mode=0o700)
         for p in sr.listed or ():
-            (out / p.lstrip("/")).mkdir(mode=0o700, parents=True, exist_ok=True)
+            _inside(out, p).mkdir(mode=0o700, parents=True, exist_ok=True)
         n = 0
         for p, data in sr.recorded.items():
             kept = clean(p, data, environ)
             if kept is None:
                 continue
-            dest = out / p.lstrip("/")
+            dest = _inside(out, p)
             dest.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             # /proc/self is a symlink on the host; in a snapshot it is a plain directory.
             dest.write_bytes(kept)

@@ -15,6 +15,7 @@ with the profile's headroom, the OS floor, runtime feasibility. The verdict per 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from .engines import Instance, Targets
@@ -62,9 +63,10 @@ def size(host, wanted: list[tuple[str, list[str]]], profile, version: str | None
         engines[canon] = eng
         inst = eng.what_if(args, host, version, targets or Targets())
         n = sum(1 for i in insts if i.engine == canon)
-        if n:
+        if n:  # a second planned instance of the engine: an ID of its own
             inst.id = f"{inst.id}{n + 1}"
-            inst.demand.instance = inst.id
+            if inst.demand is not None:
+                inst.demand = dataclasses.replace(inst.demand, instance=inst.id)
         insts.append(inst)
     from .pipeline import own_cgroups
     own_cgroups(host, insts)

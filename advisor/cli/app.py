@@ -61,6 +61,13 @@ def _engine_options(group, argv: list[str]) -> None:
 def main(argv: list[str] | None = None) -> None:
     """The console script: run one command line (default: this process's) and exit."""
     argv = sys.argv[1:] if argv is None else argv
+    import os
+
+    from ..secrets import ScrubbedStream, remember_environ
+    # The one secrets filter: everything printed, by whatever code, goes through it.
+    remember_environ(dict(os.environ))
+    if not isinstance(sys.stdout, ScrubbedStream):
+        sys.stdout, sys.stderr = ScrubbedStream(sys.stdout), ScrubbedStream(sys.stderr)
     try:
         group = typer.main.get_command(app)
         _engine_options(group, argv)
@@ -87,7 +94,14 @@ def main(argv: list[str] | None = None) -> None:
         # Typer vendors Click from 0.28 on, so they are recognised by what they offer.
         if not (hasattr(exc, "format_message") and isinstance(getattr(exc, "exit_code", None),
                                                               int)):
-            raise
+            if os.environ.get("HPADVISE_DEBUG"):
+                raise
+            # A bug, not the user's input: one line (through the secrets filter like all
+            # output), and the way to the traceback.
+            text = " ".join(str(exc).split())[:300]
+            print(f"hpadvise: internal error: {type(exc).__name__}: {text} (a bug in hpadvise; "
+                  "HPADVISE_DEBUG=1 shows the traceback)", file=sys.stderr)
+            sys.exit(70)
         if type(exc).__name__ == "NoArgsIsHelpError":  # plain `hpadvise`: the help
             print(exc.format_message())
             sys.exit(0)

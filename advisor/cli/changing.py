@@ -40,7 +40,9 @@ def apply(
     persist_root: Annotated[str, typer.Option(
         metavar="DIR", help="Write the persistent files (/etc/...) under this directory instead of /.")] = "",
 ):
-    """Apply the plan for one engine's instance: pools, THP, persistence, database settings.
+    """Apply the plan for every instance of these engines (--instance narrows it): pools,
+    THP, persistence, database settings, and with --restart each server restarted in turn
+    (a cluster manager's replicas before its leader), stopping at the first failure.
 
     Every change is journaled before it is made; `hpadvise rollback` undoes it exactly.
 
@@ -66,8 +68,7 @@ def apply(
     req = applying.Request(registry.resolve(db), list(instance or ()), profile, restart,
                            not no_persist, persist_root, read_only=dry_run or print_script,
                            journal_dir=journal_dir)
-    ask = None if (yes or not sys.stdin.isatty()) else _ask_instance
-    plan = applying.plan(req, ask)
+    plan = applying.plan(req)
     if print_script:
         print(ap_mod.script(plan), end="")
         return
@@ -139,22 +140,31 @@ def rollback(
         if j.rolled_back is not None:
             raise InputError(f"apply {j.id} is already rolled back")
         todo = jr.plan_rollback(j)
+        torn = (f"journal {j.path} ends in a torn record at line {j.torn} (the file was cut, "
+                "or the apply died while writing it): what it recorded after that is lost "
+                "and cannot be undone from it; compare the host with `hpadvise check`"
+                ) if j.torn else None
         say(f"Rollback of {j.id} ({j.status}, {len(j.entries)} changes):")
+        if torn:
+            say(f"  warning: {torn}")
         for line in todo or ["nothing to restore"]:
             say(f"  {line}")
         if dry_run:
             if form == "json":
-                deliver(form, {"id": j.id, "dry_run": True, "to_restore": todo}, None, output)
+                deliver(form, {"id": j.id, "dry_run": True, "to_restore": todo,
+                               "warnings": [torn] if torn else []}, None, output)
             return
         if todo and not yes and not typer.confirm("Restore these?", default=False):
             raise typer.Exit(1)
-        done, errors = jr.rollback(j)
+        done, errors = jr.rollback(j, say=lambda m: say(f"  {m}"))
+        if torn:
+            errors.append(torn)
         j.mark_rolled_back(errors)
     for x in done:
         say(f"restored: {x}")
-    if not done:
+    if not done and not errors:
         say("nothing to restore: every knob already had its old value")
-    say(f"rolled back {j.id}")
+    say(f"rolled back {j.id}" + (" with differences, below" if errors else ""))
     if form == "json":
         deliver(form, {"id": j.id, "dry_run": False, "restored": done, "errors": errors},
                 None, output)
@@ -194,12 +204,3 @@ def history(
                     "rolled_back": j.rolled_back, "changes": len(j.entries),
                     "instances": j.header.get("instances", []),
                     "argv": j.header.get("argv", [])} for j in js], table, output)
-
-
-def _ask_instance(cands):
-    for n, i in enumerate(cands, 1):
-        print(f"  {n}) {i.id}  {i.label}")
-    n = typer.prompt("Which instance", type=int)
-    if not 1 <= n <= len(cands):
-        raise InputError(f"choose a number from 1 to {len(cands)}")
-    return cands[n - 1]

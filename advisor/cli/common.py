@@ -3,6 +3,7 @@ console, and reading percentages."""
 
 from __future__ import annotations
 
+import math
 import sys
 from enum import Enum
 from typing import Annotated, Optional
@@ -37,9 +38,9 @@ def fmt_of(fmt: Format | Format2, json_out: bool,
     return fmt.value
 
 
-def emit(text: str, output: str | None) -> None:
+def emit(text: str, output: str | None, what: str = "--output") -> None:
     """Print, or replace FILE atomically: a reader such as node_exporter's textfile collector
-    never sees half a file."""
+    never sees half a file. Only a regular file is written (files.target)."""
     if not output or output == "-":
         sys.stdout.write(text)
         return
@@ -50,8 +51,22 @@ def emit(text: str, output: str | None) -> None:
         write_atomic(output, text.encode())
     except OSError as exc:
         where = os.path.dirname(os.path.abspath(output))
-        raise InputError(f"--output {output}: cannot write in {where}: {exc.strerror}") \
+        raise InputError(f"{what} {output}: cannot write in {where}: {exc.strerror}") \
             from None
+
+
+def output_path(value: str | None, what: str = "--output") -> str | None:
+    """An output file checked when the command line is read, before any work: a regular file
+    or a new one in an existing directory ("-" is stdout)."""
+    if value is None or value == "-":
+        return value
+    from ..files import target
+    target(value, what)
+    return value
+
+
+def _output_callback(ctx, param, value):
+    return output_path(value, param.opts[0] if param is not None and param.opts else "--output")
 
 
 # `--json`, alike on every command that reports: the short form of `--format json`.
@@ -71,12 +86,15 @@ ApplyFormat = format_opt(Format2, "table, or json: each change with target, befo
 ValidateFormat = format_opt(Format2, "table, or json: the result with every sample (progress "
                              "and tables then go to stderr unless --output is given).")
 CheckOutput = Annotated[Optional[str], typer.Option(
-    metavar="FILE", help="Write the report to FILE (replaced atomically) instead of printing it.")]
+    metavar="FILE", callback=_output_callback,
+    help="Write the report to FILE (replaced atomically) instead of printing it.")]
 # `--output FILE`, alike on every command that reports.
 OutputOpt = Annotated[Optional[str], typer.Option(
-    "--output", metavar="FILE", help="Write what it prints to FILE (replaced atomically).")]
+    "--output", metavar="FILE", callback=_output_callback,
+    help="Write what it prints to FILE (replaced atomically).")]
 ValidateOutput = Annotated[Optional[str], typer.Option(
-    metavar="FILE", help="Write the JSON result to FILE (replaced atomically).")]
+    metavar="FILE", callback=_output_callback,
+    help="Write the JSON result to FILE (replaced atomically).")]
 
 
 class FailOn(str, Enum):
@@ -114,8 +132,8 @@ def pct(text: str, what: str) -> float:
     except ValueError:
         raise InputError(f"{what} {text!r} is not a percentage; write it like 1% or 0.5%") \
             from None
-    if v <= 0:
-        raise InputError(f"{what} must be positive")
+    if not math.isfinite(v) or v <= 0 or v >= 100:
+        raise InputError(f"{what} {text!r}: give a percentage above 0 and below 100, like 1%")
     return v
 
 
@@ -124,9 +142,21 @@ def pct(text: str, what: str) -> float:
 ENGINE_OPTIONS: dict[str, tuple[str, ...]] = {}
 
 
-def targets(dsn: list[str] | None = None):
-    """What the user pointed hpadvise at: DSNs and every engine option given."""
+def targets(dsn: list[str] | None = None, engines: list[str] | None = None):
+    """What the user pointed hpadvise at: DSNs (each checked: secrets.check_dsn) and every
+    engine option given. With `engines` (--db), a DSN no engine among them takes is refused:
+    it would be ignored silently."""
     from ..model import Targets
+    from ..secrets import check_dsn, redact_dsn
+    for d in dsn or ():
+        check_dsn(d)
+        if engines is not None:
+            from ..engines import registry
+            takers = [n for n in registry.names() if registry.get(n).takes_dsn(d)]
+            if takers and not set(takers) & set(engines):
+                raise InputError(f"--dsn {redact_dsn(d)} is a {'/'.join(takers)} DSN, but --db "
+                                 f"{','.join(engines)} leaves {takers[0]} out; add --db "
+                                 f"{takers[0]} or drop the DSN")
     return Targets.of(dsn or (), **ENGINE_OPTIONS)
 
 

@@ -75,7 +75,8 @@ def check(
     if measure_limits and root != "/":
         raise InputError("--measure-limits measures the live host's cgroups; it cannot read a "
                          "snapshot: leave out --root")
-    report = inspect(SysRoot(snapshot_root(root)), profile, targets(dsn), registry.resolve(db),
+    engines = registry.resolve(db)
+    report = inspect(SysRoot(snapshot_root(root)), profile, targets(dsn, engines), engines,
                      measure_limits=measure_limits)
     if form == "json":
         from ..render import to_json
@@ -122,14 +123,12 @@ def snapshot(
     option files and DSNs are replaced by ***; environments are left out unless asked for.
 
     Example: hpadvise snapshot /tmp/host-a && hpadvise check --root /tmp/host-a"""
-    import os
-
+    from ..files import new_directory
     from ..pipeline import inspect
     from ..snapshot import write_snapshot
     from ..sysroot import SysRoot
 
-    if os.path.exists(directory) and (not os.path.isdir(directory) or os.listdir(directory)):
-        raise InputError(f"{directory} exists and is not an empty directory; give a new path")
+    new_directory(directory, "snapshot directory")
     sr = SysRoot("/", record=True)
     inspect(sr, targets=targets())
     n = write_snapshot(sr, directory, environ=with_environ)
@@ -191,7 +190,8 @@ def k8s(
         deliver(form, ds, lambda: print(dump(ds), end=""), output)
         return
     sr = SysRoot(snapshot_root(root))
-    report = inspect(sr, profile, targets(dsn), registry.resolve(db))
+    engines = registry.resolve(db)
+    report = inspect(sr, profile, targets(dsn, engines), engines)
     for e in report.errors:
         raise InputError(e)
     wanted = report.instances

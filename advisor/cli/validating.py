@@ -9,7 +9,8 @@ import typer
 
 from ..errors import InputError
 from .app import app
-from .common import Format2, JsonOpt, ValidateFormat, ValidateOutput, emit, fmt_of, pct
+from .common import (Format2, JsonOpt, ValidateFormat, ValidateOutput, _output_callback, emit,
+                     fmt_of, pct, targets)
 from .common import console as make_console
 
 
@@ -74,7 +75,8 @@ def validate(
     scratch: Annotated[bool, typer.Option(
         "--scratch", help="Use a scratch cluster (the default).")] = False,
     report: Annotated[Optional[str], typer.Option(
-        "--html", "--report", metavar="FILE", help="Write an HTML report here.")] = None,
+        "--html", "--report", metavar="FILE", callback=_output_callback,
+        help="Write an HTML report here.")] = None,
     fmt: ValidateFormat = Format2.table,
     json_out: JsonOpt = False,
     output: ValidateOutput = None,
@@ -117,7 +119,7 @@ def validate(
         target_ci_pct=pct(target_ci, "--target-ci") if target_ci is not None else None,
         band_pct=pct(band, "--band"), buffers=buffers, profile=profile,
         instance=instance, allow_restart=allow_restart, design=design, rounds=rounds,
-        swap_s=swap_seconds)
+        swap_s=swap_seconds, targets=targets(), variants_given=variants is not None)
     if scratch and instance:
         raise InputError("--scratch and --instance exclude each other")
     form = fmt_of(fmt, json_out)
@@ -139,8 +141,7 @@ def validate(
     result = val.result()
     rep.render_terminal(result, console)
     if report:
-        with open(report, "w") as f:
-            f.write(rep.render_html(result))
+        emit(rep.render_html(result), report, "--html")
         console.print(f"report: {report}")
     if form == "json":
         emit(json.dumps(result, indent=2, default=str) + "\n", output)

@@ -39,6 +39,8 @@ def _cases(tmp):
           "--dry-run"], "/etc/passwd"),
         (["apply", "--db", "postgres", "--instance", "5432", j, "--persist-root",
           f"{tmp}/persist"], "--yes"),
+        (["apply", "--db", "postgres", "--instance", "5432", j, "--persist-root",
+          f"{tmp}/nosuch", "--yes"], "--persist-root"),
         (["apply", "--db", "postgres", "--bogus"], "--bogus"),
         # rollback and history
         (["rollback", "nosuch-id", j, "--yes"], "nosuch-id"),
@@ -64,6 +66,27 @@ def _cases(tmp):
         (["validate", "--shared-buffers", "12QB"], "12QB"),
         (["validate", "--scratch", "--instance", "5432"], "exclude"),
         (["validate", "--scale", "0"], "--scale"),
+        (["validate", "--swap-seconds", "nan"], "--swap-seconds"),
+        (["validate", "--swap-seconds", "inf"], "--swap-seconds"),
+        (["validate", "--band", "nan%"], "--band"),
+        (["validate", "--target-ci", "inf"], "--target-ci"),
+        (["validate", "--duration", "99999999999999h"], "more than a week"),
+        (["validate", "--html", "/dev/null"], "character device"),
+        # profiles: numbers that are no policy
+        (["check", "--profile", f"{tmp}/nan.toml"], "headroom_pct"),
+        (["check", "--profile", f"{tmp}/negative.toml"], "headroom_pct"),
+        (["check", "--profile", f"{tmp}/floor.toml"], "os_floor_pct"),
+        # a DSN for an engine --db leaves out, DSNs that cannot mean what was meant
+        (["check", "--db", "postgres", "--dsn", "mysql://root@127.0.0.1:3306/"],
+         "leaves mysql out"),
+        (["check", "--dsn", "postgresql://app:pa/ss@127.0.0.1/db"], "percent-encode"),
+        (["check", "--dsn", "postgresql://app:p@ss@127.0.0.1/db"], "percent-encode"),
+        # output that is not a regular file
+        (["check", "--output", "/dev/null"], "character device"),
+        (["check", "--json", "--output", "/dev/full"], "character device"),
+        (["history", "--output", f"{tmp}"], "a directory"),
+        (["check", "--output", ""], "empty path"),
+        (["snapshot", ""], "empty path"),
         # k8s
         (["k8s", "--pods", "0"], "--pods"),
         (["k8s", "--pods", "x"], "--pods"),
@@ -81,6 +104,9 @@ def _cases(tmp):
 def test_bad_input_is_one_line_exit_2_and_changes_nothing(knobs, tmp_path):
     os.makedirs(tmp_path / "journal", mode=0o700)
     (tmp_path / "persist").mkdir()
+    for name, line in (("nan", "headroom_pct = nan"), ("negative", "headroom_pct = -50"),
+                       ("floor", "os_floor_pct = 250")):
+        (tmp_path / f"{name}.toml").write_text(f'name = "{name}"\n[pool]\n{line}\n')
     cases = _cases(tmp_path)
     assert len(cases) >= 40
     before = host_state(persist_root=tmp_path / "persist")

@@ -100,6 +100,7 @@ def test_guest_on_1g_pages_planned_held_and_short(kvm, knobs, tmp_path):
     f = _codes(report, i["id"])["qemu.hugepages.short"]
     assert f["severity"] == "crit" and "SIGBUS" in f["rationale"] and "2 pages" in f["rationale"]
     # apply with the kvm-host profile plans and reserves the 1 GiB pool
+    (tmp_path / "root").mkdir()
     r = run_cli("apply", "--db", "qemu", "--profile", "kvm-host", "--yes", "--json",
                 "--journal-dir", str(tmp_path / "j"), "--persist-root", str(tmp_path / "root"))
     if r.returncode != 0 and json.loads(r.stdout or "{}").get("status") == "shortfall":

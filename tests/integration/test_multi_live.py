@@ -34,6 +34,7 @@ def test_one_plan_for_three_engines(pg_factory, my_factory, java, knobs, tmp_pat
     before = host_state(persist_root=str(tmp_path / "root"))
     cnf_before = Path(my.cnf).read_bytes()
     env = {"HPADVISE_JOURNAL_DIR": str(tmp_path / "j")}
+    (tmp_path / "root").mkdir()
     r = run_cli("apply", "--db", "postgres", "--db", "mysql", "--db", "jvm", "--profile", "jvm",
                 "--instance", ipg["id"], "--instance", imy["id"], "--instance", ijv["id"],
                 "--restart", "--yes", "--json", "--persist-root", str(tmp_path / "root"),

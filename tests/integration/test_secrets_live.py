@@ -86,6 +86,7 @@ def test_planted_secrets_never_come_out(my_factory, java, knobs, tmp_path):
     # copy of the file is root's only, and rollback puts the file back byte for byte
     cnf_before = Path(m.cnf).read_bytes()
     jdir = tmp_path / "journal"
+    (tmp_path / "root").mkdir()
     r = run_cli("apply", "--db", "mysql", "--instance", m.datadir, "--yes", "--json",
                 "--journal-dir", str(jdir), "--persist-root", str(tmp_path / "root"))
     assert r.returncode == 0, r.stdout + r.stderr

@@ -92,6 +92,13 @@ def test_several_engines_one_plan_and_a_verdict(knobs):
     # more than the host has: does not fit
     d = size("postgres", "shared_buffers=64GB")
     assert {p["verdict"] for p in d["pools"]} == {"does not fit"}
+    # two planned instances of one engine: an ID each, both in the pool (it raised
+    # FrozenInstanceError, assigning the second ID to a frozen demand)
+    d = size("postgres", "shared_buffers=64MB", "+", "postgres", "shared_buffers=128MB")
+    ids = [i["id"] for i in d["instances"]]
+    assert len(set(ids)) == 2 and [i["demand"]["instance"] for i in d["instances"]] == ids
+    [pool] = [p for p in d["pools"] if p["size_kb"] == 2048]
+    assert pool["pages"] >= sum(i["demand"]["pages"]["2048"] for i in d["instances"])
 
 
 @pytest.mark.parametrize("args,needle", [

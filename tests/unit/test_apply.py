@@ -53,8 +53,8 @@ def test_apply_then_rollback_restores_every_byte(root, tmp_path):
     ap = apply.prepare(r, {}, restart=False, persist=True, sys_root=str(root),
                        persist_root=str(etc))
     kinds = [s.action.kind for s in ap.changes]
-    assert kinds == ["compact", "pool", "sysfs_choice", "sysfs_choice", "sysfs_choice", "file",
-                     "file"]
+    assert kinds == ["compact", "pool", "sysfs_choice", "sysfs_choice", "sysfs_choice",
+                     "directory", "file", "file"]  # etc/sysctl.d is created, journaled
     res = apply.execute(ap, str(tmp_path / "journal"), {"argv": []})
     assert res.status == "ok"
     assert (root / "sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages").read_text() == "101"
@@ -74,6 +74,7 @@ def test_apply_then_rollback_restores_every_byte(root, tmp_path):
     done, errors = journal.rollback(j)
     assert not errors and done
     assert snapshot(root, etc) == before
+    assert not (etc / "etc/sysctl.d").exists()  # the directory apply made is gone again
 
 
 def test_missing_knob_refuses_before_changing_anything(root, tmp_path):
@@ -187,7 +188,8 @@ def test_print_script_appends_to_an_option_file_it_cannot_read(tmp_path):
     unreadable.mkdir()  # reading it fails, for root too
     a = MyOption(str(unreadable), "large_pages", "ON", False, instance="mysql:3306")
     lines = a.shell(a.wanted)
-    assert lines[0].startswith(f"# cannot read {unreadable}") and "last occurrence" in lines[0]
+    assert lines[0].startswith(f"# file {unreadable} is a directory") \
+        and "last occurrence" in lines[0]
     assert "\n".join(lines[1:]) == f"cat >> {unreadable} <<'HPADVISE_EOF'\n[mysqld]\n" \
         "large_pages = ON\nHPADVISE_EOF"
     s = Step(a, a.wanted, "profile", "engine", unread="cannot read it")

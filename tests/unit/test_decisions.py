@@ -27,7 +27,7 @@ def _inst(iid, pages_2m, pages_1g=None, page_kb=2048):
 # (fixture state, instances made by hand or None for the instances captured in the tree)
 CASES = [
     ("no-pools", lambda: [_inst("a", 600), _inst("b", 40)]),        # fits
-    ("no-pools", lambda: [_inst("frag", 2000)]),                    # fragmented: boot
+    ("fragmented", lambda: [_inst("frag", 2000)]),                  # fragmented: boot
     ("no-pools", lambda: [_inst("gig", 4600, 9, page_kb=1048576)]),  # 1 GiB: boot
     ("no-pools", lambda: [_inst("big", 10000)]),                    # OS floor: does not fit
     ("pool-2m", lambda: [_inst("small", 30)]),                      # already there
@@ -95,12 +95,10 @@ def test_the_cases_cover_every_decision(hosts):
 
 def test_size_reads_the_feasibility_the_plan_decided(hosts):
     prof = profiles.load("oltp", registry.profile_schemas())
-    h = collect(SysRoot(hosts / "no-pools"))
-    for make, word in ((CASES[0][1], "fits"),
-                       (CASES[1][1], "fits after a boot-time reservation"),
-                       (CASES[2][1], "fits after a boot-time reservation"),
-                       (CASES[3][1], "does not fit")):
-        r = plan.build(h, make(), prof, {})
+    for (state, make), word in zip(CASES, ("fits", "fits after a boot-time reservation",
+                                           "fits after a boot-time reservation",
+                                           "does not fit")):
+        r = plan.build(collect(SysRoot(hosts / state)), make(), prof, {})
         assert {v.verdict for v in whatif.verdicts(r)} == {word}
         assert {p.feasibility_reason for p in r.pools} != {""}
 

@@ -121,6 +121,7 @@ class JvmEngine(Engine):
         if f.xmx is None and sr.live:
             out = jcmd_flags(p.pid, owner)
             if out:
+                f.source = "jcmd VM.flags (the running JVM's word)"
                 for tok in out.split():
                     if tok.startswith("-XX:"):
                         f.apply(tok)
@@ -138,7 +139,10 @@ class JvmEngine(Engine):
                                   str(sr.path(home)) if home else None, host.thp.pmd_size_kb)
         settings = {"heap_max": fmt_bytes(heap), "heap_min": fmt_bytes(f.xms) if f.xms else None,
                     "gc": f.gc, "UseLargePages": f.large_pages,
-                    "UseTransparentHugePages": f.thp, "main": f.main}
+                    "UseTransparentHugePages": f.thp, "main": f.main,
+                    "sources": {k: f.sources[k] for k in (
+                        "UseLargePages", "UseTransparentHugePages", "LargePageSizeInBytes",
+                        "-Xmx") if k in f.sources} or None}
         inst = Instance(self.name, f"jvm:{p.pid}", label, True, pid=p.pid, owner=owner,
                         version=str(major) if major else None,
                         settings={k: v for k, v in settings.items() if v is not None},
@@ -411,5 +415,21 @@ class JvmEngine(Engine):
             "Kafka": "KAFKA_HEAP_OPTS / KAFKA_JVM_PERFORMANCE_OPTS in its environment",
             "ZooKeeper": "SERVER_JVMFLAGS in conf/java.env",
         }.get(j.app or "", "the service's start command, or JDK_JAVA_OPTIONS in its environment")
+        # a flag set the other way in a layer that outranks where it would be added
+        # (JAVA_TOOL_OPTIONS < JDK_JAVA_OPTIONS < the command line and its @files): the
+        # addition would not take there, so it goes where that flag is
+        wins = []
+        for a in str(mine[0].recommended).split():
+            if not a.startswith("-XX:"):
+                continue
+            name = a[4:].lstrip("+-").split("=", 1)[0]
+            other = a[4] in "+-" and j.flags.last.get(name) == (a[4] == "-")
+            if name in j.flags.sources and (other or "=" in a):
+                wins.append(f"{name} comes from {j.flags.sources[name]}")
+        if wins:
+            return [f"{inst.id} ({j.app or j.flags.main or 'java'}): set "
+                    f"{mine[0].recommended} where the flags it replaces are ("
+                    + "; ".join(wins) + "), which outranks " + where
+                    + ", then restart it; hpadvise has reserved its pages."]
         return [f"{inst.id} ({j.app or j.flags.main or 'java'}): add {mine[0].recommended} to "
                 f"{where}, then restart it; hpadvise has reserved its pages."]

@@ -55,6 +55,10 @@ class JvmFlags:
     notes: list[str] = field(default_factory=list)
     _seen: dict[str, set[bool]] = field(default_factory=dict, repr=False)
     last: dict[str, bool] = field(default_factory=dict)  # -XX:+/-Name: the value that won
+    # where each option's winning value came from: "JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS",
+    # "the command line", "@FILE" (an argument file), "jcmd" (the running JVM's word)
+    sources: dict[str, str] = field(default_factory=dict)
+    source: str = "the command line"  # where the options apply() gets now come from
 
     def _bool(self, name: str, on: bool) -> None:
         self.last[name] = on
@@ -64,6 +68,8 @@ class JvmFlags:
 
     def apply(self, arg: str) -> None:
         """One JVM option; later calls override earlier ones, as in HotSpot's Arguments."""
+        key = arg[4:].lstrip("+-").split("=", 1)[0] if arg.startswith("-XX:") else arg[:4]
+        self.sources[key] = self.source
         if arg.startswith("-Xmx"):
             self.xmx = parse_jsize(arg[4:]) or self.xmx
         elif arg.startswith("-Xms"):
@@ -102,9 +108,10 @@ class JvmFlags:
 
 
 def expand_argfiles(sr: SysRoot, argv: tuple[str, ...], cwd: str | None,
-                    notes: list[str]) -> list[str]:
+                    notes: list[str], origins: list[str] | None = None) -> list[str]:
     """The java launcher expands @file arguments (JDK >= 9): whitespace-separated options,
-    quotes and # comments allowed."""
+    quotes and # comments allowed. `origins`, when given, gets where each argument came
+    from ("the command line" or "@FILE")."""
     out: list[str] = []
     for a in argv:
         if a.startswith("@") and len(a) > 1 and not a.startswith("@@"):
@@ -114,11 +121,17 @@ def expand_argfiles(sr: SysRoot, argv: tuple[str, ...], cwd: str | None,
                 notes.append(f"argument file {path} unreadable: its options are not known")
                 continue
             try:
-                out += shlex.split(text, comments=True)
+                got = shlex.split(text, comments=True)
             except ValueError:
                 notes.append(f"argument file {path} could not be parsed")
+                continue
+            out += got
+            if origins is not None:
+                origins += [f"@{path}"] * len(got)
         else:
             out.append(a)
+            if origins is not None:
+                origins.append("the command line")
     return out
 
 
@@ -129,13 +142,15 @@ def read_flags(sr: SysRoot, p: Proc, cwd: str | None) -> JvmFlags:
         f.notes.append("environment unreadable (run as root or as the JVM's user): "
                        "JAVA_TOOL_OPTIONS / JDK_JAVA_OPTIONS not known")
         env = {}
-    args = expand_argfiles(sr, p.cmdline[1:], cwd, f.notes)
-    for src in (env.get("JAVA_TOOL_OPTIONS", ""), env.get("JDK_JAVA_OPTIONS", "")):
-        for a in src.split():
+    origins: list[str] = []
+    args = expand_argfiles(sr, p.cmdline[1:], cwd, f.notes, origins)
+    for name in ("JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS"):  # lowest first
+        f.source = name
+        for a in env.get(name, "").split():
             f.apply(a)
     main = None
     skip = False
-    for a in args:
+    for a, f.source in zip(args, origins):
         if skip:
             skip = False
             continue

@@ -44,6 +44,10 @@ class MySQLEngine(Engine):
     def discover(self, host: HostFacts, procs: ProcTable, targets: Targets) -> list[Instance]:
         return Discovery(self.connect_timeout).discover(host, procs, targets)
 
+    def takes_dsn(self, dsn: str) -> bool:
+        from .discovery import is_my_dsn
+        return is_my_dsn(dsn)
+
     @staticmethod
     def _server(inst: Instance) -> Server | None:
         s = inst.state
@@ -72,15 +76,28 @@ class MySQLEngine(Engine):
     def huge_page_settings(self, inst: Instance, page_kb: int, host: HostFacts) -> dict[str, str]:
         return {"large_pages": "ON"}  # the server takes the default huge page size
 
+    def held_back(self, inst: Instance, profile: Profile) -> str | None:
+        s = self._server(inst)
+        return _findings.held_back(s) if s else None
+
     def actions(self, inst: Instance, changes: list[Change]) -> list[tuple[MyOption, Any]]:
+        """The option in the file whose line wins (so that the change wins too), else in a
+        drop-in or the last file with a server group; a blocked change is made by no one."""
         s: Server = inst.state
-        path, dropin = option_target(s)
         out = []
         for ch in changes:
-            if ch.kind == "setting" and ch.instance == inst.id:
+            if ch.kind == "setting" and ch.instance == inst.id and not ch.blocked:
+                lay = s.layers.get(ch.target)
+                path, dropin = (lay.file, False) if lay is not None and lay.file \
+                    else option_target(s)
                 a = MyOption(path, ch.target, str(ch.recommended), dropin, **spec_of(s, inst.id))
                 out.append((a, a.wanted))
         return out
+
+    def advice(self, inst: Instance, changes: list[Change]) -> list[str]:
+        return [f"{inst.id}: {ch.target} = {ch.recommended} is not set by apply: {ch.blocked}"
+                for ch in changes if ch.kind == "setting" and ch.instance == inst.id
+                and ch.blocked]
 
     def restart_action(self, inst: Instance) -> MyRestart | None:
         s = inst.state

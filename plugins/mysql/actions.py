@@ -16,7 +16,9 @@ from hpadvise.procs import Proc, ProcTable, proc_state, systemd_unit
 from hpadvise.sizing import fmt_bytes
 from hpadvise.sysroot import SysRoot
 
-from .conf import default_files, norm, strip_value
+from .conf import SERVER_GROUP, default_files, norm, strip_value
+from .layers import effective
+from .preflight import would_start
 
 
 def spec_of(s, instance: str) -> dict:
@@ -78,13 +80,47 @@ class MyOption(FileSetting):
     def normal(value: str | None) -> str:
         return (value or "").upper()  # ON, on and On are one value (mysys/my_getopt.c)
 
+    def _server_lines(self, text: str):
+        """(index, line, whether it sets this option) of every line in a group the server
+        reads; a [client] group's lines (a password, often) are never looked at."""
+        group = None
+        for n, line in enumerate(text.splitlines()):
+            st = line.strip()
+            if st.startswith("["):
+                group = st.strip("[] ").lower()
+                if SERVER_GROUP.fullmatch(group):
+                    yield n, line, False
+                continue
+            if group is not None and SERVER_GROUP.fullmatch(group):
+                name = st.partition("=")[0]
+                yield n, line, bool(st) and st[0] not in "#;" and \
+                    norm(name) in (self.name, f"loose_{self.name}")
+
     def read_value(self, text: str) -> str | None:
+        """The value the server takes: the last occurrence in its groups (MySQL Reference
+        Manual, 6.2.2.2 Using Option Files)."""
         value = None
-        for line in text.splitlines():
-            name, eq, v = line.strip().partition("=")
-            if norm(name) in (self.name, f"loose_{self.name}"):
+        for _, line, sets in self._server_lines(text):
+            if sets:
+                _, eq, v = line.strip().partition("=")
                 value = strip_value(v) if eq else "ON"
         return value
+
+    def verify(self, value: dict) -> tuple[bool, dict]:
+        """The file holds the value, and the server would take it at its next start: every
+        option file read again in its order, the command line and SET PERSIST after them
+        (layers.effective); a later occurrence elsewhere is named."""
+        ok, actual = super().verify(value)
+        if not ok:
+            return ok, actual
+        got = effective(self.s.get("argv") or (), self.s.get("datadir"), self.name,
+                        self.file().path)
+        if got is None:  # a file the server does not read (a copy): the file's word only
+            return True, actual
+        eff, where = got
+        if self.normal(eff) != self.normal(value["value"]):
+            return False, {**actual, "value": f"{eff} from {where}"}
+        return True, actual
 
     def appendix(self) -> str:
         # Groups may repeat and "if an option is specified multiple times, the last instance
@@ -95,20 +131,21 @@ class MyOption(FileSetting):
         if self.dropin:
             return (f"# Written by hpadvise apply (undo: hpadvise rollback)\n[mysqld]\n"
                     f"{self.name} = {self.value}\n")
+        # The occurrence that wins is the last one in a server group: change that one; with
+        # none, add it at the end of the last server group's section (after every earlier
+        # line, so that it wins too).
         lines = (current or "").splitlines()
-        group = None
-        for n, line in enumerate(lines):
-            st = line.strip()
-            if st.startswith("["):
-                group = st.strip("[] ").lower()
-            elif group == "mysqld" and norm(st.partition("=")[0]) == self.name:
-                lines[n] = f"{self.name} = {self.value}"
-                return "\n".join(lines) + "\n"
-        for n, line in enumerate(lines):
-            if line.strip().lower() == "[mysqld]":
-                lines.insert(n + 1, f"{self.name} = {self.value}")
-                return "\n".join(lines) + "\n"
-        return "\n".join(lines + ["[mysqld]", f"{self.name} = {self.value}"]) + "\n"
+        found = list(self._server_lines(current or ""))
+        setting = [n for n, _, sets in found if sets]
+        line = f"{self.name} = {self.value}"
+        if setting:
+            lines[setting[-1]] = line
+        elif found:
+            tail = max(n for n, text, _ in found if text.strip())
+            lines.insert(tail + 1, line)
+        else:
+            lines += ["[mysqld]", line]
+        return "\n".join(lines) + "\n"
 
 
 class MyRestart(Restart):
@@ -144,7 +181,17 @@ class MyRestart(Restart):
             kw.update(user=pw.pw_uid, group=pw.pw_gid, extra_groups=[])
         return argv, kw
 
+    def preflight(self) -> None:
+        """Before anything stops: the server's own parser must accept the option files and
+        command line it would start with (preflight.would_start)."""
+        pid = self._pid()
+        exe = os.readlink(f"/proc/{pid}/exe").removesuffix(" (deleted)") \
+            if pid and os.path.exists(f"/proc/{pid}") else None
+        self.refuse_unless(*would_start(self.s["argv"], exe, self.s.get("owner")),
+                           "option files")
+
     def set(self, value=True) -> None:
+        self.preflight()
         pid = self._pid()
         unit = systemd_unit(pid) if pid else None
         if unit:
@@ -175,6 +222,9 @@ class MyRestart(Restart):
                                   + _log_tail(self.s.get("log_error")))
             time.sleep(0.2)
         raise ActionError(f"{self.label}: not accepting connections after 15 minutes")
+
+    def restored(self, old=None) -> str | None:
+        return None if self._pid() else "the server is not running"
 
     def verify(self, value=True) -> tuple[bool, str]:
         from .discovery import fallback_lines

@@ -34,8 +34,8 @@ class ScratchMaria:
     its socket."""
 
     def __init__(self, settings: dict[str, str] | None = None, user: str = "mysql",
-                 base: str | None = None):
-        self.server = maria_bindir()
+                 base: str | None = None, server: str | None = None):
+        self.server = server or maria_bindir()
         install = shutil.which("mariadb-install-db") or shutil.which("mysql_install_db")
         if self.server is None or install is None:
             raise InputError("MariaDB server binaries not found; install the server package "
@@ -147,9 +147,18 @@ class MariaTarget(BenchTarget):
         if opts.instance:
             raise InputError("validate --db mysql runs on a scratch MariaDB server it creates; "
                              "--instance works with --db postgres only for now")
-        if maria_bindir() is None:
-            raise InputError("MariaDB server binaries not found; install the server package "
-                             "(Debian: apt-get install mariadb-server)")
+        from hpadvise.benchmarks.options import followed
+        inst = followed(opts, self.buffers_setting)  # the server the user runs: its binary
+        exe = os.readlink(f"/proc/{inst.pid}/exe").removesuffix(" (deleted)") \
+            if inst is not None and inst.pid and os.path.exists(f"/proc/{inst.pid}") else None
+        self.server_exe = exe if exe and os.access(exe, os.X_OK) else maria_bindir()
+        if self.server_exe is None:
+            raise InputError("MariaDB server binaries not found (no running server to take "
+                             "them from, no mariadbd or mysqld on PATH or in /usr/sbin); "
+                             "install the server package (Debian: apt-get install "
+                             "mariadb-server)")
+        self.binary = self.server_exe + (f" (the binary of {inst.id}, the server validate "
+                                         "follows)" if exe else " (PATH)")
         self.o = opts
         self.buffers = opts.buffers
         self.m: ScratchMaria | None = None
@@ -159,7 +168,8 @@ class MariaTarget(BenchTarget):
         self.m = ScratchMaria({"innodb-buffer-pool-size": self.o.buffers,
                                "max-connections": str(self.o.clients + 20),
                                "innodb-buffer-pool-dump-at-shutdown": "OFF",
-                               "innodb-buffer-pool-load-at-startup": "OFF"})
+                               "innodb-buffer-pool-load-at-startup": "OFF"},
+                              server=self.server_exe)
         mark_scratch(self.m.datadir, self.m.pw)
         self.m.start()
         self.m.sql(f"CREATE DATABASE {self.dbname}")

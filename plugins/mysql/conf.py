@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass, field
 
 from hpadvise.errors import InputError
+from hpadvise.secrets import redact_text
 from hpadvise.sysroot import SysRoot
 
 
@@ -61,6 +62,11 @@ def parse_size(name: str, value: str, where: str = "") -> int:
     return int(mt.group(1)) << (10 * " kmgtpe".index(mt.group(2).lower() or " "))
 
 
+# Any group a MySQL or MariaDB server reads, whatever its version (server_groups lists them
+# for one flavour and version): where apply may look for and change its options.
+SERVER_GROUP = re.compile(r"(mysqld|server|client-server|mariadb|mariadbd)(-\d+\.\d+)?")
+
+
 def server_groups(flavour: str, version: tuple[int, ...] | None) -> tuple[str, ...]:
     """Option groups the server reads (MariaDB docs, Configuring MariaDB with Option Files:
     [client-server], [server], [mysqld], [mysqld-X.Y], [mariadb], [mariadb-X.Y], [mariadbd],
@@ -112,8 +118,8 @@ def read_option_file(sr: SysRoot, path: str, groups: tuple[str, ...], out: Optio
         if line.startswith("!"):
             mt = re.fullmatch(r"!(include|includedir)\s+(\S.*)", line)
             if not mt:
-                raise OptionFileError(f"{where}: {line!r} is not an include directive; write "
-                                      "!include FILE or !includedir DIR")
+                raise OptionFileError(f"{where}: {redact_text(line)!r} is not an include "
+                                      "directive; write !include FILE or !includedir DIR")
             target = mt.group(2).strip()
             if mt.group(1) == "include":
                 read_option_file(sr, target, groups, out, (*stack, real))
@@ -127,8 +133,8 @@ def read_option_file(sr: SysRoot, path: str, groups: tuple[str, ...], out: Optio
         if line.startswith("["):
             mt = re.fullmatch(r"\[\s*([^\]\s]+)\s*\]\s*(?:[#;].*)?", line)
             if not mt:
-                raise OptionFileError(f"{where}: wrong group definition {line!r}; write it "
-                                      "like [mysqld]")
+                raise OptionFileError(f"{where}: wrong group definition "
+                                      f"{redact_text(line)!r}; write it like [mysqld]")
             group = mt.group(1).lower()
             if group in groups and path not in out.group_files:
                 out.group_files.append(path)
@@ -136,13 +142,14 @@ def read_option_file(sr: SysRoot, path: str, groups: tuple[str, ...], out: Optio
                 out.versioned = True
             continue
         if group is None:
-            raise OptionFileError(f"{where}: option {line!r} before any [group]; put it "
-                                  "under [mysqld]")
+            raise OptionFileError(f"{where}: option {redact_text(line)!r} before any [group]; "
+                                  "put it under [mysqld]")
         if group not in groups:
             continue
         name, eq, value = line.partition("=")
         if not re.fullmatch(r"\s*[A-Za-z][\w\-.]*\s*", name):
-            raise OptionFileError(f"{where}: cannot read {line!r}; write name = value")
+            raise OptionFileError(f"{where}: cannot read {redact_text(line)!r}; write "
+                                  "name = value")
         value = strip_value(value) if eq else "ON"  # a bare option switches it on
         key = norm(name)
         for prefix in ("loose_", "enable_"):
@@ -157,7 +164,7 @@ def read_option_file(sr: SysRoot, path: str, groups: tuple[str, ...], out: Optio
 
 def strip_value(value: str) -> str:
     v = value.strip()
-    if v[:1] in "'\"":
+    if v and v[0] in "'\"":
         q = v[0]
         end = v.find(q, 1)
         return v[1:end] if end > 0 else v[1:]

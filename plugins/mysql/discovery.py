@@ -22,6 +22,8 @@ from hpadvise.sysroot import SysRoot
 from .conf import (FALLBACK_RE, QUERY_VARS, OptionFileError, OptionFiles, cmdline_settings,
                    default_files, read_option_file, server_groups)
 from .findings import CODES
+from .layers import persisted, winning
+from .preflight import would_start
 from .sizing import allocations, describe, pages_needed
 from .versions import model
 from .state import Server  # noqa: F401  (discovery makes them)
@@ -43,7 +45,11 @@ def parse_dsn(dsn: str) -> dict:
         kw["unix_socket"] = q["unix_socket"][0]
     else:
         kw["host"] = u.hostname or "127.0.0.1"
-        kw["port"] = u.port or 3306
+        try:
+            kw["port"] = u.port or 3306
+        except ValueError:  # urllib: "Port out of range" or not a number
+            raise InputError(f"{redact_dsn(dsn)}: the port is not a number from 1 to 65535; "
+                             "write mysql://user:password@host:3306/") from None
     return kw
 
 
@@ -61,7 +67,13 @@ def is_my_dsn(dsn: str) -> bool:
 
 def dsn_error(exc: Exception, dsn: str | None) -> str:
     """A driver's error as one line without the DSN's password, whatever the driver echoed."""
-    return error_line(exc, dsn, parse_dsn(dsn).get("password") if dsn else None)
+    if isinstance(exc, InputError):  # the DSN itself is wrong: its own line says how
+        return str(exc)
+    try:
+        password = parse_dsn(dsn).get("password") if dsn else None
+    except InputError:
+        password = None
+    return error_line(exc, dsn, password)
 
 
 def fallback_lines(sr: SysRoot, server: Server) -> list[str] | None:
@@ -157,6 +169,10 @@ class Discovery:
             s.settings.pop(k, None)
             s.origins.pop(k, None)
         merged = {**of.settings, **cmdline_settings(s.argv)}
+        s.layers = {"large_pages": winning(sr, s.argv, s.datadir, of, "large_pages")}
+        kept = persisted(sr, s.datadir, "large_pages")  # SET PERSIST outranks both
+        if kept is not None:
+            merged["large_pages"] = (kept, s.layers["large_pages"].where)
         s.next_start = {k: v for k, (v, _) in merged.items()}
         for k, (v, origin) in merged.items():
             if s.origins.get(k) != "server":
@@ -240,6 +256,8 @@ class Discovery:
                 errors.append(str(exc))
         inst = self._instance(s, running=True)
         inst.errors += errors
+        if sr.live and s.pid and not errors:
+            self._would_start(inst, s, sr)
         if s.pid is None:
             inst.findings.append(CODES["my.not_local"](
                 "Its huge pages must be reserved on the host that runs it; the demand below is "
@@ -257,6 +275,32 @@ class Discovery:
                 inst.errors.append(str(exc))
         return inst
 
+    def _would_start(self, inst: Instance, s: Server, sr: SysRoot) -> None:
+        """An option file changed after the server started: would it start again? Its own
+        parser says (preflight.would_start); unchanged files need no asking."""
+        started = Proc(sr, s.pid).started_at
+        changed = []
+        for f in s.options.files:
+            try:
+                # a file written as the server started (by what started it: 30 ms after its
+                # start time here, which is known to a clock tick) is not a change since
+                if started and os.stat(sr.path(f)).st_mtime > started + 0.5:
+                    changed.append(f)
+            except OSError:
+                continue
+        if not changed:
+            return
+        exe = sr.readlink(f"/proc/{s.pid}/exe")
+        ok, why = would_start(s.argv, exe.removesuffix(" (deleted)") if exe else None, s.owner)
+        if ok is not False:
+            return
+        inst.errors.append(f"{inst.id}: its option files have errors, so it would not start "
+                           f"again: {why}; fix them before it restarts")
+        inst.findings.append(CODES["my.config.broken"](
+            "The server runs with the options it read when it started, but "
+            f"{', '.join(changed)} changed since: a restart (by anyone, or a reboot) would "
+            "fail. apply restarts nothing until they are fixed.", why, inst.id))
+
     def _instance(self, s: Server, running: bool) -> Instance:
         networked = s.settings.get("skip_networking", "OFF").upper() in ("OFF", "0") \
             and s.port is not None
@@ -265,6 +309,7 @@ class Discovery:
                                             "innodb_log_buffer_size", "key_buffer_size",
                                             "aria_pagecache_buffer_size") if k in s.settings}
         shown["data_directory"] = s.datadir
+        shown["sources"] = {k: lay.where for k, lay in s.layers.items()}
         if s.port:
             shown["port"] = s.port
         shown["flavour"] = s.flavour

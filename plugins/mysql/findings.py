@@ -10,6 +10,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from typing import TYPE_CHECKING
 
 from hpadvise.engines import Change, Finding, Instance
@@ -39,6 +41,11 @@ CODES = Codes(
     Code("my.thp.anon", "info", "Part of the server's memory is on THP", TRANSHUGE),
     Code("my.sysv_shm", "warn", "This version takes large pages through SysV shared memory",
          SYSV_DOCS, ("info",)),
+    Code("my.setting.elsewhere", "warn", "large_pages comes from where hpadvise does not "
+         "change it", "MySQL Reference Manual, 6.2.2.2 Using Option Files and 5.1.9.3 "
+         "Persisted System Variables"),
+    Code("my.config.broken", "crit", "The option files have errors: the server would not "
+         "start again", "mysqld --help --verbose"),
     Code("my.pending_restart", "warn", "Option files differ from the running server",
          "my.cnf vs SHOW GLOBAL VARIABLES"),
     Code("my.demand.estimate", "info", "Page count is an estimate", DOCS),
@@ -58,6 +65,13 @@ def findings(inst: Instance, s: Server, host: HostFacts) -> list[Finding]:
     fallback = s.fallback or []
     huge = s.huge_maps
     d = inst.demand
+    why = held_back(s)
+    if why:
+        f.append(CODES["my.setting.elsewhere"](
+            "The plan reserves no pages for it and restarts nothing of it: nothing apply can "
+            "change would put it on huge pages. " + why[0].upper() + why[1:] + ".",
+            s.layers["large_pages"].where, iid, title=f"{iid} stays off huge pages: not "
+                                                      "planned"))
     if s.settings.get("innodb", "ON").upper() == "OFF":
         f.append(CODES["my.no_innodb"](
             "No buffer pool to place on huge pages; only the MyISAM/Aria caches count.", "",
@@ -149,10 +163,32 @@ def findings(inst: Instance, s: Server, host: HostFacts) -> list[Finding]:
     return f
 
 
+def held_back(s: Server) -> str | None:
+    """large_pages off where hpadvise does not change it (the command line, SET PERSIST):
+    the server will not take huge pages whatever apply does."""
+    lay = s.layers.get("large_pages")
+    src = s.next_start if s.next_start is not None else s.settings
+    if lay is not None and not lay.changeable and not bool_on(src.get("large_pages")):
+        return f"large_pages = OFF comes from {lay.where}, which hpadvise does not " \
+               f"change: {lay.how}"
+    return None
+
+
 def changes(inst: Instance, s: Server, profile: Profile, huge: bool = True) -> list[Change]:
     """large_pages as the profile wants it (OFF when its cgroup cannot hold the pages: `huge`
     False), judged on what the next start gets (the option files), not what the server runs
-    with now: an edited file awaiting a restart must not hide a needed change."""
+    with now: an edited file awaiting a restart must not hide a needed change. Blocked where
+    the layer that wins is not hpadvise's to change (layers.py); nothing where it stays off
+    whatever apply does."""
+    if held_back(s):
+        return []
+    lay = s.layers.get("large_pages")
+    return [dataclasses.replace(ch, blocked=f"large_pages comes from {lay.where}; {lay.how}")
+            if lay is not None and not lay.changeable else ch
+            for ch in _changes(inst, s, profile, huge)]
+
+
+def _changes(inst: Instance, s: Server, profile: Profile, huge: bool = True) -> list[Change]:
     want = profile.engine("mysql").get("large_pages", "ON") if huge else "OFF"
     src = s.next_start if s.next_start is not None else s.settings
     cur = "ON" if bool_on(src.get("large_pages")) else "OFF"

@@ -38,6 +38,7 @@ class Server:
     thp_enabled: str | None = None  # "0" when the server switched THP off for itself
     fallback: list[str] | None = None  # fallback lines of its error log; None: unreadable
     observe_note: str | None = None
+    layers: dict = field(default_factory=dict)  # option -> layers.Layer it takes its value from
     allocations: list[Allocation] = field(default_factory=list)
     required_pages: int = 0  # pages of the allocations that must be on huge pages
 

@@ -42,14 +42,28 @@ class PostgresEngine(Engine):
                             "data directory (repeatable).", "DIR"),
                EngineOption("--pg-bindir", "PostgreSQL binaries to use for stopped clusters "
                             "of their major, when neither postmaster.opts nor the usual "
-                            "layouts have them, and for `size` (repeatable).", "DIR",
-                            commands=("check", "snapshot", "k8s", "size")))
+                            "layouts have them, for `size`, and for validate's scratch "
+                            "servers (repeatable).", "DIR",
+                            commands=("check", "snapshot", "k8s", "size", "validate")))
 
     def __init__(self, connect_timeout: int = 3):
         self.connect_timeout = connect_timeout
 
     def discover(self, host: HostFacts, procs: ProcTable, targets: Targets) -> list[Instance]:
         return Discovery(self.connect_timeout).discover(host, procs, targets)
+
+    def reference_of(self, spec: dict) -> str | None:
+        """A cluster an apply changed is found again by its data directory."""
+        return spec.get("datadir")
+
+    def needs_pages_at_start(self, inst: Instance) -> bool:
+        """A stopped cluster with huge_pages = on does not start without its pages."""
+        c = inst.state
+        return isinstance(c, Cluster) and c.settings.get("huge_pages") == "on"
+
+    def takes_dsn(self, dsn: str) -> bool:
+        from .discovery import is_pg_dsn
+        return is_pg_dsn(dsn)
 
     @staticmethod
     def _cluster(inst: Instance) -> Cluster | None:
@@ -93,15 +107,19 @@ class PostgresEngine(Engine):
                 "spec": {"instances": 1, "resources": resources,
                          "postgresql": {"parameters": {k: str(v) for k, v in settings.items()}}}}
 
+    def held_back(self, inst: Instance, profile: Profile) -> str | None:
+        c = self._cluster(inst)
+        return _findings.held_back(c) if c else None
+
     def actions(self, inst: Instance, changes: list[Change]) -> list[tuple[Any, Any]]:
-        """ALTER SYSTEM for each setting the plan changes on this instance, except where the
-        postmaster's command line sets it: the command line outranks postgresql.auto.conf,
-        so an ALTER SYSTEM there would change nothing (advice says where to change it). A
-        cluster Patroni runs gets the settings in Patroni's configuration instead (every
-        member's, once for all of them)."""
+        """ALTER SYSTEM for each setting the plan changes on this instance, where that takes
+        (a change blocked by a layer that outranks it, such as the postmaster's command
+        line, is made by no one: advice says where to change it). A cluster Patroni runs
+        gets the settings in Patroni's configuration instead (every member's, once for all
+        of them)."""
         c = inst.state
         mine = {ch.target: str(ch.recommended) for ch in changes
-                if ch.kind == "setting" and ch.instance == inst.id}
+                if ch.kind == "setting" and ch.instance == inst.id and not ch.blocked}
         if isinstance(c, Cluster) and c.manager is not None:
             m = c.manager
             if not mine or not (m.api and m.scope):
@@ -109,38 +127,25 @@ class PostgresEngine(Engine):
             a = PatroniParams(m.api, m.scope, sorted(mine), m.config, inst.id, dcs=m.dcs)
             return [(a, {n: mine[n] for n in a.names})]
         spec = spec_of(c, inst.id)
-        out = []
-        for ch in changes:
-            if ch.kind == "setting" and ch.instance == inst.id \
-                    and not self._on_command_line(inst, ch.target):
-                a = PgSetting(ch.target, str(ch.recommended), **spec)
-                out.append((a, a.wanted))
-        return out
-
-    @staticmethod
-    def _on_command_line(inst: Instance, name: str) -> bool:
-        c = inst.state
-        return isinstance(c, Cluster) and (c.origins.get(name) == "command line"
-                                           or c.manager is not None)
+        return [(a, a.wanted) for a in (PgSetting(n, v, **spec) for n, v in mine.items())]
 
     def advice(self, inst: Instance, changes: list[Change]) -> list[str]:
         c = inst.state
         mine = {ch.target: str(ch.recommended) for ch in changes
-                if ch.kind == "setting" and ch.instance == inst.id}
-        if isinstance(c, Cluster) and c.manager is not None:
-            if not mine:
-                return []
+                if ch.kind == "setting" and ch.instance == inst.id and not ch.blocked}
+        out = [f"{inst.id}: {ch.target} = {ch.recommended} is not set by apply: {ch.blocked}"
+               for ch in changes if ch.kind == "setting" and ch.instance == inst.id
+               and ch.blocked]
+        if isinstance(c, Cluster) and c.manager is not None and mine:
             if c.manager.api and c.manager.scope:
-                return [f"{inst.id} is managed by {c.manager.describe()}: its settings go into "
-                        "Patroni's configuration and Patroni restarts it (replicas first)"]
-            return [f"{inst.id} is managed by {c.manager.describe()}: its REST API could not be "
-                    "read, so apply changes nothing behind it; run "
-                    + " && ".join(c.manager.commands(mine))]
-        return [f"{inst.id}: {ch.target} is set on the postmaster's command line (by whatever "
-                f"starts it: a service unit, a cluster manager such as Patroni), which outranks "
-                f"ALTER SYSTEM; set {ch.target} = {ch.recommended} there and restart"
-                for ch in changes if ch.kind == "setting" and ch.instance == inst.id
-                and self._on_command_line(inst, ch.target)]
+                out.append(f"{inst.id} is managed by {c.manager.describe()}: its settings go "
+                           "into Patroni's configuration and Patroni restarts it (replicas "
+                           "first)")
+            else:
+                out.append(f"{inst.id} is managed by {c.manager.describe()}: its REST API "
+                           "could not be read, so apply changes nothing behind it; run "
+                           + " && ".join(c.manager.commands(mine)))
+        return out
 
     def restart_action(self, inst: Instance) -> PgRestart | None:
         c = inst.state

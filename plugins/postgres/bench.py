@@ -184,6 +184,18 @@ class RunningCluster:
             self.created = False
 
 
+# A scratch cluster's WAL while validate loads it, and for the runs: PostgreSQL's defaults
+# but for the checkpoints. Side by side, a checkpoint (every max_wal_size of WAL, 1GB by
+# default, a minute or two of TPC-B) falls on one server at a time, mid-run, and on the two
+# sides at different moments: it adds to the spread of a comparison without belonging to
+# it. Every epoch starts from a checkpoint on every server (the restarts, the prewarm's
+# CHECKPOINT), and none comes within it. Said in the report (BenchTarget.settings_note).
+LOAD_SETTINGS = {"wal_level": "minimal", "max_wal_senders": "0"}
+RUN_SETTINGS = {"wal_level": "replica", "max_wal_senders": "10", "checkpoint_timeout": "1h",
+                "max_wal_size": "4GB"}
+WAL_BYTES = 4 << 30  # max_wal_size: the disk a scratch server's WAL may take
+
+
 def prewarm_queries(rels: list[tuple[int, int]], sessions: int) -> list[str]:
     """Split (relation oid, blocks) into `sessions` pg_prewarm queries of about equal blocks,
     cutting relations into block ranges where needed (pg_prewarm(regclass, mode, fork,
@@ -208,18 +220,32 @@ def prewarm_queries(rels: list[tuple[int, int]], sessions: int) -> list[str]:
 
 class PgTarget(BenchTarget):
     buffers_setting = "shared_buffers"
+    prewarm_note = ""  # how it prewarms, when not with pg_prewarm
+    wal_bytes = WAL_BYTES
 
     def __init__(self, opts):
+        from hpadvise.benchmarks.options import followed
+        from .binaries import client_tool, for_scratch
         self.o = opts
-        self.bindir = need_binary(pg_bindir(), "PostgreSQL server binaries", "postgresql")
-        if opts.bench == "pgbench":
-            need_binary(f"{self.bindir}/pgbench", "pgbench", "postgresql")
         self.c: ScratchCluster | RunningCluster | None = None
         self.running = None
         if opts.instance:
             self.running = _find_instance(opts)
-            if self.running.bindir:  # the instance's own major's binaries
-                self.bindir = self.running.bindir
+            self.bindir = need_binary(self.running.bindir, "PostgreSQL server binaries of "
+                                      f"{opts.instance}", "postgresql")
+            self.binary = f"{self.bindir}/postgres: {opts.instance}'s own"
+        else:  # the user's major: --pg-bindir, the cluster validate follows, the layouts
+            self.bindir, why = for_scratch(opts.targets.get("pg_bindir"),
+                                           followed(opts, self.buffers_setting))
+            self.binary = f"{self.bindir}/postgres ({why})"
+        self.pgbench = None
+        if opts.bench == "pgbench":
+            self.pgbench, where = client_tool(self.bindir, "pgbench")
+            need_binary(self.pgbench, "pgbench", "postgresql")
+            if self.pgbench != f"{self.bindir}/pgbench":
+                self.binary += f"; pgbench {where}"
+        if opts.instance:
+            self.wal_bytes = 0  # its own server: nothing new on disk but the scratch database
             self.buffers = self.running.settings.get("shared_buffers", "128MB")
             self.label = f"instance {opts.instance}"
             self.instance_ref = self.running.datadir
@@ -228,9 +254,13 @@ class PgTarget(BenchTarget):
             self.buffers = opts.buffers
             self.label = "scratch cluster"
             self.restart_starts = True
+            self.settings_note = ("scratch servers: checkpoint_timeout = 1h, max_wal_size = "
+                                  "4GB (no checkpoint within an epoch; each starts from one), "
+                                  "loaded with wal_level = minimal")
 
     def setup(self, progress) -> None:
         o = self.o
+        self._progress = progress
         if self.running is not None:
             progress("creating a scratch database")
             self.c = RunningCluster(self.running, self.bindir)
@@ -238,15 +268,23 @@ class PgTarget(BenchTarget):
             self.dbname = self.c.dbname
         else:
             progress("creating the scratch cluster")
+            # Loaded with minimal WAL: COPY into a table created in the same transaction
+            # writes no WAL then (wal_level, PostgreSQL docs 19.5.1), which halved the load
+            # at scale 409 here (59 s -> 29 s); the runs use the default, replica.
             self.c = ScratchCluster({"shared_buffers": o.buffers,
                                      "max_connections": str(max(o.max_connections,
                                                                 o.clients + 10)),
-                                     "huge_pages": "try"})
+                                     "huge_pages": "try", **LOAD_SETTINGS},
+                                    bindir=self.bindir)
             mark_scratch(self.c.datadir, self.c.pw)
             self.c.start()
             self.dbname = "postgres"
         self.instance_ref, self.owner, self.tmpdir = self.c.datadir, self.c.user, self.c.tmp
-        self.c.psql("CREATE EXTENSION IF NOT EXISTS pg_prewarm", self.dbname)
+        try:
+            self.c.psql("CREATE EXTENSION IF NOT EXISTS pg_prewarm", self.dbname)
+        except RuntimeError:  # contrib not installed with these binaries (RHEL: -contrib)
+            self.prewarm_note = (f"prewarmed by index scans: pg_prewarm is not installed "
+                                 f"with {self.bindir}")
 
     def _spec(self) -> dict:
         c = self.c
@@ -275,10 +313,27 @@ class PgTarget(BenchTarget):
         return self.c.pid if self.c is not None else None
 
     def prewarm(self) -> None:
-        """pg_prewarm over block ranges, one session per CPU, then CHECKPOINT."""
+        """pg_prewarm over block ranges, one session per CPU, then CHECKPOINT. Without
+        pg_prewarm, an index scan over each table's first index: it reads the index and the
+        table through shared buffers (a sequential scan of a table larger than a quarter of
+        them would go through a small ring of buffers instead; src/backend/storage/buffer/
+        README, "Buffer Ring Replacement Strategy")."""
         from concurrent.futures import ThreadPoolExecutor
         c, db = self.c, self.dbname
         workers = max(1, os.cpu_count() or 1)
+        if self.prewarm_note:
+            scans = [f"SET enable_seqscan = off; SET enable_bitmapscan = off; SELECT "
+                     f"sum(hashtext(t::text)) FROM {tbl} t WHERE {col} >= (SELECT min({col}) "
+                     f"FROM {tbl})" for tbl, col in (ln.split("|") for ln in c.psql(
+                         "SELECT DISTINCT ON (x.indrelid) x.indrelid::regclass, a.attname "
+                         "FROM pg_index x JOIN pg_class r ON r.oid = x.indrelid "
+                         "JOIN pg_namespace n ON n.oid = r.relnamespace JOIN pg_attribute a "
+                         "ON a.attrelid = r.oid AND a.attnum = x.indkey[0] "
+                         "WHERE n.nspname = 'public'", db).splitlines() if ln)]
+            with ThreadPoolExecutor(workers) as ex:
+                list(ex.map(lambda q: c.psql(q, db), scans))
+            c.psql("CHECKPOINT")
+            return
         rels = [ln.split("|") for ln in c.psql(
             "SELECT c.oid, pg_relation_size(c.oid) / current_setting('block_size')::int "
             "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
@@ -292,16 +347,26 @@ class PgTarget(BenchTarget):
         c = self.c
         if bench == "pgbench":
             from hpadvise.benchmarks.pgbench import Pgbench
-            d = Pgbench(f"{self.bindir}/pgbench", c.tmp, c.port, c.user, self.dbname, c.run_as)
+            d = Pgbench(self.pgbench, c.tmp, c.port, c.user, self.dbname, c.run_as)
             if load:
-                d.init(scale)
+                d.init(scale, lambda step: self._progress(
+                    f"loading pgbench data (scale {scale}): {step}"))
+                self._after_load()
             return d
         from hpadvise.benchmarks.sysbench import Sysbench
         d = Sysbench({"driver": "pgsql", "host": c.tmp, "port": c.port, "user": c.user,
                       "db": self.dbname}, scale=scale)
         if load:
             d.prepare()
+            self._after_load()
         return d
+
+    def _after_load(self) -> None:
+        """A scratch cluster leaves its load settings behind: the runs (and every copy made
+        from it) use the defaults."""
+        if isinstance(self.c, ScratchCluster):
+            self.c.configure(RUN_SETTINGS)
+            self.restart()
 
     def twin_blocker(self) -> str | None:
         if self.running is not None:
@@ -322,7 +387,8 @@ class PgTarget(BenchTarget):
         except BaseException:
             c2.destroy()  # not yet the runner's to remove
             raise
-        t = PgTarget(self.o)
+        t = PgTarget.__new__(PgTarget)  # the same binaries, no second lookup
+        t.__dict__.update(self.__dict__)
         t.c, t.dbname, t.label = c2, self.dbname, "scratch cluster (twin)"
         t.instance_ref, t.owner, t.tmpdir = c2.datadir, c2.user, c2.tmp
         return t

@@ -98,3 +98,72 @@ def find(sr: SysRoot, c: Cluster, given: tuple[str, ...] = ()) -> tuple[str | No
     return None, (f"no PostgreSQL {c.major} binaries found" +
                   (f" ({'; '.join(dict.fromkeys(tried))})" if tried else "") +
                   "; name them with --pg-bindir DIR")
+
+
+def installed() -> list[tuple[str, int, str]]:
+    """Every PostgreSQL binary directory installed where packagers put them, or on PATH:
+    (bindir, major, where it was found), highest major first."""
+    import glob
+    found: dict[str, tuple[int, str]] = {}
+    for pattern, where in (("/usr/lib/postgresql/*/bin", "Debian's layout"),
+                           ("/usr/pgsql-*/bin", "the PGDG RHEL layout"),
+                           ("/usr/local/pgsql/bin", "a source build's prefix")):
+        for d in sorted(glob.glob(pattern)):
+            if (m := major_of(d)) is not None:
+                found.setdefault(os.path.realpath(d), (m, f"{d} ({where})"))
+    for d in _path_bindirs():
+        if (m := major_of(d)) is not None:
+            found.setdefault(os.path.realpath(d), (m, f"{d} (PATH)"))
+    return sorted(((d, m, w) for d, (m, w) in found.items()), key=lambda x: -x[1])
+
+
+SCRATCH_TOOLS = ("postgres", "initdb", "pg_ctl", "psql")
+
+
+def for_scratch(given: tuple[str, ...], followed) -> tuple[str, str]:
+    """The binaries validate's scratch servers run: `--pg-bindir`; else those of the running
+    cluster validate follows (its own executable, so its major: Debian's, RHEL's or a custom
+    prefix alike); else the highest major installed. (bindir, why that one); one line naming
+    what was looked for where when none has what a scratch server needs."""
+    from hpadvise.errors import InputError
+
+    def complete(d: str) -> bool:
+        return all(os.access(os.path.join(d, t), os.X_OK) for t in SCRATCH_TOOLS)
+    for d in given:
+        if major_of(d) is None or not complete(d):
+            raise InputError(f"--pg-bindir {d}: no PostgreSQL server binaries there "
+                             f"({', '.join(SCRATCH_TOOLS)}); name the bin directory of an "
+                             "installation")
+        return d, "--pg-bindir"
+    c = getattr(followed, "state", None)
+    own, major = getattr(c, "bindir", None), getattr(c, "major", None)
+    if own and complete(own):
+        return own, f"the binaries of {followed.id}, the cluster validate follows"
+    for d, m, where in installed():  # the user's major where one runs, else the highest
+        if complete(d) and (major is None or m == major):
+            return d, f"{where.split(' (', 1)[-1].rstrip(')')}, PostgreSQL {m}" + (
+                f", the major of {followed.id}" if major else "")
+    looked = ["--pg-bindir (not given)",
+              f"the binaries of {followed.id} ({own or 'unknown'})" if followed is not None
+              else "a running cluster (none)",
+              "/usr/lib/postgresql/*/bin", "/usr/pgsql-*/bin", "/usr/local/pgsql/bin",
+              "pg_config and postgres on PATH"]
+    raise InputError("PostgreSQL server binaries (" + ", ".join(SCRATCH_TOOLS) + ") not found "
+                     "in " + "; ".join(looked) + ": install the server package (Debian: "
+                     "apt-get install postgresql) or name them with --pg-bindir DIR")
+
+
+def client_tool(bindir: str, name: str) -> tuple[str | None, str]:
+    """A client program (pgbench) from the server's own binaries, else from another
+    installation (a client of another major speaks the same protocol), else None."""
+    own = os.path.join(bindir, name)
+    if os.access(own, os.X_OK):
+        return own, own
+    for d, m, where in installed():
+        p = os.path.join(d, name)
+        if os.access(p, os.X_OK):
+            return p, f"{p} (PostgreSQL {m}'s: {bindir} has none)"
+    p = shutil.which(name)
+    if p and os.path.basename(os.path.realpath(p)) == "pg_wrapper":
+        p = None  # Debian's dispatcher runs one of the installations already looked at
+    return (p, f"{p} (PATH: {bindir} has none)") if p else (None, "")

@@ -7,6 +7,7 @@ import os
 import re
 
 from hpadvise.errors import InputError
+from hpadvise.secrets import redact_text
 from hpadvise.sysroot import SysRoot
 
 DOCS = "PostgreSQL docs, 19.4.5 Linux Huge Pages"
@@ -83,7 +84,8 @@ def parse_conf(text: str, path: str, out: dict[str, tuple[str, str]] | None = No
             continue
         mt = _TOKEN.match(line)
         if not mt or mt.group("value") is None:
-            raise ConfError(f"{path}:{n}: syntax error in {line.strip()[:60]!r}; "
+            shown = redact_text(line.strip())[:60]
+            raise ConfError(f"{path}:{n}: syntax error in {shown!r}; "
                             "expected name = value")
         name, value = mt.group("name").lower(), _unquote(mt.group("value"))
         if name in ("include", "include_if_exists", "include_dir"):
@@ -132,18 +134,3 @@ def with_unit(setting: str, unit: str | None) -> str:
     if n < 0:
         return setting
     return f"{n}{mt.group(2)}"
-
-
-
-def debian_conf(sr: SysRoot, datadir: str) -> str | None:
-    """Debian keeps postgresql.conf in /etc/postgresql/<version>/<cluster>/ with data_directory
-    pointing back at the data directory (postgresql-common)."""
-    real = os.path.realpath(datadir)
-    for ver in sr.listdir("/etc/postgresql"):
-        for name in sr.listdir(f"/etc/postgresql/{ver}"):
-            conf = f"/etc/postgresql/{ver}/{name}/postgresql.conf"
-            text = sr.read(conf, quiet_missing=True) or ""
-            mt = re.search(r"^\s*data_directory\s*=?\s*'([^']+)'", text, re.M)
-            if mt and os.path.realpath(mt.group(1)) == real:
-                return conf
-    return None

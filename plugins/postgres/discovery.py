@@ -19,15 +19,19 @@ from hpadvise.procs import Proc, ProcTable, backing_of
 from hpadvise.sysroot import SysRoot
 
 from .actions import connect_socket, main_segment
-from .conf import (DEFAULTS, QUERY_GUCS, ConfError, ConfUnreadable, debian_conf, parse_int,
+from .conf import (DEFAULTS, QUERY_GUCS, ConfError, ConfUnreadable, parse_int,
                    parse_memory, read_conf, with_unit)
 from .findings import CODES
 from . import binaries
+from .layers import winning
+from .layouts import debian_conf, found_datadirs, live_pidfile
 from .patroni import manager_of
+from .preflight import would_start
 from .sizing import page_kb_of, size_running, size_stopped
 from .state import Cluster  # noqa: F401  (discovery makes them)
 
 NAME = "postgres"
+PLANNED = ("huge_pages", "huge_page_size")  # the settings the plan may change
 
 
 def _same(name: str, file_value: str | None, running: str | None) -> bool:
@@ -80,6 +84,24 @@ def source_of(source: str | None, sfile: str | None = None, sline: str | None = 
             None: "unknown"}.get(source, source or "unknown")
 
 
+def _hold_back_together(insts: list[Instance]) -> None:
+    """The members of one Patroni cluster share its configuration: when one of them keeps
+    huge_pages off where hpadvise does not change it, none is changed, so that the cluster
+    is never left with its members on different pages."""
+    from .findings import held_back
+    groups: dict[tuple, list[Instance]] = {}
+    for i in insts:
+        m = getattr(i.state, "manager", None)
+        if m is not None and m.scope:
+            groups.setdefault((m.dcs, m.scope), []).append(i)
+    for members in groups.values():
+        why = next(((i.id, w) for i in members if (w := held_back(i.state))), None)
+        for i in members if why else ():
+            if i.id != why[0]:
+                i.state.peer_held_back = (f"its cluster changes all at once, and member "
+                                          f"{why[0]} will not take huge pages: {why[1]}")
+
+
 def is_pg_dsn(dsn: str) -> bool:
     return not re.match(r"^(mysql|mariadb)(\+\w+)?://", dsn)
 
@@ -110,13 +132,28 @@ class Discovery:
             if inst is not None:
                 extra.append(inst)
         self.bindirs = targets.get("pg_bindir")
+        seen = {os.path.realpath(c.datadir) for c in clusters if c.datadir}
         for d in targets.get("pgdata"):
-            real = os.path.realpath(d)
-            if any(os.path.realpath(c.datadir) == real for c in clusters if c.datadir):
+            if os.path.realpath(d) in seen:
                 continue
+            seen.add(os.path.realpath(d))
             extra.append(self._stopped(sr, procs, d, host))
+        for d, how in found_datadirs(sr, targets.remembered_by(NAME)):
+            if os.path.realpath(sr.path(d)) in seen or live_pidfile(sr, d):
+                continue
+            seen.add(os.path.realpath(sr.path(d)))
+            inst = self._stopped(sr, procs, d, host)
+            inst.found = how
+            if inst.errors:  # nobody named it: what could not be read is a note, not an error
+                inst.findings.append(CODES["pg.unreadable"](
+                    "A stopped cluster hpadvise found but could not read; the pool keeps "
+                    "nothing for it. Name it with --pgdata to see why.",
+                    "; ".join(inst.errors), inst.id))
+                inst.errors = []
+            extra.append(inst)
         for i, c in enumerate(clusters):
             out.append(self._running(sr, procs, c, host, dsn_for.get(i)))
+        _hold_back_together(out)
         return out + extra
 
     def _from_process(self, sr: SysRoot, procs: ProcTable, pm: Proc) -> Cluster:
@@ -152,18 +189,19 @@ class Discovery:
     def _query(self, conn, c: Cluster) -> None:
         names = "{" + ",".join(QUERY_GUCS) + "}"  # a text[] literal of plain GUC names
         rows = conn.execute(
-            "SELECT name, setting, unit, pending_restart, source, sourcefile, sourceline "
-            "FROM pg_settings WHERE name = ANY($1::text[])", (names,))
-        pending = []
+            "SELECT name, setting, unit, pending_restart, source, sourcefile, sourceline, "
+            "boot_val FROM pg_settings WHERE name = ANY($1::text[])", (names,))
+        flagged = {}  # the server's pending_restart: name -> (running, built-in default)
         argv = set()  # set on the postmaster's command line (Patroni sets several there)
-        for name, setting, unit, pend, source, sfile, sline in rows:
+        for name, setting, unit, pend, source, sfile, sline, boot in rows:
             c.settings[name] = with_unit(setting, unit)
             c.origins[name] = "command line" if source == "command line" else "server"
             c.sources[name] = source_of(source, sfile, sline)
             if source in ("command line", "override"):
                 argv.add(name)
             elif pend == "t":
-                pending.append(name)
+                flagged[name] = (setting, boot)
+        pending = list(flagged)
         try:
             # pending_restart flips only at a reload; pg_file_settings re-reads the files now,
             # so an ALTER SYSTEM not yet reloaded shows too ("applied" false = needs restart).
@@ -171,14 +209,24 @@ class Discovery:
             # A file line under a command-line value is "not applied" for ever: the command
             # line outranks the files (GucSource order, guc.h: PGC_S_FILE < PGC_S_ARGV), so it
             # is no pending change; nor is one whose value is the running one.
-            rows = conn.execute(
+            rows = list(conn.execute(
                 "SELECT DISTINCT ON (name) name, setting, applied, error FROM pg_file_settings "
-                "WHERE name = ANY($1::text[]) ORDER BY name, seqno DESC", (names,))
+                "WHERE name = ANY($1::text[]) ORDER BY name, seqno DESC", (names,)))
+            # A line removed from the files flags pending_restart too, even where the
+            # built-in default it falls back to is the running value (guc.c,
+            # ProcessConfigFileInternal: "the removal can't be effective without a
+            # restart"); a restart changes nothing then, so it is no pending change.
+            in_files = {r[0] for r in rows}
+            pending = [n for n in pending if n in in_files or flagged[n][0] != flagged[n][1]]
             # A postmaster-context change reads "setting could not be applied" (guc-file.l).
             pending += [n for n, value, applied, err in rows
                         if applied != "t" and n not in pending and n not in argv
                         and err in (None, "setting could not be applied")
                         and not _same(n, value, c.settings.get(n))]
+            c.file_errors = tuple(
+                f"{f or '?'}:{ln or '?'}: {err}" for f, ln, err in conn.execute(
+                    "SELECT sourcefile, sourceline, error FROM pg_file_settings "
+                    "WHERE error IS NOT NULL ORDER BY seqno"))
         except Exception:
             pass  # needs superuser or pg_read_all_settings
         c.pending_restart = tuple(pending)
@@ -254,7 +302,9 @@ class Discovery:
                 unreadable = str(exc)
             except ConfError as exc:
                 conf_error = str(exc)
+        c.layers = {n: winning(sr, c, n) for n in PLANNED}
         inst = self._instance(c, host, running=True)
+        self._would_start(inst, c)
         if note is not None:
             inst.findings.append(CODES["pg.no_connection"](
                 "Without a connection the running values are read from postgresql.conf, "
@@ -268,10 +318,35 @@ class Discovery:
             inst.findings.append(CODES["pg.unreadable"](
                 "Neither a connection nor the configuration files were available; run as root "
                 f"or as {c.owner}, or pass --dsn.", unreadable, inst.id))
+            inst.errors.append(f"{inst.id}: cannot size it as this user ({unreadable}); run as "
+                               f"root or as {c.owner}, or pass --dsn")
             c.settings.clear()
         self._observe(inst, c, procs, host)
         size_running(inst, c, host, c.shm_mapping)
         return inst
+
+    def _would_start(self, inst: Instance, c: Cluster) -> None:
+        """A running server whose configuration files changed since it started: would it
+        start again? pg_file_settings lists the files' errors, but a value its parameter
+        rejects reads like a change waiting for a restart there ("setting could not be
+        applied"); the server's own parser tells them apart (preflight.would_start). Where it
+        cannot be asked, a syntax error or an include loop still says enough."""
+        if not c.file_errors or not self.live:
+            return
+        ok, why = would_start(c.bindir, c.datadir, c.config_file, c.owner_uid)
+        if ok is None:
+            hard = [e for e in c.file_errors if not e.endswith("setting could not be applied")]
+            ok, why = (False, "; ".join(hard)) if hard else (True, "")
+        if ok:
+            return
+        c.config_broken = why
+        inst.errors.append(f"{inst.id}: its configuration files have errors, so it would not "
+                           f"start again: {why}; fix them before it restarts")
+        inst.findings.append(CODES["pg.config.broken"](
+            "The server runs with the configuration it read when it started, but the files "
+            "have changed since: a restart (by anyone, or a reboot) would fail and leave the "
+            "database down. apply restarts nothing until they are fixed.",
+            why, inst.id))
 
     def _stopped(self, sr: SysRoot, procs: ProcTable, datadir: str, host: HostFacts) -> Instance:
         c = Cluster(datadir=datadir)
@@ -298,6 +373,7 @@ class Discovery:
         except ConfError as exc:
             inst.errors.append(str(exc))
             return inst
+        c.layers = {n: winning(sr, c, n) for n in PLANNED}
         inst = self._instance(c, host, running=False)
         inst.label = datadir
         inst.id = f"postgres:{datadir}"
@@ -332,6 +408,9 @@ class Discovery:
                   "autovacuum_max_workers", "max_locks_per_transaction",
                   "max_prepared_transactions"):
             parse_int(k, c.settings[k], c.origins[k])
+        # Enum values are case-insensitive (guc.c, parse_and_validate_value: pg_strcasecmp).
+        for k in ("huge_pages", "shared_memory_type"):
+            c.settings[k] = c.settings[k].lower()
         if c.settings["huge_pages"] not in ("on", "off", "try"):
             raise ConfError(f"{c.origins['huge_pages']}: invalid value for huge_pages: "
                             f"{c.settings['huge_pages']!r}; use on, off or try")
@@ -362,6 +441,8 @@ class Discovery:
         if c.manager is not None:  # Patroni puts its parameters on the command line
             src = {k: f"{v} ({c.manager.name.capitalize()})" if v == "command line" else v
                    for k, v in src.items()}
+        # the settings the plan changes: the layer that wins, as the plan reads it
+        src.update({k: lay.where for k, lay in c.layers.items() if k in s})
         shown["sources"] = {k: v for k, v in src.items() if v}
         version = s.get("server_version") or (str(c.major) if c.major else None)
         return Instance(NAME, iid, f"{c.datadir} (port {c.port or '?'})", running,

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
 from hpadvise.engines import Change, Finding, Instance
@@ -42,6 +43,11 @@ CODES = Codes(
          "through the manager", "Patroni docs: Dynamic Configuration Settings; patronictl"),
     Code("pg.pending_restart", "warn", "Shared-memory settings wait for a restart",
          "pg_settings.pending_restart"),
+    Code("pg.setting.elsewhere", "warn", "A setting the plan needs comes from where "
+         "hpadvise does not change it", "PostgreSQL docs, 20.1 Setting Parameters; Patroni "
+         "docs, Dynamic Configuration Settings"),
+    Code("pg.config.broken", "crit", "The configuration files have errors: the server would "
+         "not start again", "pg_file_settings; postgres -C (PostmasterMain)"),
     Code("pg.demand.estimate", "info", "Page count is an estimate", DOCS),
     Code("pg.not_local", "info", "Server is not running on this host"),
     Code("pg.no_connection", "info", "Settings read from the configuration files"),
@@ -132,6 +138,13 @@ def findings(inst: Instance, c: Cluster, host: HostFacts) -> list[Finding]:
             "touched on 4 KiB pages.", f"VmPTE over {inst.settings.get('processes')} processes",
             iid, title=f"Page tables: {fmt_bytes(inst.page_tables_kb * 1024)} now, "
                        f"~{fmt_bytes(inst.page_tables_huge_kb * 1024)} on huge pages"))
+    why = held_back(c)
+    if why:
+        f.append(CODES["pg.setting.elsewhere"](
+            "The plan reserves no pages for it and restarts nothing of it: nothing apply can "
+            "change would put it on huge pages. " + why[0].upper() + why[1:] + ".",
+            c.layers["huge_pages"].where if "huge_pages" in c.layers else "", iid,
+            title=f"{iid} stays off huge pages: not planned"))
     shm_pending = [g for g in c.pending_restart if g in SHMEM_GUCS + ("huge_pages",)]
     if shm_pending:
         f.append(CODES["pg.pending_restart"](
@@ -145,6 +158,34 @@ def findings(inst: Instance, c: Cluster, host: HostFacts) -> list[Finding]:
 
 def changes(inst: Instance, c: Cluster, page_kb: int | None, host: HostFacts,
             profile: Profile) -> list[Change]:
+    """The settings changes the plan needs (_changes), each marked blocked where the layer
+    that wins is not hpadvise's to change (layers.py): the plan then says where and what to
+    change, and apply makes none of it."""
+    if held_back(c):  # nothing of it would take: nothing is planned (findings say why)
+        return []
+    out = []
+    for ch in _changes(inst, c, page_kb, host, profile):
+        lay = c.layers.get(ch.target)
+        if lay is not None and not lay.changeable:
+            ch = dataclasses.replace(ch, blocked=f"{ch.target} comes from {lay.where}; "
+                                                 f"{lay.how}")
+        out.append(ch)
+    return out
+
+
+def held_back(c: Cluster) -> str | None:
+    """huge_pages = off where hpadvise does not change it: the server will not take huge
+    pages whatever apply does. A cluster manager's cluster changes all at once: one member
+    held back holds back every member (c.peer_held_back)."""
+    lay = c.layers.get("huge_pages")
+    if lay is not None and not lay.changeable and c.settings.get("huge_pages") == "off":
+        return (f"huge_pages = off comes from {lay.where}, which hpadvise does not change: "
+                f"{lay.how}")
+    return c.peer_held_back
+
+
+def _changes(inst: Instance, c: Cluster, page_kb: int | None, host: HostFacts,
+             profile: Profile) -> list[Change]:
     """huge_pages as the profile wants it (on: fail at start rather than fall back) and
     huge_page_size for the page size the plan chose (0 = the kernel's default size). Without
     a page size (its cgroup cannot hold the pages): huge_pages = off, since try maps them and

@@ -33,6 +33,13 @@ class Manager:
     role: str | None = None
     api: str | None = None  # the REST API's address
     dcs: str | None = None  # where the cluster's configuration lives (_dcs)
+    # The layers of Patroni's configuration a parameter can come from (LAYER_NAMES only):
+    # this member's own file (postgresql.parameters), which wins over the cluster's dynamic
+    # configuration (GET /config: postgresql.parameters), and postgresql.custom_conf, the
+    # file Patroni builds postgresql.conf on instead of postgresql.base.conf.
+    local: tuple[tuple[str, str], ...] = ()
+    dynamic: tuple[tuple[str, str], ...] | None = None  # None: /config unread
+    custom_conf: str | None = None
 
     def describe(self) -> str:
         who = ", ".join(x for x in (f"scope {self.scope}" if self.scope else "",
@@ -48,6 +55,51 @@ class Manager:
         return [f"patronictl {cfg}edit-config {scope} {params} --force",
                 f"patronictl {cfg}restart {scope} --role replica --force",
                 f"patronictl {cfg}restart {scope} --role primary --force"]
+
+
+# The parameters whose layers hpadvise reads in Patroni's configuration: those the plan
+# changes and those that size shared memory. Nothing else of the file is read (it holds
+# passwords, and so may postgresql.parameters: primary_conninfo).
+LAYER_NAMES = ("huge_pages", "huge_page_size", "shared_buffers", "max_connections",
+               "shared_memory_type")
+
+
+def _block(text: str, *path: str) -> str | None:
+    """The lines under `a:` / `  b:` ... in a YAML file, by indentation alone (block style,
+    as Patroni's documentation writes its configuration)."""
+    for depth, name in enumerate(path):  # the first key at the top level
+        lead = "" if depth == 0 else r"[ \t]*"
+        mt = re.search(rf"^({lead}){re.escape(name)}:[ \t]*(?:#.*)?\n", text, re.M)
+        if not mt:
+            return None
+        indent, lines = len(mt.group(1).expandtabs()), []
+        for line in text[mt.end():].splitlines():
+            if line.strip() and not line.lstrip().startswith("#") \
+                    and len(line) - len(line.lstrip()) <= indent:
+                break
+            lines.append(line)
+        text = "\n".join(lines) + "\n"
+    return text
+
+
+def _scalars(block: str | None, names: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """name: value pairs of a block, for `names` only, quotes and comments dropped."""
+    out = []
+    for name in names:
+        mt = re.search(rf"^[ \t]+{name}:[ \t]*(?:'([^']*)'|\"([^\"]*)\"|([^#\n]*?))"
+                       r"[ \t]*(?:#.*)?$", block or "", re.M)
+        if mt:
+            out.append((name, next(g for g in mt.groups() if g is not None)))
+    return tuple(out)
+
+
+def member_layers(text: str) -> tuple[tuple[tuple[str, str], ...], str | None]:
+    """This member's own parameters (postgresql.parameters, LAYER_NAMES only) and its
+    custom_conf, from its configuration file."""
+    pg = _block(text, "postgresql")
+    local = _scalars(_block(text, "postgresql", "parameters"), LAYER_NAMES)
+    custom = dict(_scalars(pg, ("custom_conf",))).get("custom_conf") if pg else None
+    return local, custom
 
 
 def _key(text: str, section: str, key: str) -> str | None:
@@ -125,5 +177,13 @@ def manager_of(sr: SysRoot, procs: ProcTable, datadir: str | None, live: bool,
     p = d.get("patroni") or {}
     # Patroni before 3.1 calls the primary "master" in its API
     role = {"master": "primary"}.get(d.get("role"), d.get("role"))
+    local, custom = member_layers(text)
+    try:
+        with urllib.request.urlopen(f"{api}/config", timeout=timeout) as r:
+            params = ((json.loads(r.read().decode()).get("postgresql") or {})
+                      .get("parameters") or {})
+        dynamic = tuple((k, str(params[k])) for k in LAYER_NAMES if params.get(k) is not None)
+    except (OSError, ValueError, AttributeError):
+        dynamic = None
     return Manager("patroni", config, p.get("scope") or scope, p.get("name") or member, role,
-                   api, dcs)
+                   api, dcs, local, dynamic, custom)

@@ -46,6 +46,11 @@ def request(method: str, url: str, body: dict | None = None, timeout: float = 10
         return {}
 
 
+# The longest wait for a member's view of the configuration to show a change: Patroni's
+# loop_wait, 10 s by default (Patroni docs, "Dynamic Configuration Settings"), and a margin.
+SETTLE_S = 15
+
+
 class PatroniParams(Action):
     """PostgreSQL parameters in Patroni's dynamic configuration (the whole cluster's). The old
     value is each parameter's, None where the configuration did not set it (restored by
@@ -61,6 +66,12 @@ class PatroniParams(Action):
         return {"kind": self.kind, "engine": "postgres", "api": self.api, "scope": self.scope,
                 "names": self.names, "config": self.config, "instance": self.instance,
                 "dcs": self.dcs}
+
+    def covers(self, other: Action) -> bool:
+        """The cluster's configuration is every member's: a member's failed restart puts it
+        back."""
+        spec = other.spec()
+        return spec.get("kind") == "patroni_restart" and spec.get("scope") == self.scope
 
     def identity(self) -> str:
         """The same through any member's API: the configuration is the cluster's, kept in its
@@ -80,11 +91,31 @@ class PatroniParams(Action):
         request("PATCH", f"{self.api}/config", {"postgresql": {"parameters": value}})
 
     def verify(self, value: dict) -> tuple[bool, dict]:
-        now = self.get()
+        now = self._settled(value)
         return now == value, now
 
     def restore(self, old: dict) -> None:
         self.set(old)
+
+    def restored(self, old: dict) -> str | None:
+        now = self._settled(old)
+        return None if now == old else f"it reads {now}, not {old}"
+
+    def _settled(self, value: dict) -> dict:
+        """The configuration once the member's view of it has caught up with `value`, or
+        as it reads after SETTLE_S. GET /config answers from the member's copy of the DCS,
+        refreshed once per HA loop (Patroni's api.py, do_GET_config: dcs.cluster); PATCH
+        wakes the loop up, so the change shows within a second or so, not at once
+        (measured: read back right after a PATCH, the old value)."""
+        deadline = time.monotonic() + SETTLE_S
+        while (now := self.get()) != value and time.monotonic() < deadline:
+            time.sleep(0.2)
+        return now
+
+    def invalid(self, value) -> str | None:
+        ok = isinstance(value, dict) and all(v is None or isinstance(v, str)
+                                             for v in value.values())
+        return None if ok else "is not a set of parameters"
 
     def describe(self, old, new) -> str:
         return f"{self.label}: " + ", ".join(
@@ -113,9 +144,19 @@ class PatroniRestart(Restart):
         return f"restart {self.instance or self.s['datadir']} through Patroni " \
                f"({self.s.get('member') or '?'})"
 
+    def preflight(self) -> None:
+        PgRestart(**self.s).preflight()
+
     def set(self, value=True) -> None:
+        self.preflight()
         api = self.s["api"]
-        request("POST", f"{api}/restart", {}, timeout=600)
+        try:
+            request("POST", f"{api}/restart", {}, timeout=600)
+        except ActionError as exc:
+            # Patroni restarts a postmaster that failed to start by itself ("restarting
+            # after failure already in progress"): then wait for that start, as for ours
+            if "already in progress" not in str(exc):
+                raise ActionError(f"{self.label} failed: {exc}") from None
         deadline = time.time() + 300
         while time.time() < deadline:
             try:
@@ -130,6 +171,9 @@ class PatroniRestart(Restart):
 
     def verify(self, value=True) -> tuple[bool, str]:
         return PgRestart(**self.s).verify(value)
+
+    def restored(self, old=None) -> str | None:
+        return PgRestart(**self.s).restored(old)
 
     def shell(self, new=True) -> list[str]:
         cfg = f"-c {shlex.quote(self.s['config'])} " if self.s.get("config") else ""

@@ -2,14 +2,15 @@
 
 - PG >= 15 computes the count itself: shared_memory_size_in_huge_pages =
   floor(shared memory bytes / huge page size) + 1 (src/backend/storage/ipc/ipci.c,
-  InitializeShmemGUCs). `postgres -C` reports it for a stopped cluster only ("lock file
-  postmaster.pid already exists" otherwise), and must run as the cluster owner.
+  InitializeShmemGUCs). `postgres -C` reports it for a stopped cluster, as the cluster owner,
+  against a shadow of its data directory (preflight.py: the real one is never written).
 - PG <= 14 cannot report it, nor can a cluster whose major has no binary here: a per-major model
   fitted to the servers' own figures gives an estimate that errs high (estimate_bytes).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from hpadvise.procs import Mapping
 from hpadvise.sizing import pages_for
 
 from .conf import BLCKSZ, DEFAULTS, GUC_UNIT_BYTES, ConfError, parse_int, parse_memory
+from .preflight import as_owner, shadow
 
 if TYPE_CHECKING:
     from .state import Cluster
@@ -186,19 +188,23 @@ def size_stopped(inst: Instance, c: Cluster, host: HostFacts, live: bool,
         # at the others. A build that cannot choose its page size (no MAP_HUGE_MASK at build
         # time) rejects any huge_page_size but 0: the other sizes then follow from the bytes
         # the first count covers (ceil(size / page) is at most ceil(n * page_kb / kb_)).
-        n, err = postgres_C(c, None, bindir, why)
-        if n is not None:
-            counts, selectable = {page_kb: n}, True
-            for kb_ in sorted(set(host.page_sizes_kb) - {page_kb}):
-                got = postgres_C(c, kb_, bindir, why, page_size_may_fail=True)[0]
-                if got is None:
-                    selectable = False
-                counts[kb_] = got if got is not None else -(-n * page_kb // kb_)
-            inst.demand = Demand(inst.id, None, page_kb, counts, True,
-                                 "postgres -C shared_memory_size_in_huge_pages",
-                                 selectable=selectable)
-            inst.settings["shared_memory_size_in_huge_pages"] = n
-            return
+        # Against a shadow of the data directory, which stays untouched (preflight.py).
+        with contextlib.ExitStack() as stack:
+            data = stack.enter_context(shadow(c.datadir, c.owner_uid)) \
+                if bindir and as_owner(c.owner_uid) is not None else None
+            n, err = postgres_C(c, None, bindir, why, data)
+            if n is not None:
+                counts, selectable = {page_kb: n}, True
+                for kb_ in sorted(set(host.page_sizes_kb) - {page_kb}):
+                    got = postgres_C(c, kb_, bindir, why, data, page_size_may_fail=True)[0]
+                    if got is None:
+                        selectable = False
+                    counts[kb_] = got if got is not None else -(-n * page_kb // kb_)
+                inst.demand = Demand(inst.id, None, page_kb, counts, True,
+                                     "postgres -C shared_memory_size_in_huge_pages",
+                                     selectable=selectable)
+                inst.settings["shared_memory_size_in_huge_pages"] = n
+                return
         c.estimate_reason = err
     size_from_files(inst, c, host)
 
@@ -239,26 +245,23 @@ def size_from_files(inst: Instance, c: Cluster, host: HostFacts) -> None:
 
 
 def postgres_C(c: Cluster, page_kb: int | None, bindir: str | None, why: str,
-               page_size_may_fail: bool = False) -> tuple[int | None, str]:
+               data: str | None, page_size_may_fail: bool = False) -> tuple[int | None, str]:
     """PostgreSQL's own count for a stopped cluster, as the cluster owner, from its own
-    major's binary (binaries.find; `why` says why there is none): at the page size it is
-    configured for (page_kb None) or at page_kb. page_size_may_fail: a build that rejects
-    that huge_page_size gives None instead of an error."""
+    major's binary (binaries.find; `why` says why there is none), against `data`, a shadow
+    of its data directory (preflight.shadow): at the page size it is configured for
+    (page_kb None) or at page_kb. page_size_may_fail: a build that rejects that
+    huge_page_size gives None instead of an error."""
     if bindir is None:
         return None, why
     binary = os.path.join(bindir, "postgres")
-    euid = os.geteuid()
-    if euid not in (0, c.owner_uid):
+    kw = as_owner(c.owner_uid)
+    if kw is None or data is None:
         return None, f"run as root or as {c.owner} to ask PostgreSQL itself"
     # -D takes the directory holding postgresql.conf: /etc/postgresql/V/NAME on Debian.
     target = os.path.dirname(c.config_file) if c.config_file else c.datadir
-    cmd = [binary, "-D", target, "-C", "shared_memory_size_in_huge_pages"] + (
+    cmd = [binary, "-D", target, "-c", f"data_directory={data}",
+           "-C", "shared_memory_size_in_huge_pages"] + (
         ["-c", f"huge_page_size={page_kb}kB"] if page_kb else [])
-    kw = {}
-    if euid == 0:
-        import pwd
-        pw = pwd.getpwuid(c.owner_uid)
-        kw = {"user": pw.pw_uid, "group": pw.pw_gid, "extra_groups": [], "cwd": "/"}
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=30, **kw)
     except (OSError, subprocess.TimeoutExpired) as exc:

@@ -25,6 +25,10 @@ class Cluster:
     # sourceline), for people: "FILE:LINE", "ALTER SYSTEM (FILE:LINE)", "command line" ...
     sources: dict[str, str] = field(default_factory=dict)
     pending_restart: tuple[str, ...] = ()
+    # pg_file_settings rows with an error ("FILE:LINE: error"), read over the connection
+    file_errors: tuple[str, ...] = ()
+    # why the server would not start again with its files as they are (preflight.would_start)
+    config_broken: str | None = None
     connected_as: str | None = None
     # What discovery observed, for the findings (the instance's engine state is this object).
     shm_mapping: Mapping | None = None  # the main shared memory segment in the smaps
@@ -33,3 +37,8 @@ class Cluster:
     bindir: str | None = None  # its own major's binaries (binaries.find), or None
     bindir_source: str = ""  # where they were found, or why none fits
     manager: Any = None  # the cluster manager running it (patroni.Manager), or None
+    # where the settings the plan changes come from (layers.winning): name -> Layer
+    layers: dict[str, Any] = field(default_factory=dict)
+    # a member of a managed cluster another member of which will not take huge pages: the
+    # cluster's configuration changes for all of them or none (why, naming that member)
+    peer_held_back: str | None = None

@@ -81,6 +81,9 @@ def test_flag_sources_and_bad_flags(java, tmp_path):
     # JAVA_TOOL_OPTIONS < JDK_JAVA_OPTIONS < command line (with @argfiles)
     assert i["settings"]["heap_max"] == "300 MiB" and i["settings"]["heap_min"] == "96 MiB"
     assert i["settings"]["UseTransparentHugePages"] is True
+    # and where each winning value came from
+    assert i["settings"]["sources"] == {"UseTransparentHugePages": f"@{argfile}",
+                                        "-Xmx": "JDK_JAVA_OPTIONS"}, i["settings"]
     j = _jvm(report, q.pid)
     codes = {f["code"] for f in report["findings"] if f["instance"] == j["id"]}
     assert {"jvm.flags.contradictory", "jvm.heap.larger_than_ram"} <= codes
@@ -104,3 +107,10 @@ def test_apply_prints_flags_and_reserves(java, knobs, tmp_path):
     r = run_cli("rollback", "--yes", env=env)
     assert r.returncode == 0
     assert int(Path("/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages").read_text()) == 0
+    # -XX:-UseLargePages on the command line outranks JDK_JAVA_OPTIONS: the advice says to
+    # change it where it is, not to add the flag where it would not take
+    q = java("-Xmx256m", "-Xms256m", "-XX:-UseLargePages")
+    r = run_cli("apply", "--db", "jvm", "--instance", f"jvm:{q.pid}", "--profile", "jvm",
+                "--dry-run")
+    assert r.returncode == 0, r.stderr
+    assert "UseLargePages comes from the command line" in r.stdout, r.stdout

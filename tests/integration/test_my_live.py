@@ -128,6 +128,7 @@ def test_apply_restart_verify_rollback(my_factory, knobs, tmp_path, includedir):
     m.start()
     cnf_before = Path(m.cnf).read_bytes()
     env = {"HPADVISE_JOURNAL_DIR": str(tmp_path / "journal")}
+    (tmp_path / "root").mkdir()
     r = run_cli("apply", "--db", "mysql", "--instance", m.datadir, "--restart", "--yes",
                 "--persist-root", str(tmp_path / "root"), env=env, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr

@@ -37,7 +37,8 @@ def _wait(url: str, seconds: float, want=lambda d: True) -> dict:
     raise AssertionError(f"{url} not ready after {seconds} s: {last}")
 
 
-def _member_conf(tmp: str, name: str, eport: int, rport: int, pgport: int) -> str:
+def _member_conf(tmp: str, name: str, eport: int, rport: int, pgport: int,
+                 own: str = "") -> str:
     conf = f"{tmp}/{name}.yml"
     with open(conf, "w") as f:
         f.write(f"""scope: hpadvise-test
@@ -76,7 +77,7 @@ postgresql:
       password: {SECRETS[1]}
   parameters:
     unix_socket_directories: '{tmp}'
-""")
+{own}""")
     shutil.chown(conf, "postgres", "postgres")
     os.chmod(conf, 0o600)
     return conf
@@ -86,6 +87,17 @@ postgresql:
 def patroni():
     """etcd and two Patroni members on 127.0.0.1: member1 bootstraps the cluster and leads,
     member2 joins as its streaming replica."""
+    yield from _cluster()
+
+
+@pytest.fixture
+def patroni_override():
+    """The same cluster, with member2's own configuration file setting huge_pages: 'off'
+    (postgresql.parameters), which wins over the cluster's dynamic configuration."""
+    yield from _cluster({"member2": "    huge_pages: 'off'\n"})
+
+
+def _cluster(own: dict[str, str] | None = None):
     for exe in ("patroni", "etcd"):
         if not shutil.which(exe):
             pytest.fail(f"{exe} not found: scripts/test.sh installs Debian's patroni and "
@@ -110,7 +122,7 @@ def patroni():
         members = {}
         for name, role in (("member1", "master"), ("member2", "replica")):
             rport, pgport = free_port(), free_port()
-            conf = _member_conf(tmp, name, eport, rport, pgport)
+            conf = _member_conf(tmp, name, eport, rport, pgport, (own or {}).get(name, ""))
             procs.append(subprocess.Popen(["patroni", conf], cwd=tmp, user=pw.pw_uid,
                                           group=pw.pw_gid, extra_groups=[],
                                           stdout=open(f"{tmp}/{name}.log", "w"),
@@ -118,7 +130,8 @@ def patroni():
             # Patroni 3.0 still calls the leader "master" in its API
             _wait(f"http://127.0.0.1:{rport}/patroni", 120,
                   lambda d, role=role: d.get("state") == "running" and d.get("role") == role)
-            members[name] = {"datadir": f"{tmp}/{name}", "config": conf, "api": rport}
+            members[name] = {"datadir": f"{tmp}/{name}", "config": conf, "api": rport,
+                             "pgport": pgport}
         yield {**members["member1"], "members": members}
     finally:
         for p in reversed(procs):  # Patroni first: it stops its postmaster on SIGTERM
@@ -196,3 +209,142 @@ def test_check_names_patroni_and_apply_goes_through_it(patroni, knobs, tmp_path)
     assert leader["role"] == "master" and leader["timeline"] == timeline
     everything = json.dumps(report) + script + json.dumps(out) + r.stdout + r.stderr
     assert not [s for s in SECRETS if s in everything]
+
+
+def test_a_member_own_setting_is_named_and_nothing_impossible_is_planned(patroni_override,
+                                                                        knobs, tmp_path):
+    """member2's own configuration keeps huge_pages off (it wins over the cluster's, as
+    Patroni documents and does): check names that file as the source, plans no pages and no
+    restart for either member (the cluster changes all at once), says where to change it;
+    apply changes nothing of the cluster; once the member's file is fixed, the same apply
+    puts both members on huge pages."""
+    p = patroni_override
+    m1, m2 = p["members"]["member1"], p["members"]["member2"]
+    knobs.pool(2048, 0)
+    assert _api(p, "member2") and _psql(m2, "SHOW huge_pages") == "off"
+    report, r = check_json("--db", "postgres")
+    assert r.returncode == 0, r.stderr
+    i1, i2 = instance(report, m1["datadir"]), instance(report, m2["datadir"])
+    src = i2["settings"]["sources"]["huge_pages"]
+    assert m2["config"] in src and "postgresql.parameters.huge_pages = off" in src, src
+    assert "dynamic configuration" in i1["settings"]["sources"]["huge_pages"] or \
+        "default" in i1["settings"]["sources"]["huge_pages"], i1["settings"]["sources"]
+    placed = {x["instance"]: x for x in report["plan"]["placements"]}
+    assert placed[i1["id"]]["status"] == placed[i2["id"]]["status"] == "held_back"
+    assert m2["config"] in placed[i1["id"]]["reason"]  # member1 waits for member2's file
+    assert not [c for c in report["plan"]["changes"] if c["instance"] in (i1["id"], i2["id"])]
+    assert any(f["code"] == "pg.setting.elsewhere" for f in report["findings"]
+               if f["instance"] == i2["id"])
+    j, root = tmp_path / "journal", tmp_path / "root"
+    root.mkdir()
+    both = ["--instance", m1["datadir"], "--instance", m2["datadir"]]
+    cfg = _api(p, "member1", "config")
+    r = run_cli("apply", "--db", "postgres", *both, "--restart", "--yes", "--json",
+                "--journal-dir", str(j), "--persist-root", str(root))
+    assert r.returncode == 0, r.stderr + r.stdout
+    assert json.loads(r.stdout)["status"] == "nothing"
+    assert _api(p, "member1", "config") == cfg and _api(p, "member2")["role"] == "replica"
+    # the member's file fixed (its own line removed) and reloaded: the plan is whole again
+    text = open(m2["config"]).read().replace("    huge_pages: 'off'\n", "")
+    open(m2["config"], "w").write(text)
+    urllib.request.urlopen(urllib.request.Request(
+        f"http://127.0.0.1:{m2['api']}/reload", method="POST", data=b""), timeout=10)
+    _wait(f"http://127.0.0.1:{m2['api']}/patroni", 30)
+    for _ in range(60):
+        if _psql(m2, "SHOW huge_pages") != "off":
+            break
+        time.sleep(0.5)
+    r = run_cli("apply", "--db", "postgres", *both, "--restart", "--yes", "--json",
+                "--journal-dir", str(j), "--persist-root", str(root))
+    assert r.returncode == 0, r.stderr + r.stdout
+    report, _ = check_json("--db", "postgres")
+    assert {instance(report, m["datadir"])["backing"] for m in (m1, m2)} == {"hugetlb"}
+    assert run_cli("rollback", "--yes", "--journal-dir", str(j)).returncode == 0
+
+
+def _psql(member, sql: str) -> str:
+    r = subprocess.run(["psql", "-h", os.path.dirname(member["datadir"]), "-p",
+                        str(member["pgport"]), "-U", "postgres", "-Atc", sql],
+                       capture_output=True, text=True, cwd="/", user="postgres")
+    assert r.returncode == 0, r.stderr
+    return r.stdout.strip()
+
+
+def _patch(member, body: dict) -> None:
+    req = urllib.request.Request(f"http://127.0.0.1:{member['api']}/config", method="PATCH",
+                                 data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    urllib.request.urlopen(req, timeout=10).read()
+
+
+def test_a_restart_that_fails_leaves_the_cluster_as_it_was(patroni, knobs, tmp_path):
+    """The cluster waits for a restart that needs more shared memory than the plan sizes (its
+    shared_buffers raised in Patroni's configuration): the replica's restart onto
+    huge_pages = on fails. apply puts the cluster's configuration back, has Patroni start the
+    replica again, undoes the pool and files (no member runs with its changes), exits 1 with
+    the reason, and leaves nothing for rollback; the leader was never touched."""
+    m1, m2 = patroni["members"]["member1"], patroni["members"]["member2"]
+    knobs.pool(2048, 0)
+    _patch(m1, {"postgresql": {"parameters": {"shared_buffers": "512MB"}}})
+    _wait(f"http://127.0.0.1:{m1['api']}/patroni", 30, lambda d: d.get("pending_restart"))
+    cfg = _api(patroni, "member1", "config")
+    leader = _api(patroni, "member1")
+    j, root = tmp_path / "journal", tmp_path / "root"
+    root.mkdir()
+    r = run_cli("apply", "--db", "postgres", "--instance", m1["datadir"], "--instance",
+                m2["datadir"], "--restart", "--yes", "--json", "--journal-dir", str(j),
+                "--persist-root", str(root), timeout=600)
+    assert r.returncode == 1, r.stdout + r.stderr
+    out = json.loads(r.stdout)
+    assert out["status"] == "restart-failed" and out["restart_needed"] == [], out
+    assert "through Patroni" in r.stderr and "every other change" in r.stderr, r.stderr
+    assert _api(patroni, "member1", "config") == cfg  # the cluster's configuration as it was
+    _wait(f"http://127.0.0.1:{m2['api']}/patroni", 120,
+          lambda d: d.get("state") == "running" and d.get("role") == "replica")
+    after = _api(patroni, "member1")
+    assert after["role"] == "master" and after["timeline"] == leader["timeline"]
+    assert after.get("postmaster_start_time") == leader.get("postmaster_start_time")
+    assert _psql(m2, "SHOW huge_pages") == "try"
+    assert int(open("/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages").read()) == 0
+    assert not list(root.iterdir())
+    r = run_cli("rollback", "--yes", "--journal-dir", str(j))
+    assert r.returncode == 2 and "nothing to roll back" in r.stderr
+
+
+def test_killed_during_a_members_restart_then_rollback(patroni, knobs, tmp_path):
+    """apply killed while Patroni restarts the replica (which Patroni finishes without it):
+    rollback puts the cluster's configuration back and has Patroni restart what apply began
+    to; nothing of the apply is left, the leader never restarted. PostgreSQL flags the
+    leader's huge_pages as waiting for a restart (its line left postgresql.conf again, which
+    it flags whatever the value; Patroni shows the flag): check does not count that as a
+    pending restart, for the value the leader runs is the one a restart would give."""
+    m1, m2 = patroni["members"]["member1"], patroni["members"]["member2"]
+    knobs.pool(2048, 0)
+    cfg = _api(patroni, "member1", "config")
+    leader = _api(patroni, "member1")
+    j, root = tmp_path / "journal", tmp_path / "root"
+    root.mkdir()
+    r = run_cli("apply", "--db", "postgres", "--instance", m1["datadir"], "--instance",
+                m2["datadir"], "--restart", "--yes", "--journal-dir", str(j),
+                "--persist-root", str(root), env={"HPADVISE_TEST_KILL_IN_RESTART": "0.5"},
+                timeout=600)
+    assert r.returncode == -9, r.stdout + r.stderr
+    _wait(f"http://127.0.0.1:{m2['api']}/patroni", 120, lambda d: d.get("state") == "running")
+    r = run_cli("rollback", "--yes", "--journal-dir", str(j), timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert _api(patroni, "member1", "config") == cfg
+    _wait(f"http://127.0.0.1:{m2['api']}/patroni", 120,
+          lambda d: d.get("state") == "running" and not d.get("pending_restart"))
+    for m in (m1, m2):
+        assert _psql(m, "SHOW huge_pages") == "try"
+    assert _psql(m1, "SELECT pending_restart FROM pg_settings WHERE name = 'huge_pages'") == "t"
+    report, _ = check_json("--db", "postgres")
+    for m in (m1, m2):
+        i = instance(report, m["datadir"])
+        assert "pg.pending_restart" not in {f["code"] for f in report["findings"]
+                                            if f["instance"] == i["id"]}, report["findings"]
+    after = _api(patroni, "member1")
+    assert after["role"] == "master" and after["timeline"] == leader["timeline"]
+    assert after.get("postmaster_start_time") == leader.get("postmaster_start_time")
+    assert int(open("/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages").read()) == 0
+    assert not list(root.iterdir())

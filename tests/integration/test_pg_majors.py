@@ -127,13 +127,19 @@ def test_command_line_settings_are_not_a_pending_restart(pg_factory, knobs):
     assert "pg.pending_restart" not in codes, codes
     assert i["settings"]["max_connections"] == "50"
     src = i["settings"]["sources"]
-    assert src["max_connections"] == src["huge_pages"] == "command line", src
+    assert src["max_connections"] == "command line", src
+    # a setting the plan changes names the layer that wins, and what put it there
+    assert src["huge_pages"] == ("the postmaster's command line (the command line that "
+                                 f"started it ({c.datadir}/postmaster.opts))"), src
     assert src["shared_buffers"].startswith(f"{c.datadir}/postgresql.conf:"), src
     r = run_cli("apply", "--db", "postgres", "--instance", c.datadir, "--dry-run", "--json")
     plan = json.loads(r.stdout)
     assert not [ch for ch in plan["changes"] if ch["target"].startswith("huge_pages")]
-    assert any("huge_pages is set on the postmaster's command line" in n
-               for n in plan["notices"]), plan["notices"]
+    opts = f"{c.datadir}/postmaster.opts"
+    assert (f"postgres:{c.port}: huge_pages = on is not set by apply: huge_pages comes from "
+            f"the postmaster's command line (the command line that started it ({opts})); "
+            f"change -c huge_pages where the server is started (its last command line: {opts})"
+            ", then restart") in plan["notices"], plan["notices"]
     c.configure({"shared_buffers": "256MB"})  # a real change, waiting for a restart
     c._run([f"{c.bindir}/pg_ctl", "-D", c.datadir, "reload"], check=True)
     report, _ = check_json("--db", "postgres")

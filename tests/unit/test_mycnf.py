@@ -139,9 +139,15 @@ def test_dsn_parsing_keeps_password_out_of_messages():
 
 def test_option_edit_in_place_and_dropin():
     a = myactions.MyOption("/x.cnf", "large_pages", "ON", False, engine="mysql")
+    # at the end of the last server group, where it wins over anything before it
     assert a.render("[client]\nx=1\n[mysqld]\nport=1\n") == \
-        "[client]\nx=1\n[mysqld]\nlarge_pages = ON\nport=1\n"
+        "[client]\nx=1\n[mysqld]\nport=1\nlarge_pages = ON\n"
     assert a.render("[mysqld]\nlarge-pages = OFF\n") == "[mysqld]\nlarge_pages = ON\n"
+    # the occurrence the server takes is the last in its groups; [client] lines are not its
+    two = "[mysqld]\nlarge_pages = OFF\n[client]\nlarge_pages = OFF\n[mysqld]\nlarge-pages\n"
+    assert a.render(two) == \
+        "[mysqld]\nlarge_pages = OFF\n[client]\nlarge_pages = OFF\n[mysqld]\nlarge_pages = ON\n"
+    assert a.read_value("[mysqld]\nlarge_pages = ON\n[client]\nlarge_pages = OFF\n") == "ON"
     assert a.render("") == "[mysqld]\nlarge_pages = ON\n"
     d = myactions.MyOption("/d/99-hpadvise.cnf", "large_pages", "ON", True, engine="mysql")
     assert "[mysqld]\nlarge_pages = ON\n" in d.render(None)
@@ -192,3 +198,39 @@ def test_fallback_lines_from_the_tail_of_a_big_log(tmp_path):
     assert sr.read_tail(str(log), 60).startswith("[Note] mariadbd: ready") or \
         "ready for connections" in sr.read_tail(str(log), 60)
     assert mydisc.fallback_lines(SysRoot("/"), mydisc.Server(pid=1, settings={})) is None
+
+
+@pytest.mark.parametrize("auto", [
+    # MySQL 8.0.x's first format, and the one since (Reference Manual, 5.1.9.3); made from
+    # the manual's examples, not captured (no MySQL can be installed here)
+    {"Version": 1, "mysql_server": {"mysql_server_static_options": {
+        "large_pages": {"Value": "OFF", "Metadata": {"Timestamp": 1, "User": "root",
+                                                     "Host": "localhost"}}}}},
+    {"Version": 2, "mysql_static_variables": {
+        "large_pages": {"Value": "OFF", "Metadata": {"Timestamp": 1, "User": "root",
+                                                     "Host": "localhost"}}}},
+])
+def test_set_persist_outranks_the_option_files_and_is_not_changed(tmp_path, auto):
+    import json
+    from hpadvise.plugins.mysql import findings as myfindings
+    from hpadvise.plugins.mysql.conf import OptionFiles
+    from hpadvise.plugins.mysql.layers import winning
+    data = tmp_path / "var/lib/mysql"
+    data.mkdir(parents=True)
+    (data / "mysqld-auto.cnf").write_text(json.dumps(auto))
+    of = OptionFiles(settings={"large_pages": ("ON", "/etc/mysql/my.cnf:3")})
+    lay = winning(SysRoot(tmp_path), ("mysqld", "--large-pages"), "/var/lib/mysql", of,
+                  "large_pages")
+    assert not lay.changeable and lay.where.startswith("SET PERSIST (")
+    assert "RESET PERSIST large_pages" in lay.how
+    # without it, the command line wins over the files; without that, the file's line
+    (data / "mysqld-auto.cnf").unlink()
+    lay = winning(SysRoot(tmp_path), ("mysqld", "--skip-large-pages"), "/var/lib/mysql", of,
+                  "large_pages")
+    assert not lay.changeable and "command line" in lay.where
+    lay = winning(SysRoot(tmp_path), ("mysqld",), "/var/lib/mysql", of, "large_pages")
+    assert lay.changeable and lay.file == "/etc/mysql/my.cnf"
+    s = mydisc.Server(pid=None, next_start={"large_pages": "OFF"})
+    s.layers = {"large_pages": winning(SysRoot(tmp_path), ("mysqld", "--skip-large-pages"),
+                                       None, of, "large_pages")}
+    assert "command line" in myfindings.held_back(s)

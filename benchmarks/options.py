@@ -3,16 +3,17 @@ changes; and the choice of design (docs/design.md, "Validating")."""
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from hpadvise.engines import Targets, registry
 from hpadvise.errors import InputError
 from hpadvise.host import read_meminfo
 from hpadvise.pipeline import inspect
-from hpadvise.sizing import fmt_bytes, parse_bytes
+from hpadvise.sizing import fmt_bytes, parse_bytes, sysfs_pool
 from hpadvise.sysroot import SysRoot
 
 from .drivers import BENCHMARKS
@@ -58,6 +59,13 @@ class Options:
     # them only connecting and the final report remain (seconds); a run still going a
     # minute later is one whose server stopped making progress
     run_grace_s: int = 60
+    # the engines' own options given on the command line (--pg-bindir ...)
+    targets: Targets = field(default_factory=Targets)
+    variants_given: bool = True  # False: the default variants, which validate may trim
+    # variants left out before anything runs, and why (a budget too short for them)
+    dropped: dict[str, str] = field(default_factory=dict)
+    # the engine's running instances with their buffers in bytes, read once (followed())
+    running: list | None = field(default=None, repr=False)
 
 
 def check(o: Options, sr: SysRoot):
@@ -110,40 +118,48 @@ def check(o: Options, sr: SysRoot):
         raise InputError(f"--run-seconds {o.run_s}: a run needs at least 1 second")
     if o.warm_s is not None and o.warm_s < 0:
         raise InputError(f"--warmup-seconds {o.warm_s}: give 0 or more")
-    need = o.scale * per_mb * 2 << 20  # tables, indexes and WAL
-    free = shutil.disk_usage(tempfile.gettempdir()).free
-    if need > free:
-        raise InputError(f"scale {o.scale} needs ~{need >> 30} GiB of disk in "
-                         f"{tempfile.gettempdir()}, only {free >> 30} GiB free; lower --scale")
+    avail = (read_meminfo(sr).available_kb or 0) * 1024
+    if avail and sb + (2 << 30) > avail:  # one server and its clients, the least it takes
+        raise InputError(f"{target.buffers_setting} {o.buffers} does not fit: a scratch "
+                         f"server with these buffers and 2 GiB for its clients needs "
+                         f"{fmt_bytes(sb + (2 << 30))}, {fmt_bytes(avail)} is available; "
+                         "give smaller --buffers")
     if o.warm_s is None:
         # With 4 KiB pages every backend faults the shared buffers into its own page tables
         # as its reads reach them: at shared_buffers=8GB, 16 clients, TPS started at 50-60%
         # and was at ~90% of the run's mean after 10 s, the rest of the ramp lasting tens of
         # seconds (lab/README.md). ~1 s per GiB of buffers, 3..20 s.
         o.warm_s = max(3, min(20, round(3 + sb / (1 << 30))))
+    if not o.variants_given:
+        o.variants += gigantic_variant(o, sb, sr)
     design, design_reason, phases = choose_design(o, target, sb, sr)
     n = len(o.variants) - len([v for v in phases if host_wide(v)])  # servers side by side
+    servers = 1 if design == "restart" or o.instance else n
+    # each server: tables and indexes (a copy of the first for the others), WAL up to its
+    # max_wal_size
+    need = servers * ((o.scale * per_mb << 20) * 5 // 4 + target.wal_bytes)
+    free = shutil.disk_usage(tempfile.gettempdir()).free
+    if need > free:
+        raise InputError(f"{servers} server(s) at scale {o.scale} need ~{fmt_bytes(need)} of "
+                         f"disk in {tempfile.gettempdir()}, {fmt_bytes(free)} is free; lower "
+                         "--scale or --buffers" + (", or give --design restart (one server)"
+                                                   if servers > 1 else ""))
+    rounds_given = o.rounds is not None
     if o.rounds is None:
         # simultaneous: every server once on every CPU group per epoch (the CPUs' own
         # differences cancel within an epoch); resident: two rounds, ABBA within the epoch
         o.rounds = n if design == "simultaneous" else 2
     if o.rounds < 1:
         raise InputError(f"--rounds {o.rounds}: give at least 1")
-    if o.swap_s is not None and o.swap_s < 0:
+    if o.swap_s is not None and not (math.isfinite(o.swap_s) and o.swap_s >= 0):
         raise InputError(f"--swap-seconds {o.swap_s}: give 0 (no swapping within a run) "
                          "or more")
     if o.run_s is None:
-        # 30 s measured: shorter windows were dominated by this VM's few-second dips (sd of
-        # the block ln-ratio 0.06-0.07 at 10-20 s, 0.05 at 25-30 s; lab/README.md).
-        # Shortened when the budget cannot otherwise hold min_blocks epochs, with ~12 s of
-        # restart and prewarm per server start.
-        # With THP phases, min_blocks whole cycles (one epoch per phase).
-        epoch = o.duration_s / (o.min_blocks * max(1, len(phases)))
-        if design == "restart":
-            per = epoch / n - 12 - o.warm_s
-        else:
-            runs = o.rounds * (1 if design == "simultaneous" else n)
-            per = (epoch - 12 * n) / runs - o.warm_s
+        per = run_seconds(o, design, n, phases)
+        if per < MIN_RUN_S and phases and not o.variants_given:
+            phases, n = drop_phases(o, design, n, phases, rounds_given)
+            design_reason = design_reason.split("; ")[0]  # no THP phases to explain
+            per = run_seconds(o, design, n, phases)
         o.run_s = max(3, min(30, int(per)))
     if o.swap_s is None:
         # Simultaneous: pinned for a whole run, a run's ln ratio carried a level of its own
@@ -158,22 +174,99 @@ def check(o: Options, sr: SysRoot):
         o.swap_s = o.run_s / pieces if design == "simultaneous" else 0
     return engine, target, design, design_reason, phases, buffers_source
 
+# The shortest run the default budget plans: shorter windows were dominated by this VM's
+# few-second dips (sd of the block ln-ratio 0.06-0.07 at 10-20 s, 0.05 at 25-30 s, far more
+# at 3 s; lab/README.md); 30 s is the longest.
+MIN_RUN_S = 10
+
+
+# Seconds of restart and prewarm per server start that run_seconds budgets for.
+START_S = 12
+
+
+def run_seconds(o: Options, design: str, n: int, phases: list[str]) -> float:
+    """The measured seconds of one run that let the budget hold min_blocks epochs (with
+    THP phases, min_blocks whole cycles: one epoch per phase), with ~START_S of restart and
+    prewarm per server start."""
+    epoch = o.duration_s / (o.min_blocks * max(1, len(phases)))
+    if design == "restart":
+        return epoch / n - START_S - o.warm_s
+    runs = o.rounds * (1 if design == "simultaneous" else n)
+    return (epoch - START_S * n) / runs - o.warm_s
+
+
+def duration_for(o: Options, design: str, n: int, phases: list[str], run_s: float) -> int:
+    """The budget in seconds at which run_seconds gives `run_s`: its inverse."""
+    if design == "restart":
+        epoch = n * (run_s + START_S + o.warm_s)
+    else:
+        runs = o.rounds * (1 if design == "simultaneous" else n)
+        epoch = START_S * n + runs * (run_s + o.warm_s)
+    return math.ceil(epoch * o.min_blocks * max(1, len(phases)))
+
+
+# Buffers from which the default run compares 1 GiB pages too: production sizes, where the
+# profile's own choice of 1 GiB pages begins to matter (gigantic_min is 32 GiB in oltp) and a
+# 1 GiB page wastes at most 1/16 of the buffers to rounding.
+GIGANTIC_VARIANT_MIN = 16 << 30
+
+
+def gigantic_variant(o: Options, buffers: int, sr: SysRoot) -> list[str]:
+    """["hugepages-1g"] where the default variants should compare 1 GiB pages as well: the
+    buffers are at production size, the CPU and kernel offer 1 GiB pages, and memory holds
+    one more server side by side; else []."""
+    if buffers < GIGANTIC_VARIANT_MIN or "hugepages-1g" in map(kind, o.variants):
+        return []
+    cpu = sr.read("/proc/cpuinfo", quiet_missing=True, limit=1 << 16) or ""
+    if " pdpe1gb" not in cpu or not sr.exists(sysfs_pool(1 << 20).rsplit("/", 1)[0]):
+        return []
+    servers = len([v for v in o.variants if not host_wide(v)]) + 1
+    avail = (read_meminfo(sr).available_kb or 0) * 1024
+    return ["hugepages-1g"] if buffers * servers + (2 << 30) <= avail else []
+
+
+def drop_phases(o: Options, design: str, n: int, phases: list[str],
+                rounds_given: bool) -> tuple[list[str], int]:
+    """The default THP phases double the epochs a budget must hold; where that would cut
+    the runs below MIN_RUN_S (3 s on 16 CPUs with 8 GB in 5 minutes), they go, and the
+    plan's comparison keeps runs long enough to say something. Returns (no phases, the
+    servers left side by side)."""
+    keeps = math.ceil(duration_for(o, design, n, phases, MIN_RUN_S) / 60)
+    for v in [v for v in o.variants if host_wide(v)]:
+        o.variants.remove(v)
+        o.dropped[v] = (f"a budget of {o.duration_s} s holds too few epochs of "
+                        f"{MIN_RUN_S} s runs with THP phases; --duration {keeps}m keeps them")
+    n = len(o.variants)
+    if not rounds_given:
+        o.rounds = n if design == "simultaneous" else 2
+    return [], n
+
+
+def followed(o: Options, setting: str, sr: SysRoot | None = None):
+    """The running instance of the engine with the largest buffers (`setting`): what the
+    user runs, whose buffers validate follows when none are given and whose binaries a
+    scratch server runs. None when none runs. One inspection per validate run."""
+    if o.running is None:
+        o.running = []
+        for i in inspect(sr or SysRoot("/"), o.profile, Targets(), [o.db]).instances:
+            if i.running and i.engine == o.db and i.settings.get(setting):
+                try:
+                    o.running.append((parse_bytes(str(i.settings[setting]), setting), i))
+                except InputError:
+                    continue
+    return max(o.running, key=lambda x: x[0])[1] if o.running else None
+
+
 def default_buffers(o: Options, target, sr: SysRoot) -> tuple[str, str]:
     """The scratch server's buffers when none are given: those of the largest running
     instance of the engine on this host (what the user will run), capped so that the
     host keeps room for a second copy or a pool of the same size and 2 GiB besides."""
     setting = target.buffers_setting
-    found = []
-    for i in inspect(sr, o.profile, Targets(), [o.db]).instances:
-        if i.running and i.engine == o.db and i.settings.get(setting):
-            try:
-                found.append((parse_bytes(str(i.settings[setting]), setting), i.id))
-            except InputError:
-                continue
-    if not found:
+    inst = followed(o, setting, sr)
+    if inst is None:
         return DEFAULT_BUFFERS, (f"the default: no running {o.db} instance to "
                                  "follow")
-    size, iid = max(found)
+    size, iid = parse_bytes(str(inst.settings[setting]), setting), inst.id
     avail = (read_meminfo(sr).available_kb or 0) * 1024
     spare = max(128 << 20, (avail - (2 << 30)) // 2) >> 27 << 27  # whole 128 MiB
     text = f"{max(128, min(size, spare) >> 20)}MB"

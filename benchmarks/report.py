@@ -53,8 +53,8 @@ def render_terminal(result: dict, console) -> None:
                   f"{m.get('warm_s')} s warm-up, {_buffers(m)} {m.get('shared_buffers')}"
                   f"{_buffers_source(m)}; stopped: "
                   f"{'interrupted' if m.get('interrupted') else m.get('stopped', '?')}[/dim]")
-    for line in (_design(m), *phase_lines(result), _steal(result), _dtlb(result),
-                 *knob_lines(result)):
+    for line in (server_line(m), _design(m), *phase_lines(result), _steal(result),
+                 _dtlb(result), *knob_lines(result)):
         if line:
             console.print(f"[dim]{line}[/dim]")
 
@@ -432,11 +432,18 @@ def _steal(result: dict) -> str:
 
 def _scale(m: dict) -> str:
     b = BENCHMARKS.get(m.get("bench") or "")
-    return f"{m.get('bench')} {b.unit if b else 'scale'} {m.get('scale')}"
+    loaded = f" (loaded in {m['load_s']:.0f} s)" if m.get("load_s") is not None else ""
+    return f"{m.get('bench')} {b.unit if b else 'scale'} {m.get('scale')}{loaded}"
 
 
 def _buffers(m: dict) -> str:
     return m.get("buffers_setting") or "buffers"
+
+
+def server_line(m: dict) -> str:
+    """Which server binary ran, and why that one (the user's major where one runs)."""
+    return f"server: {m.get('server_version')}" + "".join(
+        f", {m[k]}" for k in ("server_binary", "prewarm_note", "settings_note") if m.get(k))
 
 
 def _buffers_source(m: dict) -> str:
@@ -446,4 +453,4 @@ def _buffers_source(m: dict) -> str:
 
 
 def _server(m: dict) -> str:
-    return html.escape(str(m.get("server_version")))
+    return html.escape(server_line(m).removeprefix("server: "))

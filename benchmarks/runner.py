@@ -141,7 +141,7 @@ class Validation:
         self._update(phase="saving the host's knobs")
         sw.save_baseline()
         t.setup(lambda text: self._update(phase=text))
-        self.skipped = sw.skips(t, o.variants)
+        self.skipped = {**o.dropped, **sw.skips(t, o.variants)}
         o.variants = [v for v in o.variants if v not in self.skipped]
         if len(o.variants) < 2:
             raise InputError("fewer than two variants can run on this server: " + "; ".join(
@@ -158,7 +158,9 @@ class Validation:
                 t.restart()  # a scratch server may have been stopped to free memory
         b = BENCHMARKS[o.bench]
         self._update(phase=b.loading(o.scale))
+        loading = time.time()
         self.bench = t.driver(o.bench, o.scale)
+        self.load_s = round(time.time() - loading, 1)
         if self.design != "restart":
             self._make_servers()
         defrag = (self.sr.read(f"{THP}/defrag", quiet_missing=True) or "")
@@ -177,10 +179,12 @@ class Validation:
                      "variants": o.variants, "pairs": pairs_for(o.variants),
                      "phases": self.phases, "side_by_side": self.side_by_side
                      if self.design != "restart" else None,
-                     "server_version": t.server(),
+                     "server_version": t.server(), "server_binary": t.binary,
+                     "prewarm_note": t.prewarm_note, "settings_note": t.settings_note,
                      "target_ci_pct": o.target_ci_pct, "band_pct": o.band_pct,
                      "dtlb_counters": self.pmu,
-                     "setup_s": round(time.time() - self.state.started, 1)}
+                     "setup_s": round(time.time() - self.state.started, 1),
+                     "load_s": self.load_s}
         self.state.started = time.time()  # the budget covers the runs, not the data load
 
     def _reserve(self, only_kb: int | None = None) -> bool:

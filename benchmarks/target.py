@@ -27,6 +27,11 @@ class BenchTarget:
     """The server under test. Subclasses set the attributes in __init__ or setup()."""
 
     label: str = ""  # "scratch cluster", "instance postgres:5432", for the report
+    binary: str = ""  # the server binary it runs and where it was found, for the report
+    prewarm_note: str = ""  # how it prewarms where that differs from its usual way
+    # what the scratch servers run with that differs from the user's server, for the report
+    settings_note: str = ""
+    wal_bytes: int = 0  # the disk a server's log (WAL, redo) may take beside its data
     buffers_setting: str = ""  # the engine's name for its buffers, e.g. "shared_buffers"
     buffers: str = ""  # their size as the engine writes it
     instance_ref: str = ""  # what `apply --instance` matches this server by (its data directory)

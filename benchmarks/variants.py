@@ -50,6 +50,11 @@ THP_BASE = "current"
 THP_UNIT = "cycle"
 
 
+# The longest budget validate takes: a week. Longer is a typo (the host's knobs stay switched
+# for as long as it runs).
+MAX_DURATION_S = 7 * 24 * 3600
+
+
 def parse_duration(text: str) -> int:
     mt = re.fullmatch(r"\s*(\d+)\s*(s|m|h)?\s*", text or "")
     if not mt:
@@ -57,6 +62,8 @@ def parse_duration(text: str) -> int:
     seconds = int(mt.group(1)) * {"s": 1, "m": 60, "h": 3600, None: 1}[mt.group(2)]
     if seconds < 1:
         raise InputError(f"duration {text!r} is no time at all; give at least 1s (e.g. 10m)")
+    if seconds > MAX_DURATION_S:
+        raise InputError(f"duration {text!r} is more than a week; give at most 168h")
     return seconds
 
 

@@ -190,3 +190,48 @@ def test_the_report_leads_with_the_plans_answer(verdict, lo, hi, words):
     assert "thp-never / thp-always in turn" in lines[0]
     assert lines[1].startswith("current -> recommended by THP phase: thp-never")
     assert report.answer({"meta": {}, "effects": result["effects"][:1]}) == []
+
+
+@pytest.mark.parametrize("duration_s,warm_s,dropped", [
+    (300, 11, True),    # 5 minutes at 8 GB: 2 s runs with THP phases; 27 s without
+    (600, 11, False),   # 10 minutes: 15 s runs with the phases, which stay
+    (600, 3, False),
+])
+def test_a_short_budget_drops_the_default_thp_phases(duration_s, warm_s, dropped):
+    """Runs of 3 s said nothing on 16 CPUs (half-width 5%): where the default THP phases
+    would cut the runs below the minimum, they are left out, said why, and the runs of the
+    plan's comparison get long; variants named by the user are never dropped."""
+    from hpadvise.benchmarks.options import MIN_RUN_S, drop_phases, run_seconds
+    o = Options(variants=list(DEFAULT), duration_s=duration_s, db="postgres", warm_s=warm_s,
+                rounds=2, variants_given=False)
+    phases = variants.phases_for(o.variants)
+    per = run_seconds(o, "simultaneous", 2, phases)
+    assert (per < MIN_RUN_S) == dropped
+    if not dropped:
+        return
+    left, n = drop_phases(o, "simultaneous", 2, phases, rounds_given=False)
+    assert left == [] and o.variants == ["current", "recommended"] and n == 2
+    assert set(o.dropped) == {"thp-never", "thp-always"}
+    assert run_seconds(o, "simultaneous", n, left) >= MIN_RUN_S
+    # the budget it names keeps the phases at MIN_RUN_S, and a minute less would not
+    said = o.dropped["thp-never"]
+    assert said.startswith(f"a budget of {duration_s} s holds too few epochs")
+    minutes = int(said.split("--duration ")[1].split("m keeps")[0])
+    o.duration_s = minutes * 60
+    assert run_seconds(o, "simultaneous", 2, phases) >= MIN_RUN_S
+    o.duration_s = (minutes - 1) * 60
+    assert run_seconds(o, "simultaneous", 2, phases) < MIN_RUN_S
+
+
+@pytest.mark.parametrize("state,buffers_gib,added", [
+    ("lazy-126g", 24, True),     # 126 GiB, 24 GB of buffers: three servers side by side fit
+    ("lazy-126g", 8, False),     # below production size
+    ("lazy-126g", 48, False),    # three servers of 48 GB do not fit in 125 GiB
+    ("no-pools", 16, False),     # 24 GiB: no room for a third server
+])
+def test_one_gib_pages_join_the_default_run_at_production_size(hosts, state, buffers_gib,
+                                                               added):
+    from hpadvise.benchmarks.options import gigantic_variant
+    o = Options(variants=list(DEFAULT), duration_s=600, db="postgres", variants_given=False)
+    got = gigantic_variant(o, buffers_gib << 30, SysRoot(hosts / state))
+    assert got == (["hugepages-1g"] if added else [])

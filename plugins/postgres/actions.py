@@ -12,7 +12,7 @@ from pathlib import Path
 
 from hpadvise.actions import ActionError, File, FileSetting, Restart
 from hpadvise.procs import Proc, backing_of, systemd_unit
-from hpadvise.sizing import fmt_page
+from hpadvise.sizing import fmt_bytes, fmt_page
 from hpadvise.sysroot import SysRoot
 
 from .conf import parse_conf
@@ -146,13 +146,16 @@ def diagnose(c: dict, pid: int) -> str:
         if pool.size_kb == size_kb and need and (pool.available_pages or 0) < need:
             why.append(f"the {fmt_page(size_kb)} pool had {pool.available_pages} free pages "
                        f"unreserved, {need} needed (others hold {pool.claimed_pages})")
+    need_b = (need or 0) * size_kb * 1024
     for lim in limits(sr, pid):
-        if lim.size == size_name(size_kb) and need and (
-                (lim.limit_bytes is not None and lim.limit_bytes < need * size_kb * 1024) or
-                (lim.rsvd_limit_bytes is not None
-                 and lim.rsvd_limit_bytes < need * size_kb * 1024)):
-            why.append(f"its cgroup {lim.limit_cgroup or lim.rsvd_limit_cgroup} limits "
-                       f"{lim.size} huge pages below its {need}")
+        if lim.size != size_name(size_kb) or not need:
+            continue
+        for kind, cap, cg in (("reservations", lim.rsvd_limit_bytes, lim.rsvd_limit_cgroup),
+                              ("use", lim.limit_bytes, lim.limit_cgroup)):
+            if cap is not None and cap < need_b:
+                why.append(f"its cgroup {cg} caps the {lim.size} huge pages' {kind} at "
+                           f"{fmt_bytes(cap)}, below the {fmt_bytes(need_b)} it needs")
+                break
     return "; ".join(why) or "no cause found (its setting, the pool and its cgroup allow it)"
 
 

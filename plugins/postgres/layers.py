@@ -24,7 +24,9 @@ hpadvise changes a setting where it takes: ALTER SYSTEM for a plain cluster (it 
 every file), the cluster's dynamic configuration for a Patroni member. A command line, a
 member's own file (configuration management writes it), custom_conf, and an ALTER SYSTEM on
 a Patroni member are not hpadvise's to change: the plan says where and what to change
-instead, and plans nothing that would not take.
+instead, and plans nothing that would not take. Debian's pg_ctl.conf is read for what it
+will put on the command line at the next start too: options added there since the server
+started win over any change in the files once pg_ctlcluster restarts it.
 """
 
 from __future__ import annotations
@@ -44,18 +46,26 @@ class Layer:
     how: str = ""  # where it is not: what to change where
 
 
+def pg_ctl_conf(sr: SysRoot, c: Cluster, name: str) -> str | None:
+    """Debian's pg_ctl.conf of this cluster where its pg_ctl_options set `name` (`-c name=`
+    or `--name=` in the options pg_ctlcluster passes on at every start), else None."""
+    mt = re.fullmatch(r"(/etc/postgresql/[^/]+/[^/]+)/postgresql\.conf", c.config_file or "")
+    if not mt:
+        return None
+    text = sr.read(f"{mt.group(1)}/pg_ctl.conf", quiet_missing=True) or ""
+    opts = re.search(r"^\s*pg_ctl_options\s*=\s*'(.*)'", text, re.M)
+    if opts and re.search(rf"(-c\s*|--){re.escape(name)}\s*=", opts.group(1)):
+        return f"{mt.group(1)}/pg_ctl.conf (pg_ctl_options)"
+    return None
+
+
 def command_line_origin(sr: SysRoot, c: Cluster, name: str) -> tuple[str, str]:
     """What put `-c name=...` on the postmaster's command line, and where to change it:
     Debian's pg_ctl.conf when its pg_ctl_options say so, else whatever started the server
     (postmaster.opts holds the command line of the last start)."""
-    conf = c.config_file or ""
-    mt = re.fullmatch(r"(/etc/postgresql/[^/]+/[^/]+)/postgresql\.conf", conf)
-    if mt:
-        text = sr.read(f"{mt.group(1)}/pg_ctl.conf", quiet_missing=True) or ""
-        opts = re.search(r"^\s*pg_ctl_options\s*=\s*'(.*)'", text, re.M)
-        if opts and name in opts.group(1):
-            where = f"{mt.group(1)}/pg_ctl.conf (pg_ctl_options)"
-            return where, f"change {name} in {where}"
+    where = pg_ctl_conf(sr, c, name)
+    if where:
+        return where, f"change {name} in {where}"
     opts = f"{c.datadir}/postmaster.opts"
     return (f"the command line that started it ({opts})",
             f"change -c {name} where the server is started (its last command line: {opts})")
@@ -72,6 +82,10 @@ def winning(sr: SysRoot, c: Cluster, name: str) -> Layer:
                     f"change {name} where Patroni sets it") if m is not None else \
             command_line_origin(sr, c, name)
         return Layer(f"the postmaster's command line ({who})", False, how + ", then restart")
+    ctl = pg_ctl_conf(sr, c, name)
+    if ctl:  # added since the server started: it wins at the next start
+        return Layer(f"{ctl}, which pg_ctlcluster puts on the command line at the next start",
+                     False, f"change {name} in {ctl}, or remove it there, then apply again")
     auto = "postgresql.auto.conf" in src or origin.split(":")[0].endswith(
         "postgresql.auto.conf")
     if auto and m is not None:

@@ -99,7 +99,7 @@ def test_fault_limit_below_need_is_a_predicted_sigbus_that_load_produces(limited
     assert hit and hit[0]["severity"] == "crit", report["findings"]
 
 
-def test_reservation_limit_below_need_refuses_or_falls_back(limited):
+def test_reservation_limit_below_need_refuses_or_falls_back(limited, knobs):
     cg, c = limited(fault=20 * MiB, rsvd=20 * MiB, huge_pages="on")
     r = start_in(cg, c, check=False)
     assert r.returncode != 0 and "could not map anonymous shared memory" in c.logtail()
@@ -111,6 +111,20 @@ def test_reservation_limit_below_need_refuses_or_falls_back(limited):
     assert f"{cg.path}/hugetlb.2MB.rsvd.max = {20 * MiB}" in f["evidence"]
     assert {(ch["target"], ch["recommended"]) for ch in report["plan"]["changes"]
             if ch["instance"] == i["id"]} == {("huge_pages", "off")}
+    # A restart that came back on 4 KiB pages is diagnosed in one line, every cause found:
+    # the setting and its file, the pool short of pages (shrunk to 10 here), the cgroup.
+    from hpadvise.plugins.postgres.actions import diagnose
+    need = i["demand"]["pages"]["2048"]
+    assert need > 10
+    pages = knobs.pool(2048, 10)
+    why = diagnose({"socket_dir": c.tmp, "port": c.port, "owner": "postgres",
+                    "bindir": c.bindir}, c.pid)
+    line = [ln for ln in Path(c.datadir, "postgresql.conf").read_text().splitlines()]
+    at = max(n for n, ln in enumerate(line, 1) if ln.startswith("huge_pages"))
+    assert why == (f"huge_pages is try (from {c.datadir}/postgresql.conf:{at}), which outranks "
+                   f"the change; the 2 MiB pool had {pages} free pages unreserved, {need} "
+                   f"needed (others hold 0); its cgroup /{cg.name} caps the 2MB huge pages' "
+                   f"reservations at 20 MiB, below the {2 * need} MiB it needs"), why
 
 
 def test_adequate_limits_run_on_huge_pages_without_a_finding(limited):

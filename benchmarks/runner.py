@@ -80,8 +80,10 @@ class State:
         return time.time() - self.started
 
 
-class Interrupted(Exception):
-    pass
+class Interrupted(BaseException):
+    """SIGTERM, raised where the signal lands. A BaseException, as KeyboardInterrupt is: the
+    `except Exception` blocks that keep a rollback or a diagnosis going must not swallow it
+    (one did, mid-run, and validate ran on through its whole budget after SIGTERM)."""
 
 
 class Validation:

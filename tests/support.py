@@ -214,6 +214,25 @@ def scratch_dirs() -> set[str]:
                                                              "hpadvise-validate"))}
 
 
+def end_validate(p: subprocess.Popen, dirs: set[str]) -> None:
+    """A validate that ran on past its test's patience: killed, and the scratch servers it
+    made (postmasters outlive it: pg_ctl detaches them) stopped and removed, so that no later
+    test runs beside them. The knobs fixture puts the pools and THP back."""
+    import shutil
+    if p.poll() is None:
+        p.kill()
+        p.wait()
+    for d in scratch_dirs() - dirs:
+        path = f"/tmp/{d}"
+        pid_file = Path(f"{path}/data/postmaster.pid")
+        try:
+            os.kill(int(pid_file.read_text().split()[0]), signal.SIGQUIT)  # immediate stop
+            time.sleep(1)
+        except (OSError, ValueError, IndexError):
+            pass
+        shutil.rmtree(path, ignore_errors=True)
+
+
 def host_state(cluster=None, persist_root=None) -> dict:
     """Every path apply may touch: pools of every size, THP knobs, the cluster's
     postgresql.auto.conf, and the files under a persist root."""

@@ -14,7 +14,8 @@ from importlib import resources
 import jsonschema
 import pytest
 
-from support import GiganticRoom, NoGiganticPages, host_state, run_cli, scratch_dirs
+from support import (GiganticRoom, NoGiganticPages, end_validate, host_state, run_cli,
+                     scratch_dirs)
 
 pytestmark = [pytest.mark.integration, pytest.mark.live]
 
@@ -157,7 +158,11 @@ def test_interrupt_restores_everything(knobs, tmp_path, sig):
     assert nr > 0, "the recommended variant never started"
     time.sleep(1)
     p.send_signal(sig)
-    out, err = p.communicate(timeout=120)
+    try:
+        out, err = p.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        end_validate(p, dirs)  # left running, it would change pools under the next tests
+        raise AssertionError(f"validate ran on for 120 s after {sig.name}") from None
     assert p.returncode == 130, err[-1500:]
     assert host_state() == before
     assert scratch_dirs() == dirs

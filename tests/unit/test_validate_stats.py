@@ -347,3 +347,19 @@ def test_the_advice_quotes_checks_own_thp_plan(hosts):
     never = dict(always, pct=-4.0, verdict="regressed")
     assert "enabled=never beat always by 4.0%" in said([never], plan_thp)
     assert said([dict(always, verdict="inconclusive")], plan_thp) == ""
+
+
+def test_sigterm_is_never_swallowed_by_a_best_effort_block():
+    """validate raises Interrupted where SIGTERM lands; blocks that keep a rollback or a
+    diagnosis going catch Exception (journal.rollback, PgSetting.set): one swallowed it and
+    validate ran on through its budget. Like KeyboardInterrupt, it must pass through them."""
+    from hpadvise.benchmarks.runner import Interrupted
+
+    def best_effort():
+        try:
+            raise Interrupted()
+        except Exception:  # noqa: BLE001 (what such blocks do)
+            return "swallowed"
+
+    with pytest.raises(Interrupted):
+        best_effort()

@@ -34,7 +34,7 @@ class Options:
     db: str  # the engine (its plugin provides the server under test)
     bench: str = ""  # one of drivers.BENCHMARKS (the engine's first when empty)
     workload: str | None = None  # one of the benchmark's workloads (its first when None)
-    clients: int = 16
+    clients: int | None = None  # None: default_clients()
     scale: int | None = None
     run_s: int | None = None
     warm_s: int | None = None
@@ -66,6 +66,10 @@ class Options:
     dropped: dict[str, str] = field(default_factory=dict)
     # the engine's running instances with their buffers in bytes, read once (followed())
     running: list | None = field(default=None, repr=False)
+    # why the defaults became what they are where the host decided (clients, scale), for
+    # the report
+    default_notes: list[str] = field(default_factory=list)
+    start_s: float | None = None  # seconds a server start costs an epoch (start_seconds)
 
 
 def check(o: Options, sr: SysRoot):
@@ -108,10 +112,14 @@ def check(o: Options, sr: SysRoot):
         target.buffers = o.buffers
     sb = target.buffers_bytes()
     per_mb = b.mb_per_unit
+    scale_given = o.scale is not None
     if o.scale is None:
         o.scale = max(1, int(sb * 0.75 / (per_mb << 20)))  # the data fits in the buffers
     if o.scale < 1:
         raise InputError(f"--scale {o.scale}: give at least 1")
+    if o.clients is None:
+        o.clients, why = default_clients()
+        o.default_notes.append(why)
     if o.clients < 1:
         raise InputError(f"--clients {o.clients}: give at least 1")
     if o.run_s is not None and o.run_s < 1:
@@ -124,6 +132,7 @@ def check(o: Options, sr: SysRoot):
                          f"server with these buffers and 2 GiB for its clients needs "
                          f"{fmt_bytes(sb + (2 << 30))}, {fmt_bytes(avail)} is available; "
                          "give smaller --buffers")
+    o.start_s = max(START_S, START_S_PER_GIB * sb / (1 << 30))
     if o.warm_s is None:
         # With 4 KiB pages every backend faults the shared buffers into its own page tables
         # as its reads reach them: at shared_buffers=8GB, 16 clients, TPS started at 50-60%
@@ -131,14 +140,24 @@ def check(o: Options, sr: SysRoot):
         # seconds (lab/README.md). ~1 s per GiB of buffers, 3..20 s.
         o.warm_s = max(3, min(20, round(3 + sb / (1 << 30))))
     if not o.variants_given:
-        o.variants += gigantic_variant(o, sb, sr)
+        o.variants += gigantic_variant(o, sb, sr, target)
     design, design_reason, phases = choose_design(o, target, sb, sr)
     n = len(o.variants) - len([v for v in phases if host_wide(v)])  # servers side by side
     servers = 1 if design == "restart" or o.instance else n
-    # each server: tables and indexes (a copy of the first for the others), WAL up to its
-    # max_wal_size
-    need = servers * ((o.scale * per_mb << 20) * 5 // 4 + target.wal_bytes)
     free = shutil.disk_usage(tempfile.gettempdir()).free
+    need = disk_need(o.scale, per_mb, servers, target.wal_bytes)
+    if need > free and not scale_given:
+        # the default scale fills 3/4 of the buffers; where the disk cannot hold every
+        # server's copy of that, the data shrinks to what it holds (said in the report)
+        # rather than refusing the command a user typed without a scale
+        fit = fitting_scale(free, per_mb, servers, target.wal_bytes)
+        if fit >= MIN_SCALE_SHARE * o.scale:
+            o.default_notes.append(
+                f"{b.unit} {fit} instead of {o.scale}: {servers} server(s) with "
+                f"{fmt_bytes(sb)} of buffers would hold ~{fmt_bytes(need)} of data and WAL, "
+                f"{fmt_bytes(free)} is free in {tempfile.gettempdir()} (TMPDIR)")
+            o.scale = fit
+            need = disk_need(o.scale, per_mb, servers, target.wal_bytes)
     if need > free:
         raise InputError(f"{servers} server(s) at scale {o.scale} need ~{fmt_bytes(need)} of "
                          f"disk in {tempfile.gettempdir()}, {fmt_bytes(free)} is free; lower "
@@ -180,8 +199,21 @@ def check(o: Options, sr: SysRoot):
 MIN_RUN_S = 10
 
 
-# Seconds of restart and prewarm per server start that run_seconds budgets for.
+# Seconds of stop, start and prewarm per server start that run_seconds budgets for, at least:
+# 11-13 s a server at 8 GB on 2 CPUs (lab/epoch_restart.py, fast stops), which the
+# default-command runs at 128MB-8GB were planned with.
 START_S = 12
+# ... or per GiB of buffers, where that is more: the stop's checkpoint writes what an epoch
+# of TPC-B dirtied (4 GB in 60 s at 8 GB here) and the prewarm reads the data back; 12 s at
+# 8 GB is 1.5 s a GiB. On the 16-CPU host an epoch's restarts took 106-123 s for two servers
+# of 24 GB (immediate stops, one server after the other: ~55 s a server; lab/README.md).
+START_S_PER_GIB = 1.5
+
+
+def start_seconds(o: Options) -> float:
+    """The seconds one server start costs an epoch (o.start_s, set by check from the
+    buffers; START_S before that)."""
+    return o.start_s if o.start_s is not None else START_S
 
 
 def run_seconds(o: Options, design: str, n: int, phases: list[str]) -> float:
@@ -190,19 +222,48 @@ def run_seconds(o: Options, design: str, n: int, phases: list[str]) -> float:
     prewarm per server start."""
     epoch = o.duration_s / (o.min_blocks * max(1, len(phases)))
     if design == "restart":
-        return epoch / n - START_S - o.warm_s
+        return epoch / n - start_seconds(o) - o.warm_s
     runs = o.rounds * (1 if design == "simultaneous" else n)
-    return (epoch - START_S * n) / runs - o.warm_s
+    return (epoch - start_seconds(o) * n) / runs - o.warm_s
 
 
 def duration_for(o: Options, design: str, n: int, phases: list[str], run_s: float) -> int:
     """The budget in seconds at which run_seconds gives `run_s`: its inverse."""
     if design == "restart":
-        epoch = n * (run_s + START_S + o.warm_s)
+        epoch = n * (run_s + start_seconds(o) + o.warm_s)
     else:
         runs = o.rounds * (1 if design == "simultaneous" else n)
-        epoch = START_S * n + runs * (run_s + o.warm_s)
+        epoch = start_seconds(o) * n + runs * (run_s + o.warm_s)
     return math.ceil(epoch * o.min_blocks * max(1, len(phases)))
+
+
+def default_clients() -> tuple[int, str]:
+    """Clients when --clients is not given: two per CPU this process may use, at least 16
+    (the default on 2 CPUs, where lab/README.md's runs were made). Side by side they are
+    shared out among the servers, each on its own CPUs: 16 clients on 16 CPUs left each
+    server 8 clients for 8 CPUs, below what keeps a CPU busy while a client waits for its
+    round trip. Returns the number and the reason, for the report."""
+    cpus = len(os.sched_getaffinity(0))
+    n = max(16, 2 * cpus)
+    return n, f"{n} clients: 2 per CPU of the {cpus} this process may use, at least 16"
+
+
+# The smallest share of the default scale validate shrinks the data to on a small disk;
+# below it the data would no longer stand for the buffers and the command is refused.
+MIN_SCALE_SHARE = 0.25
+
+
+def disk_need(scale: int, per_mb: int, servers: int, wal_bytes: int) -> int:
+    """Disk for `servers` scratch servers: tables and indexes (a copy of the first for the
+    others) with a quarter more for growth during the runs, and WAL up to max_wal_size."""
+    return servers * ((scale * per_mb << 20) * 5 // 4 + wal_bytes)
+
+
+def fitting_scale(free: int, per_mb: int, servers: int, wal_bytes: int) -> int:
+    """The largest scale whose servers fit in `free` bytes of disk (disk_need's inverse),
+    keeping a tenth of it free."""
+    each = free * 9 // 10 // max(1, servers) - wal_bytes
+    return max(0, each * 4 // 5 // (per_mb << 20))
 
 
 # Buffers from which the default run compares 1 GiB pages too: production sizes, where the
@@ -211,10 +272,11 @@ def duration_for(o: Options, design: str, n: int, phases: list[str], run_s: floa
 GIGANTIC_VARIANT_MIN = 16 << 30
 
 
-def gigantic_variant(o: Options, buffers: int, sr: SysRoot) -> list[str]:
+def gigantic_variant(o: Options, buffers: int, sr: SysRoot, target) -> list[str]:
     """["hugepages-1g"] where the default variants should compare 1 GiB pages as well: the
-    buffers are at production size, the CPU and kernel offer 1 GiB pages, and memory holds
-    one more server side by side; else []."""
+    buffers are at production size, the CPU and kernel offer 1 GiB pages, and memory and
+    disk hold one more server side by side at the default scale; else [] (with the reason
+    in o.dropped where only memory or disk kept it out)."""
     if buffers < GIGANTIC_VARIANT_MIN or "hugepages-1g" in map(kind, o.variants):
         return []
     cpu = sr.read("/proc/cpuinfo", quiet_missing=True, limit=1 << 16) or ""
@@ -222,7 +284,19 @@ def gigantic_variant(o: Options, buffers: int, sr: SysRoot) -> list[str]:
         return []
     servers = len([v for v in o.variants if not host_wide(v)]) + 1
     avail = (read_meminfo(sr).available_kb or 0) * 1024
-    return ["hugepages-1g"] if buffers * servers + (2 << 30) <= avail else []
+    if buffers * servers + (2 << 30) > avail:
+        o.dropped["hugepages-1g"] = (f"{servers} servers with {fmt_bytes(buffers)} of buffers "
+                                     f"do not fit in {fmt_bytes(avail)} of available memory")
+        return []
+    need = disk_need(o.scale, BENCHMARKS[o.bench].mb_per_unit, servers, target.wal_bytes)
+    free = shutil.disk_usage(tempfile.gettempdir()).free
+    if need > free:
+        o.dropped["hugepages-1g"] = (f"a third server needs disk: {servers} at scale "
+                                     f"{o.scale} take ~{fmt_bytes(need)}, {fmt_bytes(free)} "
+                                     f"is free in {tempfile.gettempdir()} (TMPDIR); give "
+                                     "--variants current,hugepages-1g to compare it alone")
+        return []
+    return ["hugepages-1g"]
 
 
 def drop_phases(o: Options, design: str, n: int, phases: list[str],

@@ -53,7 +53,7 @@ def render_terminal(result: dict, console) -> None:
                   f"{m.get('warm_s')} s warm-up, {_buffers(m)} {m.get('shared_buffers')}"
                   f"{_buffers_source(m)}; stopped: "
                   f"{'interrupted' if m.get('interrupted') else m.get('stopped', '?')}[/dim]")
-    for line in (server_line(m), _design(m), *phase_lines(result), _steal(result),
+    for line in (server_line(m), defaults_line(m), _design(m), *phase_lines(result), _steal(result),
                  _dtlb(result), *knob_lines(result)):
         if line:
             console.print(f"[dim]{line}[/dim]")
@@ -210,6 +210,7 @@ td,th{{border:1px solid #ccc;padding:4px 8px}}</style></head><body>
 {m.get('clients')} clients, {m.get('run_s')} s measured per run after {m.get('warm_s')} s
 warm-up, {_buffers(m)}
 {html.escape(str(m.get('shared_buffers')) + _buffers_source(m))}, {_server(m)}.
+{html.escape(defaults_line(m))}
 Stopped: {'interrupted' if m.get('interrupted') else html.escape(str(m.get('stopped', '?')))}.
 {_steal(result)} {html.escape(_dtlb(result))}</p>
 <h2>Should I apply the plan?</h2>
@@ -444,6 +445,12 @@ def server_line(m: dict) -> str:
     """Which server binary ran, and why that one (the user's major where one runs)."""
     return f"server: {m.get('server_version')}" + "".join(
         f", {m[k]}" for k in ("server_binary", "prewarm_note", "settings_note") if m.get(k))
+
+
+def defaults_line(m: dict) -> str:
+    """The defaults this host decided (clients by its CPUs, the scale by its disk)."""
+    notes = m.get("default_notes") or []
+    return ("chosen for this host: " + "; ".join(notes)) if notes else ""
 
 
 def _buffers_source(m: dict) -> str:

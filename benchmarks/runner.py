@@ -37,6 +37,7 @@ import shutil
 import signal
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Callable
 
@@ -177,7 +178,8 @@ class Validation:
                      "buffers_source": self.buffers_source,
                      "scale": o.scale, "db": o.db, "bench": o.bench, "target": t.label,
                      "workload": o.workload, "workload_about": b.about(o.workload),
-                     "clients": o.clients, "run_s": o.run_s, "warm_s": o.warm_s,
+                     "clients": o.clients, "default_notes": o.default_notes,
+                     "run_s": o.run_s, "warm_s": o.warm_s,
                      "variants": o.variants, "pairs": pairs_for(o.variants),
                      "phases": self.phases, "side_by_side": self.side_by_side
                      if self.design != "restart" else None,
@@ -365,8 +367,11 @@ class Validation:
         self.assign_servers(epoch)
         sbs = self.side_by_side
         steps = {v: self._epoch_steps(v, self.servers[v][0]) for v in sbs}
-        for t, _ in self.servers.values():
-            t.stop()
+        self._update(phase=f"epoch {epoch + 1}: stopping the servers")
+        # at once: each stop's checkpoint is one process of its server's writing what the
+        # epoch dirtied, and the servers have nothing to wait for from each other
+        with ThreadPoolExecutor(len(self.servers)) as ex:
+            list(ex.map(lambda t: t.stop(), [t for t, _ in self.servers.values()]))
         if phase:
             base = self.servers[THP_BASE][0]
             self._update(phase=f"epoch {epoch + 1}: THP phase {phase}", variant=phase)

@@ -144,7 +144,9 @@ for part in "${parts[@]}"; do
              && applied=1 ;;
     probe) run probe hp probe --json ;;
     rollback) run rollback hp rollback --yes && applied="" ;;
-    validate) run validate hp validate --duration "$duration" --buffers "$buffers" --html "$out/validate.html" ${VALIDATE_ARGS:-} ;;
+    # as users type it: the buffers follow the running cluster (VALIDATE_ARGS may add more)
+    validate) run validate hp validate --duration "$duration" --html "$out/validate.html" \
+                --json --output "$out/validate.json" ${VALIDATE_ARGS:-} ;;
   esac
 done
 echo; cat "$summary"

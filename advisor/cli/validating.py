@@ -48,7 +48,9 @@ def validate(
     swap_seconds: Annotated[Optional[float], typer.Option(
         help="Simultaneous design: the servers trade CPUs this often within a run, 0 never "
              "[default: about 3, cutting the run into equal pieces on every CPU].")] = None,
-    clients: Annotated[int, typer.Option(help="Clients (pgbench -c, sysbench --threads).")] = 16,
+    clients: Annotated[Optional[int], typer.Option(
+        help="Clients (pgbench -c, sysbench --threads), shared out among servers side by side "
+             "[default: 2 per CPU, at least 16].")] = None,
     scale: Annotated[Optional[int], typer.Option(
         help="pgbench scale or TPC-C warehouses [default: what fits in the buffers].")] = None,
     run_seconds: Annotated[Optional[int], typer.Option(

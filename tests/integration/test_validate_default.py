@@ -84,3 +84,44 @@ def test_a_budget_too_short_for_thp_phases_keeps_the_plans_comparison(knobs, tmp
                                           f"{MIN_RUN_S} s runs"), m["skipped"]
         assert f"{v} skipped: a budget of 40 s" in r.stdout
     assert host_state() == before and scratch_dirs() == dirs
+
+
+def test_the_scratch_servers_run_as_the_report_says(knobs, tmp_path):
+    """While the runs measure, every scratch server really runs with what the report says it
+    differs by from PostgreSQL's defaults (no checkpoint within an epoch, commits that do not
+    wait for the shared disk, no full-page writes), the clients default to the host's CPUs
+    (at least 16), and the report names both."""
+    from hpadvise.benchmarks import report, runner
+    from hpadvise.benchmarks.options import default_clients
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("the simultaneous design needs 2 CPUs; this host gives us "
+                    f"{len(os.sched_getaffinity(0))}")
+    before, dirs = host_state(), scratch_dirs()
+    seen: dict[str, str] = {}
+    shows = ("synchronous_commit", "full_page_writes", "checkpoint_timeout", "max_wal_size",
+             "wal_level")
+
+    def on_update(state):
+        if state.phase == "measuring" and not seen:
+            for t, _ in v.made:
+                for name in shows:
+                    seen[f"{t.c.port}:{name}"] = t.c.psql(f"SHOW {name}")
+    v = runner.Validation(runner.Options(
+        variants=["current", "recommended"], duration_s=30, db="postgres", run_s=2, warm_s=1,
+        buffers="128MB", design="simultaneous"), on_update=on_update)
+    v.run()
+    assert not v.failed, v.failed
+    res = v.result()
+    assert len(seen) == 2 * len(shows), seen  # both servers, asked while they ran
+    for key, value in seen.items():
+        name = key.split(":")[1]
+        assert value == {"synchronous_commit": "off", "full_page_writes": "off",
+                         "checkpoint_timeout": "1h", "max_wal_size": "4GB",
+                         "wal_level": "replica"}[name], (key, value)
+    m = res["meta"]
+    n, why = default_clients()
+    assert m["clients"] == n >= 16 and m["default_notes"] == [why]
+    line = report.server_line(m)
+    assert "synchronous_commit = off" in line and "full_page_writes = off" in line
+    assert report.defaults_line(m) == f"chosen for this host: {why}"
+    assert host_state() == before and scratch_dirs() == dirs

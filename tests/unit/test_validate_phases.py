@@ -232,6 +232,8 @@ def test_a_short_budget_drops_the_default_thp_phases(duration_s, warm_s, dropped
 def test_one_gib_pages_join_the_default_run_at_production_size(hosts, state, buffers_gib,
                                                                added):
     from hpadvise.benchmarks.options import gigantic_variant
-    o = Options(variants=list(DEFAULT), duration_s=600, db="postgres", variants_given=False)
-    got = gigantic_variant(o, buffers_gib << 30, SysRoot(hosts / state))
+    o = Options(variants=list(DEFAULT), duration_s=600, db="postgres", bench="pgbench",
+                scale=1, variants_given=False)  # scale 1: the disk holds it anywhere
+    target = type("T", (), {"wal_bytes": 0})()
+    got = gigantic_variant(o, buffers_gib << 30, SysRoot(hosts / state), target)
     assert got == (["hugepages-1g"] if added else [])

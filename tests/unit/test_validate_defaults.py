@@ -1,0 +1,87 @@
+"""validate's defaults that the host decides: clients by the CPUs this process may use, the
+data's scale by the disk the scratch servers share, and the 1 GiB variant only where memory
+and disk hold its server too (on a captured host with 1 GiB pages; the disk's free bytes
+given, as a small disk would report them)."""
+
+import os
+import shutil
+
+import pytest
+
+from hpadvise.benchmarks import options
+from hpadvise.benchmarks.options import (Options, default_clients, disk_need, fitting_scale,
+                                         gigantic_variant)
+from hpadvise.sysroot import SysRoot
+
+GIB = 1 << 30
+
+
+@pytest.mark.parametrize("cpus,clients", [(1, 16), (2, 16), (8, 16), (9, 18), (16, 32),
+                                          (64, 128)])
+def test_clients_follow_the_cpus(monkeypatch, cpus, clients):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cpus)))
+    n, why = default_clients()
+    assert n == clients
+    assert f"{clients} clients" in why and f"the {cpus} this process" in why
+
+
+@pytest.mark.parametrize("free_gib", [10, 54, 64, 200, 1000])
+@pytest.mark.parametrize("servers", [1, 2, 3])
+def test_fitting_scale_is_the_largest_that_fits(free_gib, servers):
+    free, wal = free_gib * GIB, 4 * GIB
+    s = fitting_scale(free, 15, servers, wal)
+    if s:
+        assert disk_need(s, 15, servers, wal) <= free * 0.9
+    assert disk_need(s + 1, 15, servers, wal) > free * 0.9 - servers * (15 << 20)
+    assert fitting_scale(servers * wal // 2, 15, servers, wal) == 0  # WAL alone overflows
+
+
+def _opts(scale):
+    return Options(variants=["current", "recommended", "thp-never", "thp-always"],
+                   duration_s=600, db="postgres", bench="pgbench", scale=scale,
+                   variants_given=False)
+
+
+def free_disk(monkeypatch, gib):
+    """The scratch servers' disk as one with `gib` GiB free reports it (statvfs)."""
+    usage = shutil.disk_usage("/")
+    monkeypatch.setattr(options.shutil, "disk_usage",
+                        lambda p: usage._replace(free=gib * GIB))
+
+
+class _Target:
+    wal_bytes = 4 * GIB
+
+
+@pytest.fixture
+def big_host(hosts):
+    """A captured 126 GiB host with 1 GiB pages (pdpe1gb, hugepages-1048576kB)."""
+    return SysRoot(str(hosts / "lazy-126g"))
+
+
+def test_1g_variant_where_memory_and_disk_hold_a_third_server(big_host, monkeypatch):
+    o = _opts(1228)  # 24 GB of buffers at 3/4: ~18 GB of data a server
+    free_disk(monkeypatch, 200)
+    assert gigantic_variant(o, 24 * GIB, big_host, _Target()) == ["hugepages-1g"]
+    assert not o.dropped
+
+
+def test_1g_variant_dropped_with_the_reason_on_a_small_disk(big_host, monkeypatch):
+    o = _opts(1228)
+    free_disk(monkeypatch, 60)
+    assert gigantic_variant(o, 24 * GIB, big_host, _Target()) == []
+    why = o.dropped["hugepages-1g"]
+    assert "3 at scale 1228" in why and "60 GiB is free" in why and "--variants" in why
+
+
+def test_1g_variant_dropped_where_memory_does_not_hold_it(big_host, monkeypatch):
+    o = _opts(3000)
+    free_disk(monkeypatch, 2000)
+    assert gigantic_variant(o, 48 * GIB, big_host, _Target()) == []
+    assert "do not fit in" in o.dropped["hugepages-1g"]
+
+
+def test_no_1g_variant_below_production_buffers(big_host):
+    o = _opts(400)
+    assert gigantic_variant(o, 8 * GIB, big_host, _Target()) == []
+    assert not o.dropped

@@ -125,3 +125,38 @@ def test_the_scratch_servers_run_as_the_report_says(knobs, tmp_path):
     assert "synchronous_commit = off" in line and "full_page_writes = off" in line
     assert report.defaults_line(m) == f"chosen for this host: {why}"
     assert host_state() == before and scratch_dirs() == dirs
+
+
+@pytest.mark.parametrize("free_gib,scale,refused", [
+    (40, 409, False),   # 8 GB of buffers, two servers: the default scale fits
+    (16, 0, False),     # it does not: the data shrinks to what the disk holds, said why
+    (6, 0, True),       # not even a quarter of it fits: one line, what to do
+])
+def test_the_default_scale_follows_the_disk(monkeypatch, free_gib, scale, refused):
+    """validate's checks on a disk that holds the default data, one that holds less of it,
+    and one that holds too little (the free bytes as such a disk reports them): nothing is
+    created or changed before these checks."""
+    import shutil
+
+    from hpadvise.benchmarks import options, runner
+    from hpadvise.errors import InputError
+    usage = shutil.disk_usage("/")
+    monkeypatch.setattr(options.shutil, "disk_usage",
+                        lambda p: usage._replace(free=free_gib << 30))
+    o = runner.Options(variants=["current", "recommended"], duration_s=600, db="postgres",
+                       buffers="8GB", design="simultaneous", clients=4)
+    v = runner.Validation(o)
+    if refused:
+        with pytest.raises(InputError, match="need ~.* of disk .* lower --scale"):
+            v.preflight()
+        return
+    v.preflight()
+    fit = options.fitting_scale(free_gib << 30, 15, 2, 4 << 30)
+    assert o.scale == (scale or fit), o.default_notes
+    if scale:
+        assert not o.default_notes
+    else:
+        assert o.scale < 409 and o.default_notes == [
+            f"scale {fit} instead of 409: 2 server(s) with 8 GiB of buffers would hold "
+            f"~{options.fmt_bytes(options.disk_need(409, 15, 2, 4 << 30))} of data and WAL, "
+            f"{free_gib} GiB is free in {options.tempfile.gettempdir()} (TMPDIR)"]

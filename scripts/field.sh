@@ -14,8 +14,10 @@
 #       --pgdata DIR     use this running cluster instead of starting one
 #       --buffers SIZE   shared_buffers of the cluster it starts (default 1GB)
 #       --huge-page-size SIZE   its huge_page_size (e.g. 1GB; default the kernel's)
-#       --duration D     validate's budget (default 5m); VALIDATE_ARGS adds options, and
-#                        APPLY_ARGS to apply (e.g. --persist-root DIR, --profile FILE)
+#       --duration D     validate's budget (default 5m); validate runs as users type it,
+#                        following the cluster's buffers; VALIDATE_ARGS adds options (e.g.
+#                        --variants current,current), and APPLY_ARGS to apply (e.g.
+#                        --persist-root DIR, --profile FILE)
 #       --out DIR        logs, JSON and summary.md (default /tmp/hpadvise-field)
 #
 # It changes the host only through hpadvise (apply, rolled back by the rollback part; the

@@ -83,8 +83,8 @@ class State:
 
 class Interrupted(BaseException):
     """SIGTERM, raised where the signal lands. A BaseException, as KeyboardInterrupt is: the
-    `except Exception` blocks that keep a rollback or a diagnosis going must not swallow it
-    (one did, mid-run, and validate ran on through its whole budget after SIGTERM)."""
+    `except Exception` blocks that keep a rollback or a diagnosis going (journal.rollback,
+    PgSetting.set's fallback to the file) would swallow it, and validate would run on."""
 
 
 class Validation:

@@ -175,7 +175,7 @@ class RunningCluster:
         self.psql(f"CREATE DATABASE {self.dbname}")
         self.created = True
 
-    def stop(self) -> None:
+    def stop(self, mode: str = "fast") -> None:
         pass  # a real instance keeps running
 
     def destroy(self) -> None:

@@ -147,7 +147,11 @@ def test_interrupt_restores_everything(knobs, tmp_path, sig):
         [sys.executable, "-m", "hpadvise.cli", "validate", "--duration", "300s",
          "--shared-buffers", "128MB", "--clients", "4", "--run-seconds", "4",
          "--variants", "current,recommended", "--json", "--output", str(tmp_path / "r.json")],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        # SIGINT as at a terminal: a suite started as a background job of a non-interactive
+        # shell inherits it ignored (bash ignores SIGINT for asynchronous commands without
+        # job control), and Python then installs no KeyboardInterrupt handler at all
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     # wait until a run of the recommended variant has the pool and huge_pages=on in place
     deadline = time.time() + 120
     while time.time() < deadline:

@@ -351,8 +351,8 @@ def test_the_advice_quotes_checks_own_thp_plan(hosts):
 
 def test_sigterm_is_never_swallowed_by_a_best_effort_block():
     """validate raises Interrupted where SIGTERM lands; blocks that keep a rollback or a
-    diagnosis going catch Exception (journal.rollback, PgSetting.set): one swallowed it and
-    validate ran on through its budget. Like KeyboardInterrupt, it must pass through them."""
+    diagnosis going catch Exception (journal.rollback, PgSetting.set), and would swallow it.
+    Like KeyboardInterrupt, it must pass through them."""
     from hpadvise.benchmarks.runner import Interrupted
 
     def best_effort():

@@ -179,7 +179,16 @@ def check(o: Options, sr: SysRoot):
             phases, n = drop_phases(o, design, n, phases, rounds_given)
             design_reason = design_reason.split("; ")[0]  # no THP phases to explain
             per = run_seconds(o, design, n, phases)
-        o.run_s = max(3, min(30, int(per)))
+        if per < MIN_RUN_S:
+            # fewer epochs of runs that say something, rather than runs that do not (3 s
+            # runs on 16 CPUs: half-width 5% in 5 minutes); the interval shows the fewer
+            # epochs, and the report says which budget holds min_blocks of them
+            keeps = math.ceil(duration_for(o, design, n, phases, MIN_RUN_S) / 60)
+            o.default_notes.append(
+                f"runs of {MIN_RUN_S} s, the shortest that says something: {o.duration_s} s "
+                f"holds fewer than {o.min_blocks} epochs of them; --duration {keeps}m holds "
+                f"{o.min_blocks}")
+        o.run_s = max(MIN_RUN_S, min(30, int(per)))
     if o.swap_s is None:
         # Simultaneous: pinned for a whole run, a run's ln ratio carried a level of its own
         # (sd ~0.06 between the rounds of one epoch, not the CPUs' lasting difference and

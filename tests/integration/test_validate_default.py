@@ -79,6 +79,10 @@ def test_a_budget_too_short_for_thp_phases_keeps_the_plans_comparison(knobs, tmp
     m = json.loads((tmp_path / "r.json").read_text())["meta"]
     assert m["variants"] == ["current", "recommended"] and m["phases"] == []
     assert m["design"] == "simultaneous"
+    # even without the phases 40 s holds no 3 epochs: runs of the minimum, fewer epochs
+    assert m["run_s"] == MIN_RUN_S
+    assert any(n.startswith(f"runs of {MIN_RUN_S} s, the shortest that says something: 40 s "
+                            "holds fewer than 3 epochs") for n in m["default_notes"]), m
     for v in ("thp-never", "thp-always"):
         assert m["skipped"][v].startswith("a budget of 40 s holds too few epochs of "
                                           f"{MIN_RUN_S} s runs"), m["skipped"]

@@ -53,8 +53,8 @@ def render_terminal(result: dict, console) -> None:
                   f"{m.get('warm_s')} s warm-up, {_buffers(m)} {m.get('shared_buffers')}"
                   f"{_buffers_source(m)}; stopped: "
                   f"{'interrupted' if m.get('interrupted') else m.get('stopped', '?')}[/dim]")
-    for line in (server_line(m), defaults_line(m), _design(m), *phase_lines(result), _steal(result),
-                 _dtlb(result), *knob_lines(result)):
+    for line in (server_line(m), defaults_line(m), _design(m), *phase_lines(result),
+                 _steal(result), _dtlb(result), *knob_lines(result)):
         if line:
             console.print(f"[dim]{line}[/dim]")
 

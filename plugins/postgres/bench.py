@@ -199,8 +199,8 @@ class RunningCluster:
 # - full-page writes: the first change of a page after a checkpoint logs the whole 8 kB
 #   page, so TPC-B over data larger than the buffers writes ~8 kB of WAL a transaction and
 #   reaches max_wal_size within an epoch at tens of thousands of TPS. They protect against
-#   torn pages in an OS crash (docs, "full_page_writes"); an immediate stop of a scratch
-#   server leaves the OS's page cache whole, and its data is thrown away anyway.
+#   torn pages in an OS crash (docs, "full_page_writes"); a scratch server's stop, fast or
+#   immediate, leaves the OS's page cache whole, and its data is thrown away anyway.
 # All of it is said in the report (BenchTarget.settings_note).
 LOAD_SETTINGS = {"wal_level": "minimal", "max_wal_senders": "0"}
 RUN_SETTINGS = {"wal_level": "replica", "max_wal_senders": "10", "checkpoint_timeout": "1h",

@@ -82,9 +82,8 @@ class State:
 
 
 class Interrupted(BaseException):
-    """SIGTERM, raised where the signal lands. A BaseException, as KeyboardInterrupt is: the
-    `except Exception` blocks that keep a rollback or a diagnosis going (journal.rollback,
-    PgSetting.set's fallback to the file) would swallow it, and validate would run on."""
+    """SIGTERM, raised where it lands; a BaseException, as KeyboardInterrupt is, so that no
+    `except Exception` keeping a rollback going (journal.rollback, PgSetting.set) swallows it."""
 
 
 class Validation:
@@ -368,8 +367,7 @@ class Validation:
         sbs = self.side_by_side
         steps = {v: self._epoch_steps(v, self.servers[v][0]) for v in sbs}
         self._update(phase=f"epoch {epoch + 1}: stopping the servers")
-        # at once: each stop's checkpoint is one process of its server's writing what the
-        # epoch dirtied, and the servers have nothing to wait for from each other
+        # at once: each stop's checkpoint writes its own server's dirty pages, waiting for none
         with ThreadPoolExecutor(len(self.servers)) as ex:
             list(ex.map(lambda t: t.stop(), [t for t, _ in self.servers.values()]))
         if phase:
@@ -467,7 +465,10 @@ class Validation:
                 errors.append(f"restarting {self.o.instance}: {exc}")
         for server in [t, *self.twins]:
             if server is not None:
-                server.stop()  # release its huge pages before the pools shrink
+                try:
+                    server.stop()  # release its huge pages before the pools shrink
+                except Exception as exc:  # the host's knobs are put back all the same
+                    errors.append(f"stopping a scratch server: {exc}")
         errors += self.sw.restore_host()
         for server in [*self.twins, t]:
             if server is not None:

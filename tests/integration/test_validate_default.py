@@ -164,3 +164,32 @@ def test_the_default_scale_follows_the_disk(monkeypatch, free_gib, scale, refuse
             f"scale {fit} instead of 409: 2 server(s) with 8 GiB of buffers would hold "
             f"~{options.fmt_bytes(options.disk_need(409, 15, 2, 4 << 30))} of data and WAL, "
             f"{free_gib} GiB is free in {options.tempfile.gettempdir()} (TMPDIR)"]
+
+
+def test_a_server_that_fails_to_stop_costs_no_knob(knobs):
+    """A scratch server whose stop fails (here the target's stop raises from the first
+    measured run on): validate's restore records it and still puts every pool and THP knob
+    back and removes the scratch servers; before, the failing stop skipped the rest."""
+    from hpadvise.benchmarks import runner
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("the simultaneous design needs 2 CPUs; this host gives us "
+                    f"{len(os.sched_getaffinity(0))}")
+    before, dirs = host_state(), scratch_dirs()
+
+    def fails():
+        raise RuntimeError("pg_ctl: could not send stop signal")
+
+    def on_update(state):
+        if state.phase == "measuring":
+            for t, _ in v.made:
+                t.stop = fails
+    v = runner.Validation(runner.Options(
+        variants=["current", "recommended"], duration_s=30, db="postgres", run_s=2, warm_s=1,
+        buffers="128MB", design="simultaneous", clients=2), on_update=on_update)
+    try:
+        v.run()
+    except RuntimeError as exc:  # the next epoch's stop, if the budget held one
+        assert "could not send stop signal" in str(exc)
+    errors = v.meta["restore_errors"]
+    assert errors and all(e.startswith("stopping a scratch server: pg_ctl") for e in errors)
+    assert host_state() == before and scratch_dirs() == dirs

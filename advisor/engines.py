@@ -151,6 +151,17 @@ class Engine:
         raise InputError(f"the journal names a {self.name} action {spec.get('kind')!r} that "
                          "this version of the engine does not know")
 
+    # ---- capture (a workload recorded for validate --replay)
+    def capture(self, inst: Instance, out_dir: str, duration_s: int, journal_dir: str,
+                base: bool, say, progress) -> dict:
+        """Record the instance's statements into out_dir for duration_s seconds, every
+        change journaled and put back at the end; returns what was recorded."""
+        from .errors import InputError
+        raise InputError(f"capture does not support engine {self.name}")
+
+    def capture_privacy(self, out_dir: str) -> str:
+        return f"a statement log holds data: keep {out_dir} private"
+
     # ---- validate
     def bench_target(self, opts: Any) -> Any:
         """The server `validate` measures (hpadvise.benchmarks.target.BenchTarget): a scratch

@@ -17,6 +17,7 @@ from hpadvise.profiles import Profile
 
 from . import findings as _findings
 from .actions import PgRestart, PgSetting, spec_of
+from .capture import PgReload
 from .patroni_actions import PatroniParams, PatroniRestart
 from .discovery import Discovery
 from .state import Cluster
@@ -35,8 +36,8 @@ class PostgresEngine(Engine):
     process_names = ("postgres", "postmaster")
     profile_schema = {"huge_pages": (str, ("on", "try", "off"), "on")}
     codes = _findings.CODES
-    action_kinds = (PgSetting, PgRestart, PatroniParams, PatroniRestart)
-    benches = ("pgbench", "tpcc")
+    action_kinds = (PgSetting, PgRestart, PatroniParams, PatroniRestart, PgReload)
+    benches = ("pgbench", "tpcc", "replay")
     validate_default = True
     options = (EngineOption("--pgdata", "Also plan for a stopped PostgreSQL cluster in this "
                             "data directory (repeatable).", "DIR"),
@@ -158,6 +159,14 @@ class PostgresEngine(Engine):
             return PatroniRestart(**spec_of(c, inst.id), api=m.api, scope=m.scope,
                                   member=m.member, role=m.role, config=m.config)
         return PgRestart(**spec_of(c, inst.id))
+
+    def capture(self, inst, out_dir, duration_s, journal_dir, base, say, progress):
+        from .capture import capture
+        return capture(inst, out_dir, duration_s, journal_dir, base, say, progress)
+
+    def capture_privacy(self, out_dir: str) -> str:
+        from .capture import PRIVACY
+        return PRIVACY.format(dir=out_dir)
 
     def bench_target(self, opts):
         from .bench import PgTarget

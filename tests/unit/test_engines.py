@@ -76,6 +76,10 @@ def _engine_actions(hosts) -> list:
             ra = eng.restart_action(inst) if inst.running else None
             if ra is not None:
                 out.append((eng, ra, True))
+            if inst.engine == "postgres" and inst.running:  # capture's reload, made by no plan
+                from hpadvise.plugins.postgres.actions import spec_of
+                from hpadvise.plugins.postgres.capture import PgReload
+                out.append((eng, PgReload(**spec_of(inst.state, inst.id)), True))
     return out
 
 

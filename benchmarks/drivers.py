@@ -66,4 +66,10 @@ BENCHMARKS = {b.name: b for b in (
     Benchmark("tpcc", ("tpcc",), (
         ("tpcc", "TPC-C (hpadvise's sysbench script): new orders, payments, deliveries"),),
         100, "warehouses", False, ("sysbench", "sysbench")),
+    # A replay of a captured statement log (--replay): the user's own statements on a copy
+    # of the user's own data; its size is the copy's, not a scale.
+    Benchmark("replay", ("replay",), (
+        ("replay", "a replay of a captured statement log: the user's own statements, each "
+                   "run one replay of the whole log on data as it was before it"),),
+        0, "", False, ("pgreplay", "pgreplay")),
 )}

@@ -23,6 +23,27 @@ from hpadvise.sysroot import SysRoot
 from .cpus import start_pinned, trade, turn
 
 
+@dataclass
+class State:
+    """What the live display shows."""
+    phase: str = "starting"
+    variant: str = ""
+    block: int = 0
+    started: float = field(default_factory=time.time)
+    budget_s: int = 0
+    live_tps: float | None = None
+    last_run: str = ""   # the latest finished run, for plain progress lines
+
+    @property
+    def elapsed(self) -> float:
+        return time.time() - self.started
+
+
+class Interrupted(BaseException):
+    """SIGTERM, raised where it lands; a BaseException, as KeyboardInterrupt is, so that no
+    `except Exception` keeping a rollback going (journal.rollback, PgSetting.set) swallows it."""
+
+
 class RunOverrun(Exception):
     """A benchmark run did not end in its time (warm-up + run + Options.run_grace_s): its
     clients are stopped and validate ends with what the runs before it measured."""
@@ -57,6 +78,10 @@ class Sample:
     phase: str | None = None
     # THP enabled and shmem_enabled as read while the run was measured
     thp_modes: dict | None = None
+    # the work of the measured part (transactions, or a replay's statements) and how much of
+    # it failed (a replay's statements with an error; None where the driver does not say)
+    work: int | None = None
+    errors: int | None = None
 
 
 def meminfo(sr: SysRoot) -> dict:

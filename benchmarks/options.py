@@ -17,6 +17,7 @@ from hpadvise.sizing import fmt_bytes, parse_bytes, sysfs_pool
 from hpadvise.sysroot import SysRoot
 
 from .drivers import BENCHMARKS
+from .own import check_own
 from .variants import VARIANTS, host_wide, kind, labels_for, phases_for
 
 DESIGNS = ("auto", "restart", "resident", "simultaneous")
@@ -70,6 +71,14 @@ class Options:
     # the report
     default_notes: list[str] = field(default_factory=list)
     start_s: float | None = None  # seconds a server start costs an epoch (start_seconds)
+    # the user's own workload and data (benchmarks/own.py)
+    script: str | None = None  # a pgbench script or sysbench Lua script
+    copy: bool = False  # the scratch servers are copies of --instance
+    replay: str | None = None  # a statement log, or a capture directory, to replay
+    replay_speed: float | None = None  # pgreplay -s (None: as fast as the server goes)
+    database: str | None = None  # the copy's database a --script runs in
+    script_hash: str | None = None
+    replay_hash: str | None = None
 
 
 def check(o: Options, sr: SysRoot):
@@ -83,6 +92,7 @@ def check(o: Options, sr: SysRoot):
     if len(o.variants) < 2:
         raise InputError("give at least two variants to compare")
     engine = registry.get(o.db)
+    check_own(o)
     if not engine.benches:
         raise InputError(f"validate does not support engine {o.db}; engines with "
                          "benchmarks: " + ", ".join(e.name for e in registry.all() if e.benches))
@@ -105,7 +115,12 @@ def check(o: Options, sr: SysRoot):
     o.buffers = o.buffers or DEFAULT_BUFFERS
     parse_bytes(o.buffers, "--buffers")
     target = engine.bench_target(o)  # checks only: binaries, the instance
-    if given or o.instance:
+    source = getattr(target, "source", None)
+    if source is not None:  # a copy runs with its source's buffers unless given
+        if not given:
+            o.buffers = target.buffers = source.buffers
+        buffers_source = "given" if given else f"the source's own ({source.label})"
+    elif given or o.instance:
         buffers_source = "given" if given else "the instance's own"
     else:
         o.buffers, buffers_source = default_buffers(o, target, sr)
@@ -113,10 +128,15 @@ def check(o: Options, sr: SysRoot):
     sb = target.buffers_bytes()
     per_mb = b.mb_per_unit
     scale_given = o.scale is not None
-    if o.scale is None:
+    copied = getattr(target, "data_bytes", None)  # the user's data: its size, not a scale
+    if copied is not None:
+        o.scale = 0
+    elif o.scale is None:
         o.scale = max(1, int(sb * 0.75 / (per_mb << 20)))  # the data fits in the buffers
-    if o.scale < 1:
+    if o.scale < 1 and copied is None:
         raise InputError(f"--scale {o.scale}: give at least 1")
+    if o.clients is None and o.replay:
+        o.clients = 1  # a replay's sessions are the log's (its report says so)
     if o.clients is None:
         o.clients, why = default_clients()
         o.default_notes.append(why)
@@ -143,10 +163,22 @@ def check(o: Options, sr: SysRoot):
         o.variants += gigantic_variant(o, sb, sr, target)
     design, design_reason, phases = choose_design(o, target, sb, sr)
     n = len(o.variants) - len([v for v in phases if host_wide(v)])  # servers side by side
-    servers = 1 if design == "restart" or o.instance else n
+    servers = 1 if design == "restart" or (o.instance and not o.copy) else n
     free = shutil.disk_usage(tempfile.gettempdir()).free
     need = disk_need(o.scale, per_mb, servers, target.wal_bytes)
-    if need > free and not scale_given:
+    if copied is not None:
+        # every server's copy, a quarter more for growth, WAL; a replay keeps one more
+        # copy, the data as before the log (reset before every run)
+        need = (servers + (1 if o.replay else 0)) * (copied * 5 // 4) + \
+            servers * target.wal_bytes
+        if need > free:
+            raise InputError(f"{servers} cop{'ies' if servers > 1 else 'y'} of "
+                             f"{fmt_bytes(copied)} of data" + (" and one kept for resets"
+                                                               if o.replay else "") +
+                             f" need ~{fmt_bytes(need)} of disk in {tempfile.gettempdir()}, "
+                             f"{fmt_bytes(free)} is free; set TMPDIR to a larger disk, or "
+                             "give --design restart (one server)")
+    if need > free and not scale_given and copied is None:
         # the default scale fills 3/4 of the buffers; where the disk cannot hold every
         # server's copy of that, the data shrinks to what it holds (said in the report)
         # rather than refusing the command a user typed without a scale
@@ -173,6 +205,8 @@ def check(o: Options, sr: SysRoot):
     if o.swap_s is not None and not (math.isfinite(o.swap_s) and o.swap_s >= 0):
         raise InputError(f"--swap-seconds {o.swap_s}: give 0 (no swapping within a run) "
                          "or more")
+    if o.run_s is None and o.replay:
+        o.run_s = MIN_RUN_S  # until the unmeasured replay says how long one takes (fixed.py)
     if o.run_s is None:
         per = run_seconds(o, design, n, phases)
         if per < MIN_RUN_S and phases and not o.variants_given:
@@ -380,7 +414,7 @@ def choose_design(o: Options, target, buffers: int, sr: SysRoot
         why = (f"{', '.join(host)} change{'s' if len(host) == 1 else ''} host-wide THP "
                "knobs and no comparison of per-server settings with current runs beside "
                "them, so every variant needs the host to itself")
-    elif o.instance:
+    elif o.instance and not o.copy:  # copies of it can be doubled
         why = "--instance measures one running server, which cannot be doubled"
     elif isinstance(blocker := target.twin_blocker(), str):
         why = blocker

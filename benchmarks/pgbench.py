@@ -117,16 +117,32 @@ class Run:
     p99_ms: float
     progress: list[tuple[float, float, float]] = field(default_factory=list)
     transactions: int | None = None
+    errors: int | None = None  # work that failed, where the driver counts it (a replay)
 
 
 class Pgbench:
     def __init__(self, binary: str, host: str, port: int, user: str, dbname: str,
-                 run_as: dict | None = None):
+                 run_as: dict | None = None, script: str | None = None):
         self.binary, self.host, self.port, self.user, self.dbname = binary, host, port, user, dbname
         self.run_as = run_as or {}
+        self.script = script  # a user's script (--script) instead of the built-in workload
 
     def _base(self) -> list[str]:
         return [self.binary, "-h", self.host, "-p", str(self.port), "-U", self.user]
+
+    def trial(self) -> None:
+        """One transaction of a user's script by one client (pgbench -t 1): a script that
+        fails on this data is bad input, said before anything is measured."""
+        from hpadvise.errors import InputError
+        r = subprocess.run(self._base() + ["-n", "-f", self.script, "-t", "1", "-c", "1",
+                                           self.dbname], capture_output=True, text=True,
+                           cwd="/", **self.run_as)
+        said = [ln for ln in (r.stderr + r.stdout).splitlines()
+                if "error" in ln.lower() or "fatal" in ln.lower()]
+        if r.returncode != 0 or said:
+            raise InputError(f"--script {os.path.basename(self.script)} fails on database "
+                             f"{self.dbname}: {(said or ['exit %d' % r.returncode])[0][:300]}"
+                             "; fix the script, or name its database with --database")
 
     def init(self, scale: int, progress=None) -> None:
         """Load the data as pgbench does by default: COPY of rows it generates, into tables
@@ -152,7 +168,11 @@ class Pgbench:
         cmd = self._base() + ["-M", "prepared", "-c", str(clients),
                               "-j", str(min(clients, os.cpu_count() or 1)),
                               "-T", str(warm_s + seconds), "-P", "1"]
-        if workload == "select":
+        if self.script:
+            # -n: no vacuum of pgbench's own tables, which a user's data need not have
+            # (pgbench docs, -f and -n)
+            cmd += ["-n", "-f", self.script]
+        elif workload == "select":
             cmd.append("-S")
         if logprefix:
             # a 1-in-10 sample of the transactions is plenty for p99 (select-only logs ~75k

@@ -48,12 +48,13 @@ def render_terminal(result: dict, console) -> None:
     m = result["meta"]
     if m.get("workload_about"):
         console.print(f"[dim]workload: {m['workload_about']}[/dim]")
-    console.print(f"[dim]{m.get('workload')} workload, {_scale(m)}, "
-                  f"{m.get('clients')} clients, {m.get('run_s')} s runs after "
+    console.print(f"[dim]{m.get('workload')} workload, {_scale(m)}, {_clients(m)}, "
+                  f"{m.get('run_s')} s runs after "
                   f"{m.get('warm_s')} s warm-up, {_buffers(m)} {m.get('shared_buffers')}"
                   f"{_buffers_source(m)}; stopped: "
                   f"{'interrupted' if m.get('interrupted') else m.get('stopped', '?')}[/dim]")
-    for line in (server_line(m), defaults_line(m), _design(m), *phase_lines(result),
+    for line in (*origin_lines(m), server_line(m), defaults_line(m), _design(m),
+                 *phase_lines(result),
                  _steal(result), _dtlb(result), *knob_lines(result)):
         if line:
             console.print(f"[dim]{line}[/dim]")
@@ -207,12 +208,13 @@ def render_html(result: dict) -> str:
 td,th{{border:1px solid #ccc;padding:4px 8px}}</style></head><body>
 <h1>hpadvise validate</h1>
 <p>{html.escape(str(m.get('workload')))} workload, {_scale(m)},
-{m.get('clients')} clients, {m.get('run_s')} s measured per run after {m.get('warm_s')} s
+{_clients(m)}, {m.get('run_s')} s measured per run after {m.get('warm_s')} s
 warm-up, {_buffers(m)}
 {html.escape(str(m.get('shared_buffers')) + _buffers_source(m))}, {_server(m)}.
 {html.escape(defaults_line(m))}
 Stopped: {'interrupted' if m.get('interrupted') else html.escape(str(m.get('stopped', '?')))}.
 {_steal(result)} {html.escape(_dtlb(result))}</p>
+{"".join(f"<p>{html.escape(a)}</p>" for a in origin_lines(m))}
 <h2>Should I apply the plan?</h2>
 {"".join(f"<p>{html.escape(a)}</p>" for a in answer(result) + advice(result))}
 <p>{html.escape(_design(m))}</p>
@@ -431,7 +433,29 @@ def _steal(result: dict) -> str:
             f"(median {sorted(vals)[len(vals) // 2]:.1f}%).")
 
 
+def origin_lines(m: dict) -> list[str]:
+    """What was measured: the workload's origin and the data's, and for a replay how far it
+    matched the log (its unmeasured first replay's errors; every run is refused above the
+    share the driver allows)."""
+    out = [f"{k} origin: {m[f'{k}_origin']}" for k in ("workload", "data")
+           if m.get(f"{k}_origin")]
+    cal = m.get("calibration")
+    if cal:
+        out.append(f"replay check: the unmeasured first replay ran {cal['statements']:,} "
+                   f"statements on {cal.get('connections') or '?'} connections in "
+                   f"{cal['seconds']:.1f} s, {cal['errors']} with an error; the clients "
+                   "setting does not apply (each logged session replays on its own "
+                   "connection)")
+    return out
+
+
+def _clients(m: dict) -> str:
+    return "the logged sessions" if m.get("bench") == "replay" else f"{m.get('clients')} clients"
+
+
 def _scale(m: dict) -> str:
+    if m.get("scale") == 0:  # the user's data (a copy), not generated at a scale
+        return "the user's data"
     b = BENCHMARKS.get(m.get("bench") or "")
     loaded = f" (loaded in {m['load_s']:.0f} s)" if m.get("load_s") is not None else ""
     return f"{m.get('bench')} {b.unit if b else 'scale'} {m.get('scale')}{loaded}"

@@ -38,7 +38,7 @@ import signal
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from typing import Callable
 
 from hpadvise.actions import Pool, SysfsChoice, Compact
@@ -51,7 +51,9 @@ from hpadvise.sysroot import SysRoot
 from . import stats
 from .cpus import ALL_CPUS, cpu_groups, pin_trees
 from .drivers import BENCHMARKS
-from .measure import RunOverrun, Sample, run_clients
+from .fixed import budget_note, calibrate, resets
+from .measure import Interrupted, RunOverrun, Sample, State, run_clients
+from .own import origins
 from .options import Options, check
 from .switching import THP, Switcher, ValidateError
 from .target import BenchTarget
@@ -63,27 +65,6 @@ __all__ = ["Options", "Sample", "Validation", "ValidateError", "RunOverrun"]
 # What a run stopped by --target-ci says of itself (stats.should_stop: why it covers less).
 EARLY_STOP = "--target-ci reached (an interval stopped on its own width covers a little less " \
     "than 95%)"
-
-
-@dataclass
-class State:
-    """What the live display shows."""
-    phase: str = "starting"
-    variant: str = ""
-    block: int = 0
-    started: float = field(default_factory=time.time)
-    budget_s: int = 0
-    live_tps: float | None = None
-    last_run: str = ""   # the latest finished run, for plain progress lines
-
-    @property
-    def elapsed(self) -> float:
-        return time.time() - self.started
-
-
-class Interrupted(BaseException):
-    """SIGTERM, raised where it lands; a BaseException, as KeyboardInterrupt is, so that no
-    `except Exception` keeping a rollback going (journal.rollback, PgSetting.set) swallows it."""
 
 
 class Validation:
@@ -108,6 +89,7 @@ class Validation:
         self.pmu = pmu_state()  # "present", or why dTLB counters cannot be had here
         self.buffers_source = ""  # where the scratch server's buffer size came from
         self.commands: dict[str, list[str]] = {}  # variant -> its first benchmark command
+        self.calibration: dict | None = None  # a replay's unmeasured first run (fixed.py)
 
     # ---- checks before anything changes
     def preflight(self) -> None:
@@ -163,8 +145,14 @@ class Validation:
         loading = time.time()
         self.bench = t.driver(o.bench, o.scale)
         self.load_s = round(time.time() - loading, 1)
+        if o.script:
+            self.bench.trial()  # a script that fails here is bad input, said now
+        if resets(self.bench):  # a replay: its length and errors, before any copy is made
+            calibrate(self)
         if self.design != "restart":
             self._make_servers()
+        if resets(self.bench):
+            budget_note(self, len(self.side_by_side), self.phases)
         defrag = (self.sr.read(f"{THP}/defrag", quiet_missing=True) or "")
         defrag = (re.search(r"\[(\S+)\]", defrag) or re.search(r"(\S+)", defrag or "?"))
         self.meta = {"skipped": self.skipped, "design": self.design,
@@ -186,6 +174,7 @@ class Validation:
                      "prewarm_note": t.prewarm_note, "settings_note": t.settings_note,
                      "target_ci_pct": o.target_ci_pct, "band_pct": o.band_pct,
                      "dtlb_counters": self.pmu,
+                     **origins(o, t, self.bench), "calibration": self.calibration,
                      "setup_s": round(time.time() - self.state.started, 1),
                      "load_s": self.load_s}
         self.state.started = time.time()  # the budget covers the runs, not the data load
@@ -299,8 +288,12 @@ class Validation:
         self._update(phase="switching")
         sw.current = v
         # a held pool already has this variant's pages (it was sized for them)
-        sw.apply([(a, new) for a, new in sw.steps(v, t)
-                  if not (isinstance(a, Pool) and a.size_kb in sw.held_kb)], t)
+        steps = [(a, new) for a, new in sw.steps(v, t)
+                 if not (isinstance(a, Pool) and a.size_kb in sw.held_kb)]
+        if resets(self.bench):  # a replay's data as before its log
+            t.stop()
+            t.reset_data()
+        sw.apply(steps, t)
         try:
             self.restarted = True
             t.restart()
@@ -329,7 +322,7 @@ class Validation:
                     blk = epoch * o.rounds + r
                     if self.design == "simultaneous":
                         # each server meets every CPU group over the rounds of an epoch
-                        jobs = [(v, *self.servers[v], groups[group_of(i, r, n)])
+                        jobs = [(v, *self.servers[v], groups[group_of(i, blk, n)])
                                 for i, v in enumerate(sbs)]
                         self._update(variant="all at once", block=blk + 1)
                         got = self._measure(jobs, blk, epoch, phase)
@@ -370,6 +363,8 @@ class Validation:
         # at once: each stop's checkpoint writes its own server's dirty pages, waiting for none
         with ThreadPoolExecutor(len(self.servers)) as ex:
             list(ex.map(lambda t: t.stop(), [t for t, _ in self.servers.values()]))
+        for t, _ in self.servers.values() if resets(self.bench) else ():
+            t.reset_data()  # a replay's data as before its log
         if phase:
             base = self.servers[THP_BASE][0]
             self._update(phase=f"epoch {epoch + 1}: THP phase {phase}", variant=phase)
@@ -426,7 +421,7 @@ class Validation:
                        mem.get("shmem_huge_kb"), mem.get("hugetlb_kb"), t.backing(), thp,
                        run.progress, round(started, 1), steal, dtlb, epoch,
                        sorted(cpus) if cpus is not None else None, self._server_no(t), traded,
-                       phase, mem.get("thp_modes"))
+                       phase, mem.get("thp_modes"), run.transactions, run.errors)
                 for (v, t, _, cpus), run, pte, traded in zip(jobs, runs, ptes, trades)]
 
     def _server_no(self, t: BenchTarget) -> int | None:

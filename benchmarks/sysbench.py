@@ -62,8 +62,13 @@ class Sysbench:
     {"driver": "mysql", "socket": ..., "user": ..., "db": ...} or
     {"driver": "pgsql", "host": socket dir, "port": ..., "user": ..., "db": ...}."""
 
-    def __init__(self, conn: dict, scale: int = 1, tables: int = 1, binary: str = "sysbench"):
+    def __init__(self, conn: dict, scale: int = 1, tables: int = 1, binary: str = "sysbench",
+                 script: str | None = None):
         self.conn, self.scale, self.tables, self.binary = conn, scale, tables, binary
+        # a user's Lua script (--script) instead of ours: run with the connection options
+        # only (sysbench refuses options a script does not declare), prepared by its own
+        # `prepare` command where the data is generated
+        self.script = script
 
     def _base(self) -> list[str]:
         c = self.conn
@@ -73,17 +78,38 @@ class Sysbench:
         else:
             opts = ["--db-driver=pgsql", f"--pgsql-host={c['host']}", f"--pgsql-port={c['port']}",
                     f"--pgsql-user={c['user']}", f"--pgsql-db={c['db']}"]
+        if self.script:
+            return [self.binary, self.script, *opts]
         return [self.binary, LUA, *opts, f"--scale={self.scale}", f"--tables={self.tables}"]
 
-    def _cmd(self, command: str, threads: int = 1) -> subprocess.CompletedProcess:
-        r = subprocess.run(self._base() + [f"--threads={threads}", command],
+    def _cmd(self, command: str, threads: int = 1, extra: list[str] | None = None
+             ) -> subprocess.CompletedProcess:
+        r = subprocess.run(self._base() + [f"--threads={threads}", *(extra or []), command],
                            capture_output=True, text=True, cwd="/")
         if r.returncode != 0:
-            raise RuntimeError(f"sysbench tpcc {command} failed: {_why(r.stdout + r.stderr)}")
+            raise RuntimeError(f"sysbench {self.script or 'tpcc'} {command} failed: "
+                               f"{_why(r.stdout + r.stderr)}")
         return r
 
     def prepare(self) -> None:
-        self._cmd("prepare", threads=min(self.tables, os.cpu_count() or 1))
+        try:
+            self._cmd("prepare", threads=min(self.tables, os.cpu_count() or 1))
+        except RuntimeError as exc:
+            # a user's script needs no prepare of its own: sysbench says "... does not
+            # implement the 'prepare' command" (sysbench 1.0.20) and the run uses the data
+            # as it is
+            if not (self.script and "does not implement the 'prepare'" in str(exc)):
+                raise
+
+    def trial(self) -> None:
+        """One event of a user's script on one thread: a script that fails on this data is
+        bad input, said before anything is measured."""
+        from hpadvise.errors import InputError
+        try:
+            self._cmd("run", threads=1, extra=["--events=1", "--time=0"])
+        except RuntimeError as exc:
+            raise InputError(f"--script {os.path.basename(self.script or LUA)}: {exc}; fix "
+                             "the script") from None
 
     def check(self) -> str:
         return self._cmd("check").stdout
@@ -120,7 +146,7 @@ class Sysbench:
         rest, _ = proc.communicate()
         out = "".join(lines) + (rest or "")
         if proc.returncode != 0:
-            raise RuntimeError(f"sysbench tpcc run failed (exit {proc.returncode}): {_why(out)}")
+            raise RuntimeError(f"sysbench run failed (exit {proc.returncode}): {_why(out)}")
         final = final_report(out)
         n, tps, avg = parse_summary(final)
         hist = parse_histogram(final)

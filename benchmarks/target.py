@@ -98,6 +98,10 @@ class BenchTarget:
     def stop(self) -> None:
         """Stop a scratch server (releasing its huge pages); a real instance keeps running."""
 
+    def reset_data(self) -> None:
+        """Put a stopped server's data back as it was before the first run (a replay's
+        statements write; benchmarks/fixed.py); nothing where the data is not reset."""
+
     def destroy(self) -> None:
         """Remove what setup() created."""
 
@@ -169,3 +173,13 @@ def check_run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
     if r.returncode != 0:
         raise RuntimeError(f"{os.path.basename(cmd[0])} failed: {r.stderr.strip()[-400:]}")
     return r
+
+
+def own_copy(path: str, directory: str, pw) -> str:
+    """A copy of the user's file (a --script) in a scratch server's directory, the server's
+    OS user's alone: the client runs as that user, who may not read the original."""
+    dest = os.path.join(directory, os.path.basename(path))
+    shutil.copyfile(path, dest)
+    os.chmod(dest, 0o600)
+    os.chown(dest, pw.pw_uid, pw.pw_gid)
+    return dest

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install everything the tests need on a fresh Debian/Ubuntu machine, then run them.
 #   sudo scripts/test.sh [pytest args]
-# Debian packages (only those missing): PostgreSQL server, MariaDB server, sysbench, a JDK,
+# Debian packages (only those missing): PostgreSQL server, MariaDB server, sysbench, pgreplay, a JDK,
 # python3-venv, util-linux, procps, tuned, openssh-server, patroni and etcd-server (installed
 # without starting them), qemu-system-x86, runc (the container runtime). Python: hpadvise with its [test] extras (ansible-core among them)
 # in a venv.
@@ -17,6 +17,7 @@ have_pg() { compgen -G '/usr/lib/postgresql/*/bin/postgres' >/dev/null; }
 have_pg || missing+=(postgresql)
 command -v mariadbd >/dev/null || [ -x /usr/sbin/mariadbd ] || missing+=(mariadb-server)
 command -v sysbench >/dev/null || missing+=(sysbench)
+command -v pgreplay >/dev/null || missing+=(pgreplay)
 command -v javac >/dev/null || missing+=(default-jdk-headless)
 command -v runuser >/dev/null || missing+=(util-linux)
 command -v ps >/dev/null || missing+=(procps)

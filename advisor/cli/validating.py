@@ -73,6 +73,27 @@ def validate(
     instance: Annotated[Optional[str], typer.Option(
         metavar="ID", help="Benchmark this running instance (in a scratch database validate creates and "
              "drops) instead of a scratch cluster.")] = None,
+    script: Annotated[Optional[str], typer.Option(
+        metavar="FILE", help="Your own workload: a pgbench script (pgbench -f; variables "
+             "and meta-commands as pgbench reads them) or, with --bench tpcc, a sysbench Lua "
+             "script, run in place of the built-in workload in every design.")] = None,
+    copy: Annotated[bool, typer.Option(
+        "--copy", help="With --instance: the scratch servers are copies of that running "
+             "cluster (pg_basebackup; its only load is the copy's read), so the runs work "
+             "on its data; the instance itself is never restarted or changed. Needs "
+             "--script or --replay.")] = False,
+    replay: Annotated[Optional[str], typer.Option(
+        metavar="LOG|DIR", help="Replay a captured statement log with pgreplay on every "
+             "variant's copy: a directory from `hpadvise capture` (with the base backup "
+             "taken before its log), or a log file (csvlog, or stderr with log_line_prefix "
+             "'%m|%u|%d|%c|') with --instance ID --copy. Its statements write on the "
+             "copies only.")] = None,
+    replay_speed: Annotated[Optional[float], typer.Option(
+        metavar="FACTOR", help="pgreplay's speed factor (-s): 1 replays at the logged pace "
+             "[default: as fast as the server serves it].")] = None,
+    database: Annotated[Optional[str], typer.Option(
+        metavar="NAME", help="The copy's database --script runs in [default: its largest].")]
+    = None,
     allow_restart: Annotated[bool, typer.Option(
         "--allow-restart", help="Let validate restart --instance between variants.")] = False,
     scratch: Annotated[bool, typer.Option(
@@ -97,6 +118,10 @@ def validate(
       hpadvise validate --variants recommended,recommended --band 2% --duration 10m
       hpadvise validate --db mysql --bench tpcc --duration 10m --buffers 4GB
       hpadvise validate --db postgres --bench tpcc --duration 5m
+      hpadvise validate --script my.sql --duration 10m
+      hpadvise validate --instance main --copy --script orders.sql --database shop
+      hpadvise capture --instance main --duration 5m --output /var/tmp/cap
+      hpadvise validate --replay /var/tmp/cap --duration 20m --html replay.html
     """
     import json
 
@@ -122,7 +147,8 @@ def validate(
         target_ci_pct=pct(target_ci, "--target-ci") if target_ci is not None else None,
         band_pct=pct(band, "--band"), buffers=buffers, profile=profile,
         instance=instance, allow_restart=allow_restart, design=design, rounds=rounds,
-        swap_s=swap_seconds, targets=targets(), variants_given=variants is not None)
+        swap_s=swap_seconds, targets=targets(), variants_given=variants is not None,
+        script=script, copy=copy, replay=replay, replay_speed=replay_speed, database=database)
     if scratch and instance:
         raise InputError("--scratch and --instance exclude each other")
     form = fmt_of(fmt, json_out)

@@ -159,6 +159,13 @@ class MariaTarget(BenchTarget):
                              "mariadb-server)")
         self.binary = self.server_exe + (f" (the binary of {inst.id}, the server validate "
                                          "follows)" if exe else " (PATH)")
+        if opts.copy or opts.replay:
+            # a copy would come from mariabackup (Debian: mariadb-backup) or a stopped
+            # server's files; no tool in Debian replays a general log (Debian 12's archive
+            # has pgreplay only)
+            raise InputError("--copy and --replay run on PostgreSQL only: MariaDB/MySQL "
+                             "copies are not made yet, and Debian has no tool that replays "
+                             "a general log; use --script FILE (a sysbench Lua script)")
         self.o = opts
         self.buffers = opts.buffers
         self.m: ScratchMaria | None = None
@@ -207,8 +214,9 @@ class MariaTarget(BenchTarget):
 
     def driver(self, bench: str, scale: int, load: bool = True):
         from hpadvise.benchmarks.sysbench import Sysbench
+        # sysbench runs as root here: it reads a --script where the user keeps it
         d = Sysbench({"driver": "mysql", "socket": self.m.socket, "user": "root",
-                      "db": self.dbname}, scale=scale)
+                      "db": self.dbname}, scale=scale, script=self.o.script)
         if load:
             d.prepare()
         return d

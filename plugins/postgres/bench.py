@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import glob
 import os
+import pwd
 import shutil
 import subprocess
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 from hpadvise.benchmarks.target import (BenchTarget, check_run, free_port, mark_scratch,
-                                        need_binary, owned_tmpdir, run_as)
+                                        need_binary, own_copy, owned_tmpdir, run_as)
 from hpadvise.errors import InputError
 from hpadvise.procs import Proc, backing_of
 from hpadvise.sysroot import SysRoot
@@ -206,6 +208,10 @@ LOAD_SETTINGS = {"wal_level": "minimal", "max_wal_senders": "0"}
 RUN_SETTINGS = {"wal_level": "replica", "max_wal_senders": "10", "checkpoint_timeout": "1h",
                 "max_wal_size": "4GB", "synchronous_commit": "off", "full_page_writes": "off"}
 WAL_BYTES = 4 << 30  # max_wal_size: the disk a scratch server's WAL may take
+COPY_NOTE = ("copies: the source's own settings, then validate's: its own port and socket, "
+             "no archiving or statement logging, local connections only, and "
+             "checkpoint_timeout = 1h, max_wal_size = 4GB, synchronous_commit = off and "
+             "full_page_writes = off as for generated data (the copies share one disk)")
 
 
 def prewarm_queries(rels: list[tuple[int, int]], sessions: int) -> list[str]:
@@ -239,10 +245,20 @@ class PgTarget(BenchTarget):
         from hpadvise.benchmarks.options import followed
         from .binaries import client_tool, for_scratch
         self.o = opts
+        from .sources import CopySource, find_instance
         self.c: ScratchCluster | RunningCluster | None = None
         self.running = None
-        if opts.instance:
-            self.running = _find_instance(opts)
+        self.pristine: str | None = None  # a replay's data as before its log (reset_data)
+        # the user's data (--copy, a capture's base backup), or None: the benchmark's own
+        self.source = CopySource(opts) if opts.copy or opts.replay else None
+        if self.source is not None:
+            self.data_bytes = self.source.data_bytes
+            self.bindir, why = for_scratch(opts.targets.get("pg_bindir"), SimpleNamespace(
+                id=self.source.label, state=SimpleNamespace(bindir=self.source.bindir,
+                                                            major=self.source.major)))
+            self.binary = f"{self.bindir}/postgres ({why})"
+        elif opts.instance:
+            self.running = find_instance(opts)
             self.bindir = need_binary(self.running.bindir, "PostgreSQL server binaries of "
                                       f"{opts.instance}", "postgresql")
             self.binary = f"{self.bindir}/postgres: {opts.instance}'s own"
@@ -256,7 +272,11 @@ class PgTarget(BenchTarget):
             need_binary(self.pgbench, "pgbench", "postgresql")
             if self.pgbench != f"{self.bindir}/pgbench":
                 self.binary += f"; pgbench {where}"
-        if opts.instance:
+        if self.source is not None:
+            self.buffers = opts.buffers
+            self.label, self.restart_starts = self.source.label, True
+            self.settings_note = COPY_NOTE
+        elif opts.instance:
             self.wal_bytes = 0  # its own server: nothing new on disk but the scratch database
             self.buffers = self.running.settings.get("shared_buffers", "128MB")
             self.label = f"instance {opts.instance}"
@@ -277,7 +297,16 @@ class PgTarget(BenchTarget):
     def setup(self, progress) -> None:
         o = self.o
         self._progress = progress
-        if self.running is not None:
+        if self.source is not None:
+            progress(f"making {self.source.label}")
+            self.c = self.source.make(self.bindir, {
+                "shared_buffers": o.buffers, "huge_pages": "try", **RUN_SETTINGS,
+                "max_connections": str(max(o.max_connections, o.clients + 10))})
+            self.c.start()
+            self.dbname = o.database or self.c.psql(
+                "SELECT datname FROM pg_database WHERE datallowconn AND NOT datistemplate "
+                "ORDER BY pg_database_size(oid) DESC LIMIT 1")
+        elif self.running is not None:
             progress("creating a scratch database")
             self.c = RunningCluster(self.running, self.bindir)
             self.c.create_db()
@@ -296,11 +325,31 @@ class PgTarget(BenchTarget):
             self.c.start()
             self.dbname = "postgres"
         self.instance_ref, self.owner, self.tmpdir = self.c.datadir, self.c.user, self.c.tmp
+        self.dbs = [self.dbname]
+        if self.source is not None:  # the user's data: every database of it is prewarmed
+            self.dbs = self.c.psql("SELECT datname FROM pg_database WHERE datallowconn AND "
+                                   "NOT datistemplate").splitlines()
+            if self.dbname not in self.dbs:
+                raise InputError(f"--database {self.dbname}: no such database in "
+                                 f"{self.source.label} ({', '.join(self.dbs)})")
         try:
-            self.c.psql("CREATE EXTENSION IF NOT EXISTS pg_prewarm", self.dbname)
+            for db in self.dbs:
+                self.c.psql("CREATE EXTENSION IF NOT EXISTS pg_prewarm", db)
         except RuntimeError:  # contrib not installed with these binaries (RHEL: -contrib)
             self.prewarm_note = (f"prewarmed by index scans: pg_prewarm is not installed "
                                  f"with {self.bindir}")
+        if o.replay:  # the data before the log, put back before every run (reset_data)
+            from .copying import keep_pristine
+            self.c.stop("fast")
+            self.pristine = f"{self.c.tmp}/pristine"
+            keep_pristine(self.c.datadir, self.pristine)
+            self.c.start()
+
+    def reset_data(self) -> None:
+        """A stopped copy's data as it was before the log (a replay's statements write)."""
+        if self.pristine:
+            from .copying import reset_data
+            reset_data(self.pristine, self.c.datadir)
 
     def _spec(self) -> dict:
         c = self.c
@@ -350,20 +399,30 @@ class PgTarget(BenchTarget):
                 list(ex.map(lambda q: c.psql(q, db), scans))
             c.psql("CHECKPOINT")
             return
-        rels = [ln.split("|") for ln in c.psql(
-            "SELECT c.oid, pg_relation_size(c.oid) / current_setting('block_size')::int "
-            "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-            "WHERE n.nspname = 'public' AND c.relkind IN ('r', 'i')", db).splitlines() if ln]
+        queries = []
+        for db in self.dbs:
+            rels = [ln.split("|") for ln in c.psql(
+                "SELECT c.oid, pg_relation_size(c.oid) / current_setting('block_size')::int "
+                "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE "
+                "n.nspname NOT IN ('pg_catalog', 'information_schema') AND c.relkind IN "
+                "('r', 'i', 'm', 't')", db).splitlines() if ln]
+            queries += [(q, db) for q in prewarm_queries(
+                [(int(oid), int(n)) for oid, n in rels], workers)]
         with ThreadPoolExecutor(workers) as ex:
-            list(ex.map(lambda q: c.psql(q, db), prewarm_queries(
-                [(int(oid), int(n)) for oid, n in rels], workers)))
+            list(ex.map(lambda qd: c.psql(*qd), queries))
         c.psql("CHECKPOINT")
 
     def driver(self, bench: str, scale: int, load: bool = True):
         c = self.c
+        load = load and self.source is None  # a copy has its data
+        script = self.o.script and own_copy(self.o.script, c.tmp, pwd.getpwnam(c.user))
+        if bench == "replay":
+            from .replay import driver_for
+            return driver_for(self.o, c, self.source)
         if bench == "pgbench":
             from hpadvise.benchmarks.pgbench import Pgbench
-            d = Pgbench(self.pgbench, c.tmp, c.port, c.user, self.dbname, c.run_as)
+            d = Pgbench(self.pgbench, c.tmp, c.port, c.user, self.dbname, c.run_as,
+                        script=script)
             if load:
                 d.init(scale, lambda step: self._progress(
                     f"loading pgbench data (scale {scale}): {step}"))
@@ -371,7 +430,7 @@ class PgTarget(BenchTarget):
             return d
         from hpadvise.benchmarks.sysbench import Sysbench
         d = Sysbench({"driver": "pgsql", "host": c.tmp, "port": c.port, "user": c.user,
-                      "db": self.dbname}, scale=scale)
+                      "db": self.dbname}, scale=scale, script=script)
         if load:
             d.prepare()
             self._after_load()
@@ -426,30 +485,3 @@ class PgTarget(BenchTarget):
     def destroy(self) -> None:
         if self.c is not None:
             self.c.destroy()
-
-
-def _find_instance(opts):
-    """The running cluster --instance names, checked for what validate needs of it."""
-    from hpadvise.engines import Targets
-    from hpadvise.pipeline import inspect, select
-    report = inspect(SysRoot("/"), opts.profile, Targets(), ["postgres"])
-    try:
-        inst = select(report, ["postgres"], [opts.instance])[0]
-    except InputError:
-        if os.path.exists(os.path.join(opts.instance, "PG_VERSION")):
-            raise InputError(f"the cluster in {opts.instance} is not running; start it, "
-                             "or leave out --instance to use a scratch cluster") from None
-        raise
-    c = inst.state
-    if not inst.running or c is None or not c.owner:
-        raise InputError(f"instance {opts.instance} is not running; start it, or let "
-                         "validate create a scratch cluster (leave out --instance)")
-    if c.connected_as is None:
-        raise InputError(f"cannot connect to {inst.id} as {c.owner}; validate needs a "
-                         "superuser connection over its socket")
-    if not opts.allow_restart:
-        raise InputError("every variant needs a restart of the server (huge pages are "
-                         "reserved at start; THP reaches shared memory at new faults): "
-                         "add --allow-restart, or leave out --instance to use a scratch "
-                         "cluster")
-    return c

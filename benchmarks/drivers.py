@@ -42,6 +42,7 @@ class Benchmark:
     unit: str  # what the scale counts ("scale", "warehouses")
     logs: bool  # writes per-transaction logs (percentiles) into a directory of the server's
     needs: tuple[str, str] | None = None  # (executable, Debian package) that must be installed
+    rate: str = "TPS"  # what a run's figure counts per second, as the report names it
 
     def loading(self, scale: int) -> str:
         return f"loading {self.name} data ({self.unit} {scale})"
@@ -71,5 +72,5 @@ BENCHMARKS = {b.name: b for b in (
     Benchmark("replay", ("replay",), (
         ("replay", "a replay of a captured statement log: the user's own statements, each "
                    "run one replay of the whole log on data as it was before it"),),
-        0, "", False, ("pgreplay", "pgreplay")),
+        0, "", False, ("pgreplay", "pgreplay"), "statements/s"),
 )}

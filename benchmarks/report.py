@@ -441,6 +441,7 @@ def origin_lines(m: dict) -> list[str]:
            if m.get(f"{k}_origin")]
     cal = m.get("calibration")
     if cal:
+        out.append("TPS here: statements per second over each run's replay")
         out.append(f"replay check: the unmeasured first replay ran {cal['statements']:,} "
                    f"statements on {cal.get('connections') or '?'} connections in "
                    f"{cal['seconds']:.1f} s, {cal['errors']} with an error; the clients "

@@ -276,7 +276,8 @@ class Validation:
                     del self.samples[n0:]  # only whole blocks count
                     raise
                 self._update(last_run=f"block {block + 1} {v}: "
-                                      f"{self.samples[-1].tps:,.0f} TPS")
+                                      f"{self.samples[-1].tps:,.0f} "
+                                      f"{BENCHMARKS[o.bench].rate}")
             block += 1
             block_times.append(time.time() - t0)
             if self._done(block_times):
@@ -335,7 +336,8 @@ class Validation:
                                                  phase)
                     self.samples += got
                     self._update(last_run=f"epoch {epoch + 1}{under} round {r + 1}: " +
-                                 ", ".join(f"{s.variant} {s.tps:,.0f} TPS" for s in got))
+                                 ", ".join(f"{s.variant} {s.tps:,.0f} "
+                                           f"{BENCHMARKS[o.bench].rate}" for s in got))
             except RunOverrun:
                 del self.samples[n0:]  # only whole epochs count (every CPU, every round)
                 raise

@@ -222,7 +222,8 @@ def capture(inst, out_dir: str, duration_s: int, journal_dir: str, base: bool,
         meta["base"] = "base"
     jr.open_dir(journal_dir)
     with jr.Lock(journal_dir):
-        j = jr.Journal.create(journal_dir, {"argv": sys.argv[1:], "command": "capture"})
+        j = jr.Journal.create(journal_dir, {"argv": sys.argv[1:], "command": "capture",
+                                            "instances": [inst.id]})
     reload = PgReload(**spec)
     follower = None
     try:
@@ -234,6 +235,7 @@ def capture(inst, out_dir: str, duration_s: int, journal_dir: str, base: bool,
         follower = Follower(os.path.join(out_dir, meta["log"]), fmt, c.datadir, stderr_path)
         reload.set(True)
         j.done(e, True)
+        j.finish("capture", "logging settings on until the capture ends")
         meta["started"] = time.time()
         say(f"capturing the statements of {inst.id} for {duration_s} s into {out_dir}")
         while (left := meta["started"] + duration_s - time.time()) > 0:

@@ -39,7 +39,10 @@ REPLAY_FASTEST = 1e6
 MAX_ERROR_PCT = 1.0
 
 _PARSED = re.compile(r"^Total SQL statements processed: (\d+)", re.M)
-_RUNTIME = re.compile(r"^Total run time: ([\d.]+) seconds", re.M)
+# "Total run time:" then " %d hours" and " %d minutes" where the time reaches them, then
+# " %.3f seconds" (the format strings in pgreplay 1.2.0's binary)
+_RUNTIME = re.compile(r"^Total run time:(?: (\d+) hours)?(?: (\d+) minutes)? ([\d.]+) seconds",
+                      re.M)
 _EXECUTED = re.compile(r"^SQL statements executed: (\d+)", re.M)
 _ERRORS = re.compile(r"^\((\d+) or ([\d.]+)% of these completed with error\)", re.M)
 _CONNECTIONS = re.compile(r"^Total number of connections: (\d+)", re.M)
@@ -61,7 +64,8 @@ def parse_stats(out: str) -> ReplayStats:
     if not (rt and ex and er):
         raise ValueError("no replay statistics in pgreplay's output")
     conn = _CONNECTIONS.search(out)
-    return ReplayStats(float(rt.group(1)), int(ex.group(1)), int(er.group(1)),
+    seconds = int(rt.group(1) or 0) * 3600 + int(rt.group(2) or 0) * 60 + float(rt.group(3))
+    return ReplayStats(seconds, int(ex.group(1)), int(er.group(1)),
                        float(er.group(2)), int(conn.group(1)) if conn else None)
 
 
@@ -143,7 +147,12 @@ class Replay:
             said = ("".join(lines) + (err or "")).strip().splitlines()
             raise RuntimeError(f"pgreplay failed (exit {proc.returncode}): "
                                f"{said[-1][:300] if said else ''}")
-        s = self.last = parse_stats(out)
+        try:
+            s = self.last = parse_stats(out)
+        except ValueError:
+            said = ("".join(lines) + (err or "") + out).strip().splitlines()
+            raise RuntimeError(f"pgreplay printed no replay statistics; it said: "
+                               f"{' / '.join(said[-3:])[:300] or 'nothing'}") from None
         if s.error_pct > MAX_ERROR_PCT:
             raise ReplayMismatch(s)
         # no latencies: pgreplay reports statement durations in whole milliseconds at best

@@ -84,6 +84,9 @@ def capture(c, tmp_path, out, seconds: int, *extra: str) -> subprocess.Completed
     assert logging_state(c) == before  # every logging setting as before the capture
     assert "statement log holds the data" in r.stderr  # the privacy warning
     assert os.stat(out).st_mode & 0o777 == 0o700
+    h = run_cli("history", "--json", "--journal-dir", str(tmp_path / "journal"))
+    [j] = [j for j in json.loads(h.stdout) if j["argv"][:1] == ["capture"]][-1:]
+    assert j["status"] == "capture" and j["rolled_back"] and j["changes"] >= 6
     return r
 
 
@@ -191,7 +194,7 @@ def test_scripts_of_the_user(knobs, pg_factory, tmp_path):
     assert m["design"] == "simultaneous"  # copies can be doubled, the instance cannot
     lua = tmp_path / "pick.lua"
     lua.write_text('function event()\n  local con = sysbench.sql.driver():connect()\n'
-                   '  con:query("SELECT count(*) FROM pg_class")\n  con:disconnect()\nend\n')
+                   '  con:query("SELECT 1")\n  con:disconnect()\nend\n')
     r = run_cli("validate", "--bench", "tpcc", "--script", str(lua), "--duration", "30s",
                 "--shared-buffers", "128MB", "--scale", "1", "--run-seconds", "3",
                 "--warmup-seconds", "1", "--variants", "current,hugepages-off", "--json",
@@ -203,6 +206,16 @@ def test_scripts_of_the_user(knobs, pg_factory, tmp_path):
     # run from the server's own copy of it (the clients' OS user may not read the original)
     assert all(any(a.endswith("/pick.lua") for a in cmd)
                for cmd in res["meta"]["bench_commands"].values())
+    r = run_cli("validate", "--db", "mysql", "--script", str(lua), "--duration", "30s",
+                "--shared-buffers", "256MB", "--scale", "1", "--run-seconds", "3",
+                "--warmup-seconds", "1", "--variants", "current,recommended", "--json",
+                "--output", str(tmp_path / "m.json"), timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    res = json.loads((tmp_path / "m.json").read_text())
+    assert res["meta"]["workload_origin"].startswith(f"script {lua}")
+    assert all(s["tps"] > 0 for s in res["samples"])
+    r = run_cli("validate", "--db", "mysql", "--instance", "x", "--copy", "--script", str(lua))
+    assert r.returncode == 2 and "run on PostgreSQL only" in r.stderr
     assert scratch_dirs() == dirs
 
 
@@ -235,3 +248,26 @@ def test_what_is_refused_leaves_nothing(knobs, pg_factory, tmp_path):
         assert r.returncode == 2 and len(lines) == 1 and said in lines[0], (args, r.stderr)
         assert scratch_dirs() == dirs and host_state() == host
     assert c.psql("SELECT count(*) FROM items", "shop") == "50000"
+
+
+def test_copies_that_do_not_fit_are_refused_before_any_is_made(knobs, pg_factory, tmp_path):
+    """TMPDIR on a 64 MiB tmpfs: two copies of the shop and their WAL do not fit; said with
+    the figures, before anything is copied or changed."""
+    c = shop(pg_factory, collector=False)
+    sql = tmp_path / "orders.sql"
+    sql.write_text(LOAD)
+    small = tmp_path / "small"
+    small.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(small)],
+                   check=True)
+    try:
+        host = host_state()
+        r = run_cli("validate", "--instance", c.datadir, "--copy", "--script", str(sql),
+                    "--database", "shop", "--duration", "60s", "--variants",
+                    "current,recommended", env={"TMPDIR": str(small)}, timeout=120)
+        assert r.returncode == 2, r.stderr
+        [line] = [ln for ln in r.stderr.splitlines() if ln.startswith("hpadvise: error")]
+        assert "2 copies of" in line and "is free" in line and str(small) in line
+        assert os.listdir(small) == [] and host_state() == host
+    finally:
+        subprocess.run(["umount", str(small)], check=True)

@@ -32,6 +32,14 @@ def test_replay_report_parsed():
         parse_stats("Parse statistics\n================\n")
 
 
+@pytest.mark.parametrize("said,seconds", [(" 1 minutes 5.250 seconds", 65.25),
+                                          (" 2 hours 0 minutes 1.000 seconds", 7201.0),
+                                          (" 1 hours 3.500 seconds", 3603.5)])
+def test_long_replays_are_timed_in_hours_and_minutes(said, seconds):
+    text = (FIX / "replay-pg15.txt").read_text().replace(" 5.539 seconds", said)
+    assert parse_stats(text).seconds == seconds
+
+
 def test_a_replay_with_errors_is_refused():
     text = (FIX / "replay-pg15.txt").read_text().replace(
         "(0 or 0.000% of these", "(2000 or 2.519% of these")
@@ -175,4 +183,5 @@ def test_the_report_names_the_origins(tmp_path):
     lines = origin_lines({**got, "calibration": {"statements": 1200, "connections": 4,
                                                  "seconds": 2.5, "errors": 0}})
     assert lines[0] == f"workload origin: script {sql} (sha256 {o.script_hash}) run by pgbench"
-    assert "1,200 statements on 4 connections in 2.5 s, 0 with an error" in lines[2]
+    assert lines[2] == "TPS here: statements per second over each run's replay"
+    assert "1,200 statements on 4 connections in 2.5 s, 0 with an error" in lines[3]

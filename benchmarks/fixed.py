@@ -34,9 +34,11 @@ def calibrate(v) -> None:
         run_clients(o, v.sr, "not counted in the unmeasured replay", [(d, None, None)],
                     o.clients, [t.pid()], v._update)
     except RunOverrun:
-        raise InputError(f"one replay of the log takes more than the whole budget of "
-                         f"{o.duration_s} s: give a longer --duration (three replays per "
-                         "variant at least) or a shorter log") from None
+        raise InputError(f"one replay of the log did not end within the whole budget of "
+                         f"{o.duration_s} s (a log too long for it, or sessions that wait on "
+                         "each other's row locks over and over: docs/validate.md): give a "
+                         "longer --duration (three replays per variant at least) or a shorter "
+                         "log") from None
     except RuntimeError as exc:  # the replay tool failed on this data (not our fault)
         raise InputError(f"the log does not replay on {t.label}: {exc}") from None
     finally:

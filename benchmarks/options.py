@@ -96,6 +96,10 @@ def check(o: Options, sr: SysRoot):
     if not engine.benches:
         raise InputError(f"validate does not support engine {o.db}; engines with "
                          "benchmarks: " + ", ".join(e.name for e in registry.all() if e.benches))
+    if o.replay and "replay" not in engine.benches:
+        able = ", ".join(e.name for e in registry.all() if "replay" in e.benches)
+        raise InputError(f"--replay runs on {able} only; for --db {o.db} give --script FILE "
+                         "(a sysbench Lua script)")
     o.bench = o.bench or engine.benches[0]
     if o.bench not in engine.benches:
         raise InputError(f"--bench {o.bench} does not run on --db {o.db}; use "

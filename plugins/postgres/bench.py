@@ -208,6 +208,14 @@ LOAD_SETTINGS = {"wal_level": "minimal", "max_wal_senders": "0"}
 RUN_SETTINGS = {"wal_level": "replica", "max_wal_senders": "10", "checkpoint_timeout": "1h",
                 "max_wal_size": "4GB", "synchronous_commit": "off", "full_page_writes": "off"}
 WAL_BYTES = 4 << 30  # max_wal_size: the disk a scratch server's WAL may take
+# A replay's copies: pgreplay sends each session's statements in the log's order and waits
+# for a session that is still busy, so a statement logged before the one that released the row
+# lock it waits for (the log's order only approximates the execution's) stalls the whole
+# replay for good (seen here: four sessions updating the same five rows stopped at once).
+# lock_timeout turns such a wait into that statement's error after a second (PostgreSQL docs,
+# 20.11 lock_timeout), counted with the replay's errors; waits of the logged workload itself
+# are far shorter.
+REPLAY_SETTINGS = {"lock_timeout": "1s"}
 COPY_NOTE = ("copies: the source's own settings, then validate's: its own port and socket, "
              "no archiving or statement logging, local connections only, and "
              "checkpoint_timeout = 1h, max_wal_size = 4GB, synchronous_commit = off and "
@@ -275,7 +283,8 @@ class PgTarget(BenchTarget):
         if self.source is not None:
             self.buffers = opts.buffers
             self.label, self.restart_starts = self.source.label, True
-            self.settings_note = COPY_NOTE
+            self.settings_note = COPY_NOTE + ("; lock_timeout = 1s for the replay (a stalled "
+                                              "replay becomes an error)" if opts.replay else "")
         elif opts.instance:
             self.wal_bytes = 0  # its own server: nothing new on disk but the scratch database
             self.buffers = self.running.settings.get("shared_buffers", "128MB")
@@ -301,6 +310,7 @@ class PgTarget(BenchTarget):
             progress(f"making {self.source.label}")
             self.c = self.source.make(self.bindir, {
                 "shared_buffers": o.buffers, "huge_pages": "try", **RUN_SETTINGS,
+                **(REPLAY_SETTINGS if o.replay else {}),
                 "max_connections": str(max(o.max_connections, o.clients + 10))})
             self.c.start()
             self.dbname = o.database or self.c.psql(

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import sys
 import time
 from typing import Callable
@@ -210,20 +211,24 @@ def capture(inst, out_dir: str, duration_s: int, journal_dir: str, base: bool,
     def psql(sql: str) -> str:
         with connect_socket(c.socket_dir, c.port, c.owner, 10, c.bindir) as conn:
             return "\n".join("|".join(v or "" for v in row) for row in conn.execute(sql))
-    meta["server_version"] = psql("SHOW server_version")
-    meta["shared_buffers"] = psql("SHOW shared_buffers")
-    meta["data_bytes"] = data_bytes(psql)
-    with open(os.path.join(out_dir, "settings.conf"), "w") as f:
-        f.write("\n".join(source_settings(psql)) + "\n")
-    if base:
-        say(f"taking a base backup of {inst.id} ({meta['data_bytes'] / 1e6:,.0f} MB) ...")
-        base_backup_into(c.bindir, c.socket_dir, c.port, c.owner,
-                         os.path.join(out_dir, "base"), run_as(pwd.getpwnam(c.owner)))
-        meta["base"] = "base"
-    jr.open_dir(journal_dir)
-    with jr.Lock(journal_dir):
-        j = jr.Journal.create(journal_dir, {"argv": sys.argv[1:], "command": "capture",
-                                            "instances": [inst.id]})
+    try:  # before the log starts: a failure here leaves no capture directory behind
+        meta["server_version"] = psql("SHOW server_version")
+        meta["shared_buffers"] = psql("SHOW shared_buffers")
+        meta["data_bytes"] = data_bytes(psql)
+        with open(os.path.join(out_dir, "settings.conf"), "w") as f:
+            f.write("\n".join(source_settings(psql)) + "\n")
+        if base:
+            say(f"taking a base backup of {inst.id} ({meta['data_bytes'] / 1e6:,.0f} MB) ...")
+            base_backup_into(c.bindir, c.socket_dir, c.port, c.owner,
+                             os.path.join(out_dir, "base"), run_as(pwd.getpwnam(c.owner)))
+            meta["base"] = "base"
+        jr.open_dir(journal_dir)
+        with jr.Lock(journal_dir):
+            j = jr.Journal.create(journal_dir, {"argv": sys.argv[1:], "command": "capture",
+                                                "instances": [inst.id]})
+    except BaseException:
+        shutil.rmtree(out_dir, ignore_errors=True)
+        raise
     reload = PgReload(**spec)
     follower = None
     try:

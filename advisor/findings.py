@@ -81,6 +81,8 @@ CORE = Codes(
     Code("pool.os_floor", "crit", "Plan would starve the OS of memory",
          "the profile's pool.os_floor / os_floor_pct"),
     Code("pool.per_node", "info", "Pool planned per NUMA node", HUGETLBPAGE),
+    Code("pool.node_short", "crit", "A bound instance's NUMA node has too few free huge pages "
+         "for its next start", "mm/hugetlb.c allowed_mems_nr(); " + HUGETLBPAGE),
     Code("pool.gigantic_runtime", "info", "More 1 GiB pages needed at runtime", HUGETLBPAGE),
     Code("pool.fragmented", "warn", "Free memory holds too few contiguous blocks to grow the pool",
          HUGETLBPAGE),

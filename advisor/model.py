@@ -139,6 +139,9 @@ class Instance:
     # hugetlb cgroup limits on its process (filled in by the core from /proc/PID/cgroup).
     cgroup: tuple[HugetlbLimit, ...] = ()
     memory_limit: MemoryLimit | None = None  # the tightest memory limit on it, if any
+    # On a NUMA host: what holds its huge pages to demand.node ("memory policy bind:1",
+    # "cpuset.mems 1"), or why they are held to several nodes.
+    numa_binding: str | None = None
     # Whose cgroup those limits are: None, its own process's; "hpadvise", hpadvise's own (a
     # server not started yet starts where hpadvise runs: an init container, the container)
     cgroup_from: str | None = None

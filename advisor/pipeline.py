@@ -17,8 +17,9 @@ from .errors import InputError
 from .findings import CORE
 from .host import HostFacts
 from .model import SCRATCH_MARK, Instance, Targets
+from .numa import binding
 from .plan import Report, build
-from .procs import Proc, ProcTable
+from .procs import ProcTable
 from .sysroot import SysRoot
 
 
@@ -213,10 +214,14 @@ def _refers(report: Report, inst: Instance, name: str) -> bool:
 
 
 def bind_nodes(host: HostFacts, procs, instances: list[Instance]) -> None:
-    """An instance whose process may allocate from one node only gets its demand there."""
+    """An instance whose huge pages can come from one node only (its cpuset's mems, an
+    MPOL_BIND memory policy: numa.py) gets its demand there."""
     for inst in instances:
         if inst.demand is None or inst.pid is None or inst.demand.node is not None:
             continue
-        allowed = Proc(procs.sr, inst.pid).mems_allowed
-        if allowed and len(allowed) == 1 and allowed[0] in host.numa_nodes:
-            inst.demand = dataclasses.replace(inst.demand, node=allowed[0])
+        b = binding(procs.sr, inst.pid, host.numa_nodes)
+        if b is None:
+            continue
+        inst.numa_binding = str(b)
+        if len(b.nodes) == 1:
+            inst.demand = dataclasses.replace(inst.demand, node=b.nodes[0])

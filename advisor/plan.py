@@ -200,13 +200,42 @@ def _per_node(r: Report, pp: PoolPlan, insts: list[Instance], pool) -> PoolPlan:
     for np_ in (pool.nodes if pool is not None else ()):
         if np_.node in target and np_.nr_pages is not None and np_.free_pages is not None:
             target[np_.node] = max(target[np_.node], np_.nr_pages - np_.free_pages)
-    bound = [f"{i.id} on node {i.demand.node}" for i in insts if i.demand.node is not None]
+    _node_short(r, pp, insts, pool)
+    bound = [f"{i.id} on node {i.demand.node}" + (f" ({i.numa_binding})" if i.numa_binding
+                                                   else "")
+             for i in insts if i.demand.node is not None]
     r.findings.append(CORE["pool.per_node"](
         "Instances bound to a node take huge pages from that node only; a global count would "
         "spread the pages evenly and leave a bound instance short.",
         ", ".join(bound) + "; per node: " + ", ".join(f"node{n}={k}" for n, k in target.items()),
         title=f"{fmt_page(pp.size_kb)} pool planned per NUMA node"))
     return dataclasses.replace(pp, per_node=tuple(sorted(target.items())))
+
+
+def _node_short(r: Report, pp: PoolPlan, insts: list[Instance], pool) -> None:
+    """A bound instance's next start with the pools as they are now: its reservation counts the
+    free pages of its own node only (mm/hugetlb.c, allowed_mems_nr()), so a node short of its
+    demand fails the mapping (PostgreSQL huge_pages=on: no start; try: normal pages) even though
+    the pool's total is enough (a pool short in all is the plan's pool change). Pages it holds
+    now are freed by its own restart."""
+    free = {np_.node: np_.free_pages for np_ in (pool.nodes if pool is not None else ())}
+    for i in insts:
+        n = i.demand.node
+        if n is None or free.get(n) is None or i.demand.pages.get(pp.size_kb) is None:
+            continue
+        need, held = i.demand.pages[pp.size_kb], _held(i, pp.size_kb)
+        total = (pool.free_pages or 0) + held
+        if free[n] + held >= need or total < need:  # a pool short in all: said elsewhere
+            continue
+        r.findings.append(CORE["pool.node_short"](
+            "An instance bound to one NUMA node reserves huge pages on that node only; the "
+            "kernel spreads a global pool over every node, so a pool that is large enough in "
+            "all can still leave the bound node short. Apply this plan (each node's pool) "
+            "before the instance starts again.",
+            f"{i.id} ({i.numa_binding or 'bound'}) needs {need} {fmt_page(pp.size_kb)} pages on "
+            f"node {n}; node {n} has {free[n]} free" + (f" and {held} it holds" if held else "")
+            + f", the pool {total} in all (enough, on the other nodes)",
+            instance=i.id))
 
 
 def _feasibility(r: Report, pp: PoolPlan) -> PoolPlan:

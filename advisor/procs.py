@@ -169,15 +169,9 @@ class Proc:
     def mems_allowed(self) -> tuple[int, ...] | None:
         """NUMA nodes the process may allocate from (cpuset.mems / numactl --membind):
         "Mems_allowed_list: 0-1,3" in status (Documentation/filesystems/proc.rst)."""
+        from .numa import nodelist
         v = self.status.get("Mems_allowed_list")
-        if not v:
-            return None
-        out: list[int] = []
-        for part in v.split(","):
-            a, _, b = part.strip().partition("-")
-            if a.isdigit():
-                out += range(int(a), int(b or a) + 1)
-        return tuple(out)
+        return nodelist(v) if v else None
 
     @property
     def vm_pte_kb(self) -> int | None:
@@ -277,7 +271,22 @@ def systemd_unit(pid: int) -> str | None:
     except OSError:
         return None
     mt = re.search(r"/([^/]+\.service)(?:/|$)", text)
-    return mt.group(1) if mt else None
+    if not mt:
+        return None
+    # A process in a service's cgroup is not always that service's own: a server started by
+    # hand from a script that a unit runs sits in the unit's cgroup too, and restarting the
+    # unit would restart the script. The unit is the server's only when its main process is
+    # the server (the unit property MainPID: org.freedesktop.systemd1(5)).
+    import subprocess
+    try:
+        r = subprocess.run(["systemctl", "show", "--property=MainPID", "--value", mt.group(1)],
+                           capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return mt.group(1)
+    main = r.stdout.strip()
+    if r.returncode == 0 and main.isdigit() and int(main) != pid:
+        return None
+    return mt.group(1)
 
 
 class ProcTable:

@@ -38,6 +38,7 @@ def to_dict(r: Report) -> dict:
         d["memory_limit"] = asdict(i.memory_limit) if i.memory_limit else None
         d["cgroup_from"] = i.cgroup_from
         d["found"] = i.found
+        d["numa_binding"] = i.numa_binding
         d["demand"] = None
         if i.demand:
             d["demand"] = asdict(i.demand)

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from hpadvise.actions import ActionError, File, FileSetting, Restart
+from hpadvise.numa import Keep, keep_of, keeper
 from hpadvise.procs import Proc, ProcTable, proc_state, systemd_unit
 from hpadvise.sizing import fmt_bytes
 from hpadvise.sysroot import SysRoot
@@ -168,8 +169,9 @@ class MyRestart(Restart):
                 return p.pid
         return next((p.pid for p in live if p.pid == self.s.get("pid")), None)
 
-    def _start(self) -> tuple[list[str], dict]:
-        """The command line that starts the server again, and its subprocess arguments."""
+    def _start(self, keep: Keep | None = None) -> tuple[list[str], dict]:
+        """The command line that starts the server again, and its subprocess arguments: where
+        the server ran (`keep`: its cgroup and NUMA memory policy, read before it stopped)."""
         argv = self.s.get("supervisor") or self.s["argv"]
         pw = pwd.getpwnam(self.s["owner"]) if self.s.get("owner") else None
         kw: dict = {"cwd": self.s.get("cwd") or "/", "start_new_session": True,
@@ -177,7 +179,12 @@ class MyRestart(Restart):
                     "stderr": subprocess.DEVNULL,
                     "env": {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
                             "HOME": pw.pw_dir if pw else "/"}}
-        if pw and os.geteuid() == 0 and pw.pw_uid != 0 and not self.s.get("supervisor"):
+        drop = pw and os.geteuid() == 0 and pw.pw_uid != 0 and not self.s.get("supervisor")
+        run = keeper(keep, pw.pw_uid if drop else None, pw.pw_gid if drop else None) \
+            if keep else None
+        if run is not None:
+            kw.update(preexec_fn=run)
+        elif drop:
             kw.update(user=pw.pw_uid, group=pw.pw_gid, extra_groups=[])
         return argv, kw
 
@@ -200,6 +207,7 @@ class MyRestart(Restart):
             if r.returncode != 0:
                 raise ActionError(f"{self.label} failed: {r.stderr.strip()[-300:]}")
             return
+        keep = keep_of(pid)  # before it stops: a start by hpadvise would lose them
         if pid:
             os.kill(pid, signal.SIGTERM)  # mysqld shuts down cleanly on SIGTERM
             deadline = time.time() + 900
@@ -207,11 +215,14 @@ class MyRestart(Restart):
                 if time.time() > deadline:
                     raise ActionError(f"{self.label}: pid {pid} did not stop within 15 minutes")
                 time.sleep(0.1)
-        argv, kw = self._start()
+        argv, kw = self._start(keep)
         try:
             proc = subprocess.Popen(argv, **kw)
         except OSError as exc:
             raise ActionError(f"{self.label}: cannot start {argv[0]}: {exc.strerror}") from None
+        except subprocess.SubprocessError as exc:  # the move into its cgroup or policy
+            raise ActionError(f"{self.label}: cannot start {argv[0]} where it ran "
+                              f"({keep.describe()}): {exc}") from None
         deadline = time.time() + 900
         while time.time() < deadline:
             if server_greets(self.s.get("socket")):
@@ -255,6 +266,7 @@ class MyRestart(Restart):
         owner = self.s.get("owner")
         if owner and owner != "root" and not self.s.get("supervisor"):
             cmd = f"runuser -u {shlex.quote(owner)} -- {cmd}"
+        cmd = keep_of(pid).shell(cmd)
         sock = shlex.quote(self.s.get("socket") or "/run/mysqld/mysqld.sock")
         out = []
         if pid:  # gone, or a zombie its parent has not reaped yet

@@ -11,6 +11,7 @@ import subprocess
 from pathlib import Path
 
 from hpadvise.actions import ActionError, File, FileSetting, Restart
+from hpadvise.numa import keep_of, keeper
 from hpadvise.procs import Proc, backing_of, systemd_unit
 from hpadvise.sizing import fmt_bytes, fmt_page
 from hpadvise.sysroot import SysRoot
@@ -225,7 +226,14 @@ class PgRestart(Restart):
                               "cluster yourself")
         binary = os.path.join(bindir, "pg_ctl")
         kw: dict = {"cwd": "/"}
-        if os.geteuid() == 0:
+        # pg_ctl starts the server as its own child: it must run where the server runs now
+        # (its cgroup, its NUMA memory policy), or the restarted server loses its binding
+        keep = keep_of(pid)
+        root = os.geteuid() == 0
+        run = keeper(keep, pw.pw_uid if root else None, pw.pw_gid if root else None)
+        if run is not None:
+            kw.update(preexec_fn=run)
+        elif root:
             kw.update(user=pw.pw_uid, group=pw.pw_gid, extra_groups=[])
         cmd = [binary, "-D", self.c["datadir"], "-w", "-t", "300", "-m", "fast"]
         # pg_ctl must not keep our stdout: the server inherits it. Log to a file instead.
@@ -241,8 +249,12 @@ class PgRestart(Restart):
         cmd, kw = self.command(log)
         try:
             r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, **kw)
-        except (OSError, subprocess.TimeoutExpired) as exc:
+        except subprocess.TimeoutExpired as exc:
             raise ActionError(f"{self.label}: {exc}") from None
+        except (OSError, subprocess.SubprocessError) as exc:  # the start's cgroup or policy
+            raise ActionError(f"{self.label}: pg_ctl could not be started where the server "
+                              f"runs ({keep_of(read_pid(self.c['datadir'])).describe()}): "
+                              f"{exc}; nothing was stopped") from None
         if r.returncode != 0:
             tail = ""
             if log != os.devnull:
@@ -272,6 +284,8 @@ class PgRestart(Restart):
 
     def shell(self, new=True) -> list[str]:
         cmd, _ = self.command(self.log_file())
-        prefix = f"runuser -u {shlex.quote(self.c['owner'])} -- " \
-            if cmd[0].endswith("pg_ctl") else ""
-        return [prefix + " ".join(shlex.quote(x) for x in cmd)]
+        line = " ".join(shlex.quote(x) for x in cmd)
+        if not cmd[0].endswith("pg_ctl"):
+            return [line]
+        line = f"runuser -u {shlex.quote(self.c['owner'])} -- " + line
+        return [keep_of(read_pid(self.c["datadir"])).shell(line)]

@@ -24,6 +24,7 @@ from .actions import Action
 from .engines import action_from_spec as from_spec
 from .errors import InputError
 from .files import fsync_dir
+from .node_pools import restore_order
 
 DEFAULT_DIR = "/var/lib/hpadvise/journal"
 
@@ -327,9 +328,14 @@ def rollback(j: Journal, say: Callable[[str], None] = lambda s: None, restarts: 
     changes = checked(j)
     restored: list[tuple[Entry, Action, str]] = []
     errors: list[str] = []
-    for e, action in reversed(changes):
-        if action.restart:
-            continue
+    ordered, first = restore_order([(e, a) for e, a in reversed(changes) if not a.restart])
+    for pool in first:  # node_pools.py: every node of a size back to 0 in one write
+        try:
+            say(f"{pool.label} ...")
+            pool.set(0)
+        except Exception as exc:
+            errors.append(f"{pool.label}: {exc}")
+    for e, action in ordered:
         try:
             current = action.get()
             if current != e.old:

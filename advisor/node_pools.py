@@ -22,14 +22,25 @@ from typing import Any
 from .actions import Action, Pool
 
 
-def _in_use(action: Pool) -> int:
-    """Pages of the action's node in use now (nr - free), 0 when unreadable."""
-    base = action.path.rsplit("/", 1)[0]
+def _read(path: str) -> int:
     try:
-        with open(f"{base}/nr_hugepages") as f, open(f"{base}/free_hugepages") as g:
-            return max(0, int(f.read()) - int(g.read()))
-    except (OSError, ValueError):
+        with open(path) as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
         return 0
+
+
+def _keeps(action: Pool, old: int) -> bool:
+    """Whether writing `old` to the action's node leaves pages behind as surplus: pages in use
+    there (nr - free), or, while the size has reservations (counted for the whole pool only,
+    not per node), any page above `old` (the kernel keeps reserved pages: in the guest a
+    server holding 18 pages of node 1 and reserving the rest left 272 surplus)."""
+    base = action.path.rsplit("/", 1)[0]
+    nr = _read(f"{base}/nr_hugepages")
+    if nr - _read(f"{base}/free_hugepages") > old:
+        return True
+    resv = f"{action.root}/sys/kernel/mm/hugepages/hugepages-{action.size_kb}kB/resv_hugepages"
+    return _read(resv) > 0 and nr > old
 
 
 def restore_order(items: list[tuple[Any, Action]]) -> tuple[list[tuple[Any, Action]],
@@ -39,7 +50,7 @@ def restore_order(items: list[tuple[Any, Action]]) -> tuple[list[tuple[Any, Acti
     per_node = [(e, a) for e, a in items if isinstance(a, Pool) and a.node is not None]
     if not per_node:
         return items, []
-    surplus = {id(a) for e, a in per_node if isinstance(e.old, int) and _in_use(a) > e.old}
+    surplus = {id(a) for e, a in per_node if isinstance(e.old, int) and _keeps(a, e.old)}
     first: list[Pool] = []
     for size in {a.size_kb for _, a in per_node}:
         mine = [(e, a) for e, a in per_node if a.size_kb == size]

@@ -3,7 +3,8 @@
 #   sudo scripts/test.sh [pytest args]
 # Debian packages (only those missing): PostgreSQL server, MariaDB server, sysbench, pgreplay, a JDK,
 # python3-venv, util-linux, procps, tuned, openssh-server, patroni and etcd-server (installed
-# without starting them), qemu-system-x86, runc (the container runtime). Python: hpadvise with its [test] extras (ansible-core among them)
+# without starting them), qemu-system-x86, debootstrap (the two-node guest's image, built once
+# into /var/tmp/hpadvise-guests by scripts/guest.sh), runc (the container runtime). Python: hpadvise with its [test] extras (ansible-core among them)
 # in a venv.
 # Live tests change real pools and THP knobs and restore them; they need root.
 set -euo pipefail
@@ -24,6 +25,7 @@ command -v ps >/dev/null || missing+=(procps)
 command -v tuned >/dev/null || missing+=(tuned)
 [ -x /usr/sbin/sshd ] || missing+=(openssh-server)
 command -v qemu-system-x86_64 >/dev/null || missing+=(qemu-system-x86)
+command -v debootstrap >/dev/null || missing+=(debootstrap)
 command -v patroni >/dev/null || missing+=(patroni)
 command -v etcd >/dev/null || missing+=(etcd-server)
 command -v runc >/dev/null || missing+=(runc)

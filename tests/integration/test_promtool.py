@@ -23,9 +23,12 @@ def promtool():
     return PROMTOOL
 
 
-@pytest.mark.parametrize("state", ["pg-fallback", "pool-2m", "mariadb-jvm", "numa-2node"])
+@pytest.mark.parametrize("state", ["pg-fallback", "pool-2m", "mariadb-jvm",
+                                   "guests/amd64-2node-membind"])
 def test_metrics_pass_promtool(hosts, promtool, state):
-    r = run_cli("check", "--format", "prometheus", "--root", str(hosts / state))
+    """Captured host states; a guests/ one is a tree captured in a two-node guest."""
+    tree = REPO / "tests" / "fixtures" / state if state.startswith("guests/") else hosts / state
+    r = run_cli("check", "--format", "prometheus", "--root", str(tree))
     assert r.returncode == 0, r.stderr
     p = subprocess.run([promtool, "check", "metrics"], input=r.stdout, capture_output=True,
                        text=True)

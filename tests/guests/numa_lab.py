@@ -1,0 +1,261 @@
+"""Runs inside the two-node guest (scripts/guest.sh): PostgreSQL 15 bound to node 1 three ways
+(numactl --membind, a cgroup's cpuset.mems, a systemd unit's AllowedMemoryNodes=), each
+checked, applied with a restart and rolled back by hpadvise; the short-node start predicted by
+check, then reproduced. Writes what it saw to /share/result.json for the host's test to judge
+(tests/integration/test_numa_guest.py); judges nothing itself.
+
+    python3 numa_lab.py [case ...]     cases: numactl cpuset systemd short surplus (default: all)
+
+With LAB_SNAPSHOTS=1 it also writes `hpadvise snapshot` trees of the bound hosts to
+/share/snapshot-membind and /share/snapshot-cpuset (tests/fixtures/guests/amd64-2node-*).
+"""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import traceback
+
+PG = "/usr/lib/postgresql/15/bin"
+DATA = "/var/lib/postgresql/lab"
+PORT = 5440
+HP = [sys.executable, "-m", "hpadvise.cli"]
+CG = "/sys/fs/cgroup/hplab"
+UNIT = "/etc/systemd/system/pglab.service"
+NODES = "/sys/devices/system/node"
+SIZE = "hugepages-2048kB"
+
+
+def say(text: str) -> None:
+    print(f"[{time.monotonic():8.1f}] {text}", flush=True)
+
+
+def sh(cmd, check=True, timeout=300, **kw):
+    say(cmd if isinstance(cmd, str) else " ".join(cmd))
+    r = subprocess.run(cmd, shell=isinstance(cmd, str), capture_output=True, text=True,
+                       timeout=timeout, **kw)
+    if check and r.returncode != 0:
+        raise RuntimeError(f"{cmd}: exit {r.returncode}: {r.stderr.strip()[-800:]}")
+    return r
+
+
+def as_pg(cmd: str) -> str:
+    return f"runuser -u postgres -- {cmd}"
+
+
+def pools() -> dict:
+    out = {}
+    for n in (0, 1):
+        d = f"{NODES}/node{n}/hugepages/{SIZE}"
+        out[n] = {k: int(open(f"{d}/{k}_hugepages").read()) for k in ("nr", "free", "surplus")}
+    return out
+
+
+def set_node(n: int, pages: int) -> None:
+    with open(f"{NODES}/node{n}/hugepages/{SIZE}/nr_hugepages", "w") as f:
+        f.write(str(pages))
+
+
+def postmaster() -> int | None:
+    try:
+        pid = int(open(f"{DATA}/postmaster.pid").read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return pid if os.path.exists(f"/proc/{pid}") else None
+
+
+def server_facts() -> dict:
+    """The running postmaster's binding and where its huge pages are (numa_maps N<node>=)."""
+    pid = postmaster()
+    if pid is None:
+        return {"running": False}
+    status = open(f"/proc/{pid}/status").read()
+    maps = open(f"/proc/{pid}/numa_maps").read().splitlines()
+    policies = sorted({ln.split()[1] for ln in maps if len(ln.split()) > 1})
+    huge = {}
+    for ln in maps:
+        if "huge" in ln.split():
+            for n, k in re.findall(r"\bN(\d+)=(\d+)", ln):
+                huge[int(n)] = huge.get(int(n), 0) + int(k)
+    return {"running": True, "pid": pid, "policies": policies,
+            "mems_allowed": re.search(r"Mems_allowed_list:\s*(\S+)", status).group(1),
+            "cgroup": open(f"/proc/{pid}/cgroup").read().strip(), "huge_pages_by_node": huge}
+
+
+def write_conf(huge_pages: str) -> None:
+    with open(f"{DATA}/postgresql.conf", "a") as f:
+        f.write(f"\nhuge_pages = {huge_pages}\n")
+
+
+def initdb() -> None:
+    sh(f"rm -rf {DATA}")
+    sh(as_pg(f"{PG}/initdb -D {DATA} -A trust --no-sync"))
+    with open(f"{DATA}/postgresql.conf", "a") as f:
+        f.write(f"\nport = {PORT}\nlisten_addresses = ''\nunix_socket_directories = '/tmp'\n"
+                "shared_buffers = 512MB\nmax_connections = 20\nfsync = off\n")
+    write_conf("try")
+
+
+def hp(*args: str) -> dict:
+    r = sh(HP + list(args), check=False)
+    out = {"rc": r.returncode, "stderr": r.stderr[-2000:]}
+    try:
+        out["json"] = json.loads(r.stdout)
+    except ValueError:
+        out["stdout"] = r.stdout[-3000:]
+    return out
+
+
+def instance_view(check: dict) -> dict:
+    """What check says of the lab's server: its binding, demand's node, the pool plan."""
+    j = check.get("json") or {}
+    inst = next((i for i in j.get("instances", []) if str(PORT) in i.get("id", "")), None)
+    return {"rc": check["rc"], "stderr": check["stderr"],
+            "numa_binding": inst and inst.get("numa_binding"),
+            "node": inst and (inst.get("demand") or {}).get("node"),
+            "pages": inst and (inst.get("demand") or {}).get("pages"),
+            "findings": [(f["code"], f["evidence"]) for f in j.get("findings", [])],
+            "pools": (j.get("plan") or {}).get("pools")}
+
+
+def cycle(start, stop, snapshot: str | None = None) -> dict:
+    """Start bound, check, apply --restart, check, rollback; every step's facts."""
+    out: dict = {}
+    initdb()
+    start()
+    out["before"] = server_facts()
+    if snapshot and os.environ.get("LAB_SNAPSHOTS"):  # the unit tests' fixtures
+        sh(["rm", "-rf", f"/share/{snapshot}"])
+        out["snapshot"] = hp("snapshot", f"/share/{snapshot}")["rc"]
+    out["check"] = instance_view(hp("check", "--db", "postgres", "--json"))
+    ap = hp("apply", "--db", "postgres", "--restart", "--yes", "--json")
+    out["apply"] = {"rc": ap["rc"], "stderr": ap["stderr"], "json": ap.get("json"),
+                    "stdout": ap.get("stdout")}
+    out["after_apply"] = {"pools": pools(), "server": server_facts()}
+    out["check_after"] = instance_view(hp("check", "--db", "postgres", "--json"))
+    rb = hp("rollback", "--yes", "--json")
+    out["rollback"] = {"rc": rb["rc"], "stderr": rb["stderr"], "json": rb.get("json"),
+                       "stdout": rb.get("stdout")}
+    out["after_rollback"] = {"pools": pools(), "server": server_facts()}
+    stop()
+    out["end_pools"] = pools()
+    return out
+
+
+def numactl_start() -> None:
+    sh("numactl --membind=1 --cpunodebind=1 " + as_pg(f"{PG}/pg_ctl -D {DATA} -l {DATA}/log -w start"))
+
+
+def pg_stop() -> None:
+    sh(as_pg(f"{PG}/pg_ctl -D {DATA} -m fast -w stop"), check=False)
+
+
+def cpuset_start() -> None:
+    with open("/sys/fs/cgroup/cgroup.subtree_control", "w") as f:
+        f.write("+cpuset")
+    os.makedirs(CG, exist_ok=True)
+    for k, v in (("cpuset.mems", "1"), ("cpuset.cpus", "1")):
+        with open(f"{CG}/{k}", "w") as f:
+            f.write(v)
+    sh(f"sh -c 'echo $$ > {CG}/cgroup.procs && exec "
+       + as_pg(f"{PG}/pg_ctl -D {DATA} -l {DATA}/log -w start") + "'")
+
+
+def systemd_start() -> None:
+    with open(UNIT, "w") as f:
+        f.write("[Unit]\nDescription=lab PostgreSQL bound to node 1\n[Service]\nType=notify\n"
+                f"User=postgres\nExecStart={PG}/postgres -D {DATA}\nAllowedMemoryNodes=1\n"
+                "AllowedCPUs=1\nKillMode=mixed\nTimeoutSec=300\n")
+    sh("systemctl daemon-reload")
+    sh("systemctl start pglab.service")
+
+
+def systemd_stop() -> None:
+    sh("systemctl stop pglab.service", check=False)
+
+
+def short() -> dict:
+    """Node 0 holds the whole pool, node 1 none: check's prediction, then the starts."""
+    out: dict = {}
+    initdb()
+    numactl_start()
+    demand = None
+    view = instance_view(hp("check", "--db", "postgres", "--json"))
+    demand = (view.get("pages") or {}).get("2048")
+    set_node(0, (demand or 300) + 100)
+    set_node(1, 0)
+    out["pools"] = pools()
+    out["check"] = instance_view(hp("check", "--db", "postgres", "--json"))
+    # the start with huge_pages=on, bound to node 1: refused or not
+    write_conf("on")
+    r = sh("numactl --membind=1 --cpunodebind=1 "
+           + as_pg(f"{PG}/pg_ctl -D {DATA} -l {DATA}/log -w -m fast restart"), check=False)
+    out["start_on"] = {"rc": r.returncode, "server": server_facts(),
+                       "log": [ln for ln in open(f"{DATA}/log").read().splitlines()
+                               if "FATAL" in ln][-2:]}
+    write_conf("try")
+    r = sh("numactl --membind=1 --cpunodebind=1 "
+           + as_pg(f"{PG}/pg_ctl -D {DATA} -l {DATA}/log -w -m fast restart"), check=False)
+    if r.returncode != 0:  # the failed start left it stopped: start again
+        numactl_start()
+    out["start_try"] = {"server": server_facts(), "pools": pools()}
+    pg_stop()
+    set_node(0, 0)
+    set_node(1, 0)
+    out["end_pools"] = pools()
+    return out
+
+
+def surplus() -> dict:
+    """The kernel's per-node write while another node holds surplus pages (what rollback's
+    order avoids, advisor/node_pools.py): a server bound to node 1 holds its pages, node 1 is
+    written to 0 (its pages in use turn surplus), then node 0 is written to 0."""
+    out: dict = {}
+    initdb()
+    write_conf("on")
+    set_node(0, 2)
+    set_node(1, 280)
+    numactl_start()
+    out["held"] = pools()
+    set_node(1, 0)
+    out["node1_written_0"] = pools()
+    set_node(0, 0)
+    out["node0_written_0"] = pools()
+    pg_stop()
+    out["server_stopped"] = pools()
+    with open("/proc/sys/vm/nr_hugepages", "w") as f:
+        f.write("0")
+    out["end_pools"] = pools()
+    return out
+
+
+CASES = {
+    "numactl": lambda: cycle(numactl_start, pg_stop, "snapshot-membind"),
+    "cpuset": lambda: cycle(cpuset_start, pg_stop, "snapshot-cpuset"),
+    "systemd": lambda: cycle(systemd_start, systemd_stop),
+    "short": short,
+    "surplus": surplus,
+}
+
+
+def main() -> None:
+    names = sys.argv[1:] or list(CASES)
+    result = {"kernel": os.uname().release,
+              "nodes": sorted(n for n in os.listdir(NODES) if re.fullmatch(r"node\d+", n))}
+    for name in names:
+        t = time.monotonic()
+        try:
+            result[name] = CASES[name]()
+        except Exception:
+            result[name] = {"error": traceback.format_exc()[-3000:]}
+            pg_stop()
+            systemd_stop()
+        result[name]["seconds"] = round(time.monotonic() - t, 1)
+        with open("/share/result.json", "w") as f:
+            json.dump(result, f, indent=1, default=str)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,144 @@
+"""Two NUMA nodes in a real kernel: Debian 12's own, booted under QEMU's emulation with two
+nodes of 3 GiB (scripts/guest.sh builds the image once and caches it outside the checkout).
+Inside, tests/guests/numa_lab.py runs PostgreSQL 15 bound to node 1 by numactl --membind, by a
+cgroup's cpuset.mems and by a systemd unit's AllowedMemoryNodes=, and through hpadvise check,
+apply --restart and rollback; then the short-node start. The guest's root disk is a snapshot:
+nothing of it outlives the run, and nothing of this host is changed."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from support import REPO
+
+GUEST = REPO / "scripts" / "guest.sh"
+NUMA = ["-m", "6G", "-smp", "2",
+        "-object", "memory-backend-ram,id=m0,size=3G",
+        "-object", "memory-backend-ram,id=m1,size=3G",
+        "-numa", "node,nodeid=0,cpus=0,memdev=m0", "-numa", "node,nodeid=1,cpus=1,memdev=m1"]
+CASES = ("numactl", "cpuset", "systemd", "short")
+# hpadvise's pure-Python dependencies, as installed here, go in beside it (the guest's
+# Python has psycopg from Debian)
+DEPS = ("typer", "rich", "shellingham", "markdown-it-py", "mdurl", "pygments",
+        "typing-extensions", "annotated-doc", "click")
+
+
+def _pinned() -> list[str]:
+    from importlib import metadata
+    out = []
+    for name in DEPS:
+        try:
+            out.append(f"{name}=={metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            pass
+    return out
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    if os.geteuid() != 0:
+        pytest.skip("the guest lab builds its image with debootstrap: needs root")
+    for tool in ("qemu-system-x86_64", "debootstrap"):
+        if not shutil.which(tool):
+            pytest.fail(f"{tool} not found: run scripts/test.sh, which installs it")
+    b = subprocess.run([str(GUEST), "build", "amd64"], capture_output=True, text=True,
+                       timeout=1800)
+    assert b.returncode == 0, b.stderr[-2000:]
+    share = tmp_path_factory.mktemp("numa-guest")
+    shutil.copy(REPO / "tests" / "guests" / "numa_lab.py", share / "numa_lab.py")
+    pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
+                          "--disable-pip-version-check", "--target", str(share / "pylib"),
+                          str(REPO), *_pinned()], capture_output=True, text=True, timeout=600,
+                         cwd=share)
+    assert pip.returncode == 0, pip.stderr[-2000:]
+    (share / "run.sh").write_text("export PYTHONPATH=/share/pylib\n"
+                                  f"python3 /share/numa_lab.py {' '.join(CASES)}\n")
+    r = subprocess.run([str(GUEST), "run", "amd64", str(share), *NUMA], capture_output=True,
+                       text=True, timeout=1200)
+    out = (share / "out.log").read_text() if (share / "out.log").exists() else ""
+    assert r.returncode == 0, r.stderr[-2000:] + out[-3000:]
+    result = json.loads((share / "result.json").read_text())
+    for case in CASES:
+        assert "error" not in result.get(case, {}), result.get(case)
+    return result
+
+
+def _check(case: dict, how: str) -> None:
+    """Check saw the binding, put the demand on node 1 and planned node 1's pool for it."""
+    c = case["check"]
+    assert c["rc"] == 0, c["stderr"]
+    assert how in c["numa_binding"] and c["node"] == 1
+    (pool,) = c["pools"]
+    per = dict(pool["per_node"])
+    assert per[1] >= c["pages"]["2048"] and per[0] < per[1]
+    assert sum(per.values()) == pool["target_pages"]
+    codes = [code for code, _ in c["findings"]]
+    # the pool is empty in all: the plan's pool change says so, not a short node
+    assert "pool.per_node" in codes and "pool.node_short" not in codes
+
+
+def _applied_and_rolled_back(case: dict, policy: str | None, mems: str) -> None:
+    before, after = case["before"], case["after_apply"]["server"]
+    assert case["apply"]["rc"] == 0, case["apply"]["stderr"]
+    # restarted (a new postmaster), still bound as before, its huge pages on node 1 only
+    assert after["running"] and after["pid"] != before["pid"]
+    assert after["mems_allowed"] == mems == before["mems_allowed"]
+    if policy:
+        assert after["policies"] == [policy] == before["policies"]
+    assert after["cgroup"] == before["cgroup"]
+    assert set(after["huge_pages_by_node"]) == {"1"}, after
+    pools = case["after_apply"]["pools"]
+    need = case["check"]["pages"]["2048"]
+    assert pools["1"]["nr"] >= need and pools["0"]["nr"] < need
+    assert "pg.huge_pages.active" in [code for code, _ in case["check_after"]["findings"]]
+    # rollback: every node's pool read back at 0, the server restarted and still bound
+    rb = case["rollback"]
+    assert rb["rc"] == 0 and rb["json"]["errors"] == [], rb
+    assert any("node 1" in line for line in rb["json"]["restored"])
+    for n in ("0", "1"):
+        assert case["after_rollback"]["pools"][n] == {"nr": 0, "free": 0, "surplus": 0}
+    end = case["after_rollback"]["server"]
+    assert end["running"] and end["mems_allowed"] == mems and end["huge_pages_by_node"] == {}
+    if policy:
+        assert end["policies"] == [policy]
+
+
+def test_two_nodes_seen(lab):
+    assert lab["nodes"] == ["node0", "node1"]
+
+
+def test_bound_by_numactl_membind(lab):
+    _check(lab["numactl"], "memory policy bind:1")
+    _applied_and_rolled_back(lab["numactl"], "bind:1", "0-1")
+
+
+def test_bound_by_a_cgroup_cpuset(lab):
+    _check(lab["cpuset"], "cpuset.mems 1")
+    _applied_and_rolled_back(lab["cpuset"], None, "1")
+    assert lab["cpuset"]["after_apply"]["server"]["cgroup"] == "0::/hplab"
+
+
+def test_bound_by_a_systemd_unit(lab):
+    _check(lab["systemd"], "cpuset.mems 1")
+    _applied_and_rolled_back(lab["systemd"], None, "1")
+    assert lab["systemd"]["after_apply"]["server"]["cgroup"].endswith("/pglab.service")
+
+
+def test_short_node_predicted_then_reproduced(lab):
+    s = lab["short"]
+    # the pool is large enough in all, all of it on node 0
+    assert s["pools"]["1"]["nr"] == 0 and s["pools"]["0"]["free"] >= s["check"]["pages"]["2048"]
+    (ev,) = [e for code, e in s["check"]["findings"] if code == "pool.node_short"]
+    assert "node 1 has 0 free" in ev and "enough, on the other nodes" in ev
+    # as predicted: huge_pages=on does not start, try starts on 4 KiB pages
+    assert s["start_on"]["rc"] != 0 and not s["start_on"]["server"]["running"]
+    assert any("could not map anonymous shared memory" in ln for ln in s["start_on"]["log"])
+    assert s["start_try"]["server"]["running"]
+    assert s["start_try"]["server"]["huge_pages_by_node"] == {}
+    assert s["start_try"]["pools"]["0"]["free"] == s["pools"]["0"]["free"]

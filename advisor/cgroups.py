@@ -30,8 +30,11 @@ GIB_KB = 1048576
 
 
 def size_name(page_kb: int) -> str:
-    """The kernel's name for a page size in hugetlb cgroup files (mem_fmt: 2MB, 1GB)."""
-    return f"{page_kb // GIB_KB}GB" if page_kb >= GIB_KB else f"{page_kb // 1024}MB"
+    """The kernel's name for a page size in hugetlb cgroup files (mm/hugetlb_cgroup.c,
+    mem_fmt(): 64KB, 2MB, 32MB, 1GB, 16GB)."""
+    if page_kb >= GIB_KB:
+        return f"{page_kb // GIB_KB}GB"
+    return f"{page_kb // 1024}MB" if page_kb >= 1024 else f"{page_kb}KB"
 
 
 @dataclass(frozen=True)

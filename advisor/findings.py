@@ -83,7 +83,8 @@ CORE = Codes(
     Code("pool.per_node", "info", "Pool planned per NUMA node", HUGETLBPAGE),
     Code("pool.node_short", "crit", "A bound instance's NUMA node has too few free huge pages "
          "for its next start", "mm/hugetlb.c allowed_mems_nr(); " + HUGETLBPAGE),
-    Code("pool.gigantic_runtime", "info", "More 1 GiB pages needed at runtime", HUGETLBPAGE),
+    Code("pool.gigantic_runtime", "info", "More gigantic pages (1 GiB on x86-64) needed at "
+         "runtime", HUGETLBPAGE),
     Code("pool.fragmented", "warn", "Free memory holds too few contiguous blocks to grow the pool",
          HUGETLBPAGE),
     Code("pool.unused", "warn", "Reserved huge pages are used by nothing found", HUGETLBPAGE),

@@ -194,10 +194,31 @@ class HostFacts:
 
     @property
     def supports_1g(self) -> bool:
-        return "pdpe1gb" in self.cpu_flags and self.pool(1048576) is not None
+        """The kernel offers 1 GiB pages: it lists the size only where the CPU has them (x86:
+        X86_FEATURE_GBPAGES, the pdpe1gb flag; arm64 with a 4 KiB granule: always;
+        arch/*/mm/hugetlbpage.c)."""
+        return self.pool(1048576) is not None
 
     def order_for(self, size_kb: int) -> int:
         return max(0, (size_kb * 1024 // self.base_page_bytes).bit_length() - 1)
+
+    def is_gigantic(self, size_kb: int) -> bool:
+        """A size above the buddy allocator's largest block (buddyinfo lists orders 0..MAX):
+        such pages come from contiguous ranges (alloc_contig_pages) or a boot reservation,
+        never from the free lists (mm/hugetlb.h, hstate_is_gigantic). Without buddyinfo, the
+        x86-64 rule: 1 GiB and above."""
+        if self.buddy:
+            return self.order_for(size_kb) >= len(self.buddy[0].free_blocks)
+        return size_kb >= 1048576
+
+    def geometry(self):
+        """The kernel's page sizes, for probe: base page, THP's PMD size (where THP is
+        built in), every hugetlb size offered, and which of those are gigantic."""
+        from .probe import Geometry
+        sizes = tuple(sorted(p.size_kb for p in self.pools))
+        return Geometry(self.base_page_bytes // 1024,
+                        self.thp.pmd_size_kb if self.thp.enabled.value is not None else None,
+                        sizes, tuple(kb for kb in sizes if self.is_gigantic(kb)))
 
     @property
     def unlisted_free_bytes(self) -> int:

@@ -247,15 +247,17 @@ def _feasibility(r: Report, pp: PoolPlan) -> PoolPlan:
     host = r.host
     boot = f"kernel command line: hugepagesz={cmdline_size(pp.size_kb)} " \
            f"hugepages={pp.target_pages}"
-    if pp.size_kb >= GIB_KB:
+    if host.is_gigantic(pp.size_kb):
+        page = fmt_page(pp.size_kb)
         r.findings.append(CORE["pool.gigantic_runtime"](
-            "1 GiB pages need physically contiguous, aligned 1 GiB ranges; a runtime "
-            "allocation can fall short on a host that has been up for a while. Reserving them "
-            f"at boot (hugepagesz=1G hugepages={pp.target_pages}) always works.",
+            f"{page} pages are larger than the buddy allocator's largest block: each needs a "
+            f"physically contiguous, aligned {page} range, and a runtime allocation can fall "
+            "short on a host that has been up for a while. Reserving them at boot "
+            f"(hugepagesz={cmdline_size(pp.size_kb)} hugepages={pp.target_pages}) always works.",
             f"target {pp.target_pages}, now {pp.current_pages}",
-            title=f"{grow} more 1 GiB pages needed at runtime"))
+            title=f"{grow} more {page} pages needed at runtime"))
         return dataclasses.replace(pp, feasibility="boot_reservation", feasibility_reason=(
-            "1 GiB pages cannot be relied on at runtime; " + boot))
+            f"{page} pages (gigantic) cannot be relied on at runtime; " + boot))
     can = host.runtime_allocatable_pages(pp.size_kb)
     if can is not None and can < grow:
         r.findings.append(CORE["pool.fragmented"](

@@ -1,13 +1,18 @@
 """`hpadvise probe`: what a TLB miss costs on this host, and what huge pages can buy at most.
 
 Method: one working set (by default the size of the planned buffers, capped by available
-memory) is mapped four ways in turn and read at random, 8 bytes per access, the same random
-indexes for every variant:
-- 4 KiB pages: anonymous memory with MADV_NOHUGEPAGE;
-- 2 MiB THP: anonymous memory with MADV_HUGEPAGE (needs THP `enabled` madvise or always);
-- 2 MiB hugetlb: MAP_HUGETLB from the static pool, grown for the probe and given back;
-- 1 GiB hugetlb: MAP_HUGETLB | MAP_HUGE_1GB where the CPU has pdpe1gb and the kernel grants the
-  pages at runtime.
+memory) is mapped once per page size the running kernel offers, in turn, and read at random,
+8 bytes per access, the same random indexes for every variant:
+- the base page (4 KiB on x86-64; 4, 16 or 64 KiB on arm64): anonymous memory with
+  MADV_NOHUGEPAGE;
+- THP at the kernel's PMD size (hpage_pmd_size: 2 MiB with a 4 KiB base page, 32 MiB with
+  16 KiB, 512 MiB with 64 KiB): anonymous memory with MADV_HUGEPAGE (needs THP `enabled`
+  madvise or always);
+- each hugetlb size the kernel lists in /sys/kernel/mm/hugepages (on arm64 with a 4 KiB granule
+  64 KiB, 2 MiB, 32 MiB and 1 GiB): MAP_HUGETLB with the size in the flags, from its static
+  pool, grown for the probe and given back. A size above the buddy allocator's largest block
+  (gigantic: 1 GiB on x86-64, 32 MiB and 1 GiB on arm64 with 4 KiB) comes from contiguous
+  ranges at runtime, which the kernel may not find: such a variant says what it was granted.
 Each variant's backing is checked in /proc/self/smaps before it counts. The reads are
 independent (a gather, numpy.take), as index and buffer lookups are, so several misses are in
 flight at once: the figure is a cost per access under memory-level parallelism, not a pure
@@ -32,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from .errors import InputError
-from .sizing import fmt_bytes
+from .sizing import fmt_bytes, fmt_page
 
 MAP_HUGETLB = 0x40000
 MAP_HUGE_SHIFT = 26
@@ -60,10 +65,16 @@ class Result:
     counters: dict[str, dict[str, float]] = field(default_factory=dict)
     seconds: float = 0.0
 
+    @property
+    def base(self) -> Variant | None:
+        """The base page's variant (the first)."""
+        return self.variants[0] if self.variants else None
+
     def saving_ns(self) -> float | None:
-        """What a huge page saves per access here: 4 KiB minus the best huge page variant."""
-        base = self.by("4 KiB")
-        huge = [v.ns for v in self.variants if v.page_kb > 4 and v.ns is not None]
+        """What a huge page saves per access here: the base page minus the best huge page
+        variant."""
+        base = self.base
+        huge = [v.ns for v in self.variants[1:] if v.ns is not None]
         return None if base is None or base.ns is None or not huge else base.ns - min(huge)
 
     def by(self, name: str) -> Variant | None:
@@ -72,7 +83,7 @@ class Result:
     def bound(self, miss_share: float) -> float | None:
         """Upper bound of the gain for a workload whose accesses miss the TLB `miss_share` of
         the time: m x (1 - t_huge / t_4k)."""
-        base, s = self.by("4 KiB"), self.saving_ns()
+        base, s = self.base, self.saving_ns()
         if s is None or not base or not base.ns:
             return None
         return miss_share * s / base.ns
@@ -133,15 +144,15 @@ def _restore_pool(kb: int, old: int) -> None:
         f.write(str(old))
 
 
-def _measure(v: Variant, mm: mmap.mmap, idx, runs: int, say) -> None:
+def _measure(v: Variant, mm: mmap.mmap, idx, runs: int, say, base: bool = False) -> None:
     import numpy as np
     arr = np.frombuffer(mm, dtype=np.uint64)
     arr.fill(1)  # touch every page: faults happen here, not in the timed reads
     sm = _smaps_of(_address(mm))
-    if v.page_kb == 4:
+    if base:
         v.backing = f"AnonHugePages {sm.get('AnonHugePages', 0)} kB"
         if sm.get("AnonHugePages", 0):
-            v.skipped = "THP took part of the 4 KiB mapping (MADV_NOHUGEPAGE ignored)"
+            v.skipped = "THP took part of the base page mapping (MADV_NOHUGEPAGE ignored)"
             return
     elif v.name.endswith("THP"):
         share = sm.get("AnonHugePages", 0) / max(1, sm.get("Rss", 1))
@@ -166,14 +177,31 @@ def _measure(v: Variant, mm: mmap.mmap, idx, runs: int, say) -> None:
     v.ns = min(v.runs)
 
 
+@dataclass(frozen=True)
+class Geometry:
+    """The page sizes of the running kernel, in kB (host.py reads them)."""
+    base_kb: int
+    thp_kb: int | None  # THP's PMD size; None without THP
+    hugetlb_kb: tuple[int, ...]  # every size the kernel offers
+    gigantic_kb: tuple[int, ...] = ()  # those above the buddy allocator's largest block
+
+
+def variants_for(g: Geometry) -> list[Variant]:
+    out = [Variant(fmt_page(g.base_kb), g.base_kb)]
+    if g.thp_kb:
+        out.append(Variant(f"{fmt_page(g.thp_kb)} THP", g.thp_kb))
+    return out + [Variant(f"{fmt_page(kb)} hugetlb", kb) for kb in sorted(g.hugetlb_kb)]
+
+
 def run(size: int, accesses: int = 20_000_000, runs: int = 3,
-        say: Callable[[str], None] = lambda m: None, pdpe1gb: bool = False,
+        say: Callable[[str], None] = lambda m: None, geometry: Geometry | None = None,
         thp_enabled: str | None = None) -> Result:
     try:
         import numpy as np
     except ImportError:
         raise InputError("probe needs numpy for its access loop: pip install "
                          "'hpadvise[probe]' (or numpy) into hpadvise's environment") from None
+    g = geometry or Geometry(mmap.PAGESIZE // 1024, None, ())
     avail = _mem_available()
     need = size + accesses * 16  # the mapping, the indexes and the output
     if size < 64 * MiB:
@@ -184,29 +212,32 @@ def run(size: int, accesses: int = 20_000_000, runs: int = 3,
                          f"{fmt_bytes(need)}, more than 80% of the {fmt_bytes(avail)} available: "
                          "give a smaller --size or --accesses")
     t_start = time.monotonic()
-    size = -(-size // GiB) * GiB if size >= GiB else -(-size // (2 * MiB)) * 2 * MiB
+    # whole pages of the largest size that fits the working set, so that every variant maps it
+    step = max([kb * 1024 for kb in (g.thp_kb or 0, *g.hugetlb_kb) if 0 < kb * 1024 <= size]
+               or [mmap.PAGESIZE])
+    size = -(-size // step) * step
     n = size // 8
     rng = np.random.default_rng(12345)
     idx = rng.integers(0, n, size=accesses, dtype=np.int64)
-    variants = [Variant("4 KiB", 4), Variant("2 MiB THP", 2048), Variant("2 MiB hugetlb", 2048),
-                Variant("1 GiB hugetlb", 1048576)]
+    variants = variants_for(g)
     flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS
     for v in variants:
+        if avail is not None and v.page_kb * 1024 > max(size, avail * 0.8):
+            v.skipped = (f"one {fmt_page(v.page_kb)} page is more than 80% of the "
+                         f"{fmt_bytes(avail)} available")
+            continue
         say(f"{v.name}: mapping {fmt_bytes(size)}")
-        if v.page_kb == 4 or v.name.endswith("THP"):
-            if v.page_kb > 4 and thp_enabled == "never":
+        if v is variants[0] or v.name.endswith("THP"):
+            if v is not variants[0] and thp_enabled == "never":
                 v.skipped = "THP enabled is never on this host"
                 continue
             mm = mmap.mmap(-1, size, flags=flags)
-            mm.madvise(mmap.MADV_NOHUGEPAGE if v.page_kb == 4 else mmap.MADV_HUGEPAGE)
+            mm.madvise(mmap.MADV_NOHUGEPAGE if v is variants[0] else mmap.MADV_HUGEPAGE)
             try:
-                _measure(v, mm, idx, runs, say)
+                _measure(v, mm, idx, runs, say, base=v is variants[0])
             finally:
                 mm.close()
         else:
-            if v.page_kb == 1048576 and not pdpe1gb:
-                v.skipped = "the CPU has no 1 GiB pages (pdpe1gb)"
-                continue
             pages = -(-size // (v.page_kb * 1024))
             got = _grow_pool(v.page_kb, pages)
             if isinstance(got, str):
@@ -215,8 +246,10 @@ def run(size: int, accesses: int = 20_000_000, runs: int = 3,
             old, granted = got
             try:
                 if granted < pages:
-                    v.skipped = (f"the kernel granted {granted} of {pages} pages at runtime "
-                                 "(reserve them at boot for this variant)")
+                    v.skipped = (f"the kernel granted {granted} of {pages} pages at runtime"
+                                 + (" (a gigantic size: contiguous ranges at runtime, or "
+                                    "reserve them at boot)" if v.page_kb in g.gigantic_kb
+                                    else " (reserve them at boot for this variant)"))
                     continue
                 huge = MAP_HUGETLB | ((v.page_kb * 1024).bit_length() - 1) << MAP_HUGE_SHIFT
                 try:
@@ -336,7 +369,7 @@ def render(res, runs: int) -> None:
     s = res.saving_ns()
     if s is not None:
         print(f"A huge page saves {s:.1f} ns per access that misses the TLB here "
-              f"({s / res.by('4 KiB').ns:.0%} of a 4 KiB access).")
+              f"({s / res.base.ns:.0%} of a {res.base.name} access).")
         print("Upper bound of the gain for a workload whose accesses miss the TLB:")
         for m in (0.01, 0.05, 0.1, 0.25):
             print(f"  {m:>4.0%} of accesses -> at most {res.bound(m):.1%}")

@@ -10,7 +10,7 @@ from .boot_plan import view as boot_view
 from .dists import version
 from .cgroups import workload
 from .plan import SCHEMA_VERSION, Report
-from .sizing import GIB_KB, fmt_bytes, fmt_page, pool_label
+from .sizing import fmt_bytes, fmt_page, pool_label
 
 _STYLE = {"ok": "green", "info": "cyan", "warn": "yellow", "crit": "bold red"}
 
@@ -149,7 +149,7 @@ def render(r: Report, console, verbose: bool = False) -> None:
         nodes = " ".join(f"n{n.node}:{_n(n.nr_pages)}/{_n(n.free_pages)}" for n in p.nodes)
         t.add_row(fmt_page(p.size_kb), _n(p.nr_pages), _n(p.free_pages), _n(p.resv_pages),
                   _n(p.surplus_pages), _n(p.overcommit_pages), nodes or "-",
-                  _n(h.runtime_allocatable_pages(p.size_kb)) if p.size_kb < GIB_KB else "-")
+                  "-" if h.is_gigantic(p.size_kb) else _n(h.runtime_allocatable_pages(p.size_kb)))
     console.print(t)
 
     th = h.thp

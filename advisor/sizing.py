@@ -45,9 +45,11 @@ def fmt_page(size_kb: int) -> str:
 
 
 def cmdline_size(size_kb: int) -> str:
-    """A page size as the kernel command line writes it (hugepagesz=2M, hugepagesz=1G;
-    Documentation/admin-guide/kernel-parameters.txt)."""
-    return f"{size_kb // GIB_KB}G" if size_kb % GIB_KB == 0 else f"{size_kb // 1024}M"
+    """A page size as the kernel command line writes it (hugepagesz=64K, 2M, 32M, 1G, 16G;
+    memparse's suffixes, Documentation/admin-guide/kernel-parameters.txt)."""
+    if size_kb % GIB_KB == 0:
+        return f"{size_kb // GIB_KB}G"
+    return f"{size_kb // 1024}M" if size_kb % 1024 == 0 else f"{size_kb}K"
 
 
 def sysfs_pool(size_kb: int, node: int | None = None) -> str:

@@ -23,9 +23,10 @@ def probe_cmd(
     json_out: JsonOpt = False,
     output: OutputOpt = None,
 ):
-    """Measure what a TLB miss costs here: random reads over one working set on 4 KiB pages,
-    2 MiB THP, 2 MiB and 1 GiB static pages (pools grown for the probe and given back), and the
-    upper bound of what huge pages can gain. Takes well under a minute by default.
+    """Measure what a TLB miss costs here: random reads over one working set on every page size
+    the kernel offers (x86-64: 4 KiB pages, 2 MiB THP, 2 MiB and 1 GiB static pages; arm64
+    also 64 KiB and 32 MiB), static pools grown for the probe and given back, and the upper
+    bound of what huge pages can gain. Takes well under a minute by default.
 
     Examples:
 
@@ -52,6 +53,5 @@ def probe_cmd(
         nbytes = min(max(planned, 256 << 20), int(avail * 0.5)) if avail else max(planned,
                                                                                     256 << 20)
     say = (lambda m: print(f"probe: {m}", file=sys.stderr, flush=True))
-    res = probe.run(nbytes, accesses, runs, say, "pdpe1gb" in host.cpu_flags,
-                    host.thp.enabled.value)
+    res = probe.run(nbytes, accesses, runs, say, host.geometry(), host.thp.enabled.value)
     deliver(form, probe.to_json(res), lambda: probe.render(res, runs), output)

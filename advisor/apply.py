@@ -18,7 +18,7 @@ from .errors import InputError
 from .persist import THP_DIR
 from .plan import Report
 from .gigantic import pull_in
-from .sizing import GIB_KB, cmdline_size, fmt_bytes, fmt_page
+from .sizing import cmdline_size, fmt_bytes, fmt_page
 from .steps import ApplyPlan, Result, Step
 
 
@@ -193,7 +193,8 @@ def execute(ap: ApplyPlan, directory: str, header: dict,
             try:
                 s.action.set(s.new)
                 ok, actual = s.action.verify(s.new)
-                if isinstance(s.action, Pool) and not ok and s.action.size_kb >= GIB_KB:
+                if isinstance(s.action, Pool) and not ok and \
+                        ap.report.host.is_gigantic(s.action.size_kb):
                     actual = pull_in(ap.report.host, s.action, s.new, j, say)
                     ok = actual >= s.new
             except ActionError as exc:

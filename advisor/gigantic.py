@@ -1,4 +1,5 @@
-"""1 GiB pages at runtime where the kernel can give them.
+"""Gigantic pages (1 GiB on x86-64; 32 MiB and 1 GiB on arm64 with 4 KiB pages) at runtime where
+the kernel can give them.
 
 A 1 GiB page needs a free, aligned 1 GiB range of memory the buddy allocator manages
 (alloc_contig_pages; Documentation/admin-guide/mm/hugetlbpage.rst). A kernel that
@@ -38,11 +39,13 @@ def pull_in(host: HostFacts, big: Pool, wanted: int, journal, say: Callable[[str
     """Ask again for `wanted` gigantic pages after a transient pool of the smallest size has
     pulled free memory into the buddy allocator. Returns what the gigantic pool holds then;
     the transient pool is back to what it was, whatever happens."""
-    smaller = [k for k in host.page_sizes_kb if k < big.size_kb]
+    # the largest size the buddy allocator serves (2 MiB on x86-64 and on arm64 with 4 KiB
+    # pages, where 64 KiB pages would take 32 times as many allocations)
+    smaller = [k for k in host.page_sizes_kb if k < big.size_kb and not host.is_gigantic(k)]
     granted = big.get()
     if not smaller or not host.unlisted_free_bytes or granted >= wanted:
         return granted
-    small = Pool(min(smaller), node=big.node, root=big.root)
+    small = Pool(max(smaller), node=big.node, root=big.root)
     before = small.get()
     n = transient_pages(host, small.size_kb, wanted - granted, big.size_kb)
     if n <= 0:

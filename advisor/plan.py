@@ -20,9 +20,14 @@ from .sizing import (GIB_KB, PoolPlan, cmdline_size, commit_limit_kb, fmt_bytes,
                      headroom, pool_label, spread)
 
 def choose_page_kb(inst: Instance, host: HostFacts, profile: Profile) -> int | None:
-    """The page size an instance should use. An explicit, supported size is kept; otherwise
-    1 GiB pages when the CPU has pdpe1gb, the engine can select the size, and the demand is
-    large enough that rounding up to whole GiB wastes little (profile: gigantic_*)."""
+    """The page size an instance should use. An explicit size the kernel offers is kept (on
+    arm64, PostgreSQL's huge_page_size = 32MB, say); otherwise the kernel's default size
+    (2 MiB on x86-64 and arm64 with 4 KiB pages, 32 MiB with 16 KiB, 512 MiB with 64 KiB), or
+    1 GiB pages where the kernel offers them, the engine can select the size, and the demand
+    is large enough that rounding up to whole GiB wastes little (profile: gigantic_*): the TLB
+    reach grows 512-fold over 2 MiB, while a gigantic pool must be had at boot or from
+    contiguous ranges. Intermediate sizes (arm64's 64 KiB and 32 MiB, contiguous entries) are
+    never chosen for the user: their TLB gain depends on the core's TLB design."""
     d = inst.demand
     if d is None:
         return None

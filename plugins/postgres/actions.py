@@ -124,7 +124,7 @@ def diagnose(c: dict, pid: int) -> str:
     setting as the server took it and from where (a layer that outranks the change), its
     cgroup's hugetlb limit, or a pool that others took."""
     from hpadvise.cgroups import limits, size_name
-    from hpadvise.host import read_pools
+    from hpadvise.host import read_meminfo, read_pools
     sr = SysRoot("/")
     why = []
     try:
@@ -142,7 +142,9 @@ def diagnose(c: dict, pid: int) -> str:
         where = f"{hp[3]}:{hp[4]}" if hp[3] else hp[2]
         why.append(f"huge_pages is {hp[1]} (from {where}), which outranks the change")
     hps = got.get("huge_page_size")
-    size_kb = (int(hps[1]) if hps and hps[1].isdigit() and int(hps[1]) else 2048)
+    # huge_page_size 0: the kernel's default size (Hugepagesize in /proc/meminfo; guc.c)
+    size_kb = (int(hps[1]) if hps and hps[1].isdigit() and int(hps[1]) else
+               (read_meminfo(sr).default_hugepage_kb or 2048))
     for pool in read_pools(sr, ()):
         if pool.size_kb == size_kb and need and (pool.available_pages or 0) < need:
             why.append(f"the {fmt_page(size_kb)} pool had {pool.available_pages} free pages "

@@ -329,7 +329,10 @@ def rollback(j: Journal, say: Callable[[str], None] = lambda s: None, restarts: 
     restored: list[tuple[Entry, Action, str]] = []
     errors: list[str] = []
     ordered, first = restore_order([(e, a) for e, a in reversed(changes) if not a.restart])
-    for pool in first:  # node_pools.py: every node of a size back to 0 in one write
+    # node_pools.py: every node of a size back to 0 in one write; each node's entry is then
+    # reported and read back after the restarts as if it had been written itself
+    was = {id(a): a.get() for _, a in ordered for p in first if _same_pool(a, p)}
+    for pool in first:
         try:
             say(f"{pool.label} ...")
             pool.set(0)
@@ -337,10 +340,11 @@ def rollback(j: Journal, say: Callable[[str], None] = lambda s: None, restarts: 
             errors.append(f"{pool.label}: {exc}")
     for e, action in ordered:
         try:
-            current = action.get()
+            current = was[id(action)] if id(action) in was else action.get()
             if current != e.old:
                 say(f"{action.label} ...")
-                action.restore(e.old)
+                if id(action) not in was or action.get() != e.old:
+                    action.restore(e.old)
                 restored.append((e, action, action.describe(current, e.old)
                                  if action.kind != "file" else f"{action.label}: restored"))
         except Exception as exc:  # keep going: restore as much as possible
@@ -378,6 +382,12 @@ def rollback(j: Journal, say: Callable[[str], None] = lambda s: None, restarts: 
         else:
             done.append(text)
     return done + restarted, errors
+
+
+def _same_pool(a: Action, pool: Action) -> bool:
+    """`a` is one node's pool of the size `pool` (the global one) covers."""
+    return getattr(a, "kind", "") == "pool" and getattr(a, "node", None) is not None \
+        and a.size_kb == pool.size_kb and a.root == pool.root
 
 
 def _test_hook_after_step(n: int) -> None:

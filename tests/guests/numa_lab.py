@@ -13,32 +13,19 @@ With LAB_SNAPSHOTS=1 it also writes `hpadvise snapshot` trees of the bound hosts
 import json
 import os
 import re
-import subprocess
 import sys
 import time
 import traceback
 
+from guestlab import hp, sh
+
 PG = "/usr/lib/postgresql/15/bin"
 DATA = "/var/lib/postgresql/lab"
 PORT = 5440
-HP = [sys.executable, "-m", "hpadvise.cli"]
 CG = "/sys/fs/cgroup/hplab"
 UNIT = "/etc/systemd/system/pglab.service"
 NODES = "/sys/devices/system/node"
 SIZE = "hugepages-2048kB"
-
-
-def say(text: str) -> None:
-    print(f"[{time.monotonic():8.1f}] {text}", flush=True)
-
-
-def sh(cmd, check=True, timeout=300, **kw):
-    say(cmd if isinstance(cmd, str) else " ".join(cmd))
-    r = subprocess.run(cmd, shell=isinstance(cmd, str), capture_output=True, text=True,
-                       timeout=timeout, **kw)
-    if check and r.returncode != 0:
-        raise RuntimeError(f"{cmd}: exit {r.returncode}: {r.stderr.strip()[-800:]}")
-    return r
 
 
 def as_pg(cmd: str) -> str:
@@ -96,16 +83,6 @@ def initdb() -> None:
         f.write(f"\nport = {PORT}\nlisten_addresses = ''\nunix_socket_directories = '/tmp'\n"
                 "shared_buffers = 512MB\nmax_connections = 20\nfsync = off\n")
     write_conf("try")
-
-
-def hp(*args: str) -> dict:
-    r = sh(HP + list(args), check=False)
-    out = {"rc": r.returncode, "stderr": r.stderr[-2000:]}
-    try:
-        out["json"] = json.loads(r.stdout)
-    except ValueError:
-        out["stdout"] = r.stdout[-3000:]
-    return out
 
 
 def instance_view(check: dict) -> dict:

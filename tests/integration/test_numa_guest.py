@@ -51,7 +51,8 @@ def lab(tmp_path_factory):
                        timeout=1800)
     assert b.returncode == 0, b.stderr[-2000:]
     share = tmp_path_factory.mktemp("numa-guest")
-    shutil.copy(REPO / "tests" / "guests" / "numa_lab.py", share / "numa_lab.py")
+    for f in ("numa_lab.py", "guestlab.py"):
+        shutil.copy(REPO / "tests" / "guests" / f, share / f)
     pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
                           "--disable-pip-version-check", "--target", str(share / "pylib"),
                           str(REPO), *_pinned()], capture_output=True, text=True, timeout=600,

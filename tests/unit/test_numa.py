@@ -212,3 +212,49 @@ def test_rollback_counts_reserved_pages_as_kept(tmp_path):
     # node 0 at its old count already: only node 1 keeps pages, and it goes last
     ordered, first = restore_order([(_E(0), n1), (_E(2), n0)])
     assert [a for _, a in ordered] == [n0, n1] and first == []
+
+
+def test_rollback_reports_and_reads_back_each_node_after_one_global_write(tmp_path):
+    """Apply made per-node pools; rollback empties them with one global write (the size has
+    reservations, so either node may keep pages) and still names and reads back each node.
+    A copied tree does not do the kernel's books: its per-node files stay as they were after
+    the global write, and rollback writes them itself."""
+    from hpadvise import journal as jr
+    root = tmp_path / "host"
+    shutil.copytree(TWO, root, symlinks=True)
+    f = host.collect(SysRoot(str(root)))
+    r = plan.build(f, [inst("a", 600, node=0), inst("b", 40, node=1)], prof(), {})
+    ap = ap_mod.prepare(r, {}, restart=False, persist=False, sys_root=str(root))
+    res = ap_mod.execute(ap, str(tmp_path / "journal"), {"argv": ["test"]})
+    assert res.status == "ok", res.problems
+    g = root / "sys/kernel/mm/hugepages/hugepages-2048kB"
+    (g / "resv_hugepages").write_text("100\n")
+    said: list[str] = []
+    done, errors = jr.rollback(jr.find(str(tmp_path / "journal"), None), said.append)
+    assert not errors
+    assert said[0] == "pool 2 MiB ..."  # the global write first
+    assert (g / "nr_hugepages").read_text().strip() == "0"
+    assert [d for d in done if d.startswith("pool")] == ["pool 2 MiB node 1: 43 -> 0",
+                                                         "pool 2 MiB node 0: 604 -> 0"]
+    for n in (0, 1):
+        p = root / f"sys/devices/system/node/node{n}/hugepages/hugepages-2048kB/nr_hugepages"
+        assert p.read_text().strip() == "0"
+
+
+def test_a_restart_starts_its_process_with_the_servers_memory_policy():
+    """keeper() gives the process it starts the policy the server had (set_mempolicy), as
+    numa_maps then shows it; with nothing to keep there is no preexec function at all."""
+    import subprocess
+
+    from hpadvise.numa import Keep, Policy, keeper, parse_policy
+    if not (Path("/proc/self/numa_maps").exists()):
+        import pytest
+        pytest.skip("this kernel has no NUMA support (/proc/self/numa_maps is missing)")
+    run = keeper(Keep(None, Policy("bind", (0,))))
+    out = subprocess.run(["cat", "/proc/self/numa_maps"], capture_output=True, text=True,
+                         preexec_fn=run, check=True).stdout
+    assert {str(parse_policy(ln)) for ln in out.splitlines()} == {"bind:0"}
+    assert keeper(Keep(None, None)) is None
+    assert Keep("/sys/fs/cgroup/x", Policy("bind", (1,))).shell("pg_ctl start") == (
+        "sh -c 'echo $$ > /sys/fs/cgroup/x/cgroup.procs && exec \"$@\"' sh "
+        "numactl --membind=1 pg_ctl start")

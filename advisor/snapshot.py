@@ -66,6 +66,14 @@ def write_snapshot(sr: SysRoot, directory: str, environ: bool = False) -> int:
             dest.write_bytes(kept)
             os.chmod(dest, 0o600)
             n += 1
+        # a configuration directory's names are facts of their own (a unit enabled by its
+        # link in a .wants directory): each name nothing else put there is kept as an empty
+        # file (after the files read, so that no directory is taken for a name)
+        for p, names in sr.names.items():
+            for name in names:
+                dest = _inside(out, f"{p}/{name}")
+                if not dest.exists():
+                    dest.touch(mode=0o600)
     finally:
         os.umask(old)
     return n

@@ -46,6 +46,7 @@ class SysRoot:
         # Contents of the files read successfully, kept when recording a snapshot.
         self.recorded: dict[str, bytes] | None = {} if record else None
         self.listed: set[str] | None = set() if record else None
+        self.names: dict[str, list[str]] = {}  # listed directories under /etc: their names
 
     @property
     def live(self) -> bool:
@@ -136,6 +137,8 @@ class SysRoot:
             return []
         if self.listed is not None:
             self.listed.add(p)
+            if p.startswith("/etc/"):  # names that are the fact (a unit linked into .wants)
+                self.names[p] = names
         return names
 
     def exists(self, p: str) -> bool:

@@ -2,6 +2,8 @@
 in hugetlb cgroup files, gigantic sizes judged from the buddy allocator's orders, probe's
 variants from the kernel's own sizes (arm64: Documentation/arch/arm64/hugetlbpage.rst)."""
 
+from pathlib import Path
+
 from hpadvise.cgroups import size_name
 from hpadvise.probe import Geometry, variants_for
 from hpadvise.sizing import cmdline_size, fmt_page
@@ -9,6 +11,7 @@ from hpadvise.sizing import cmdline_size, fmt_page
 KB = 1
 MB = 1024
 GB = 1024 * 1024
+GUESTS = Path(__file__).resolve().parent.parent / "fixtures" / "guests"
 
 
 def test_sizes_as_the_kernel_writes_them():
@@ -32,3 +35,105 @@ def test_probe_variants_are_the_kernels_sizes():
     # without THP built in: no THP variant
     assert [v.name for v in variants_for(Geometry(4, None, (2 * MB,)))] == ["4 KiB",
                                                                            "2 MiB hugetlb"]
+
+
+def test_a_snapshot_keeps_the_units_a_wants_directory_links(tmp_path):
+    """A unit is enabled by its link in a .wants directory: the name is the fact. Captured in
+    the arm64 guest, the snapshot had lost the link, and check offline said the 32 MiB pool
+    apply had persisted was set by nothing at the next boot."""
+    import os
+
+    from hpadvise import boot
+    from hpadvise.snapshot import write_snapshot
+    from hpadvise.sysroot import SysRoot
+    live = tmp_path / "live"
+    unit = live / "etc/systemd/system/hpadvise-hugepages.service"
+    unit.parent.mkdir(parents=True)
+    unit.write_text("[Service]\nExecStart=/bin/sh -c 'echo 10 > "
+                    "/sys/kernel/mm/hugepages/hugepages-32768kB/nr_hugepages'\n")
+    wants = live / "etc/systemd/system/sysinit.target.wants"
+    wants.mkdir()
+    os.symlink(str(unit), wants / "hpadvise-hugepages.service")
+    (live / "etc/postgresql/15/main").mkdir(parents=True)
+    (live / "etc/postgresql/15/main/postgresql.conf").write_text("port = 5432\n")
+    sr = SysRoot(str(live), record=True)
+    before = boot._unit_setters(sr, 2048, True)
+    sr.listdir("/etc/postgresql")
+    sr.read("/etc/postgresql/15/main/postgresql.conf")
+    write_snapshot(sr, str(tmp_path / "snap"))
+    after = boot._unit_setters(SysRoot(str(tmp_path / "snap")), 2048, True)
+    assert [(s.knob, s.value) for s in after] == [(s.knob, s.value) for s in before] == [
+        ("pool.32768", "10")]
+    # a listed name that is a directory read below stays a directory
+    assert (tmp_path / "snap/etc/postgresql/15/main/postgresql.conf").read_text() == "port = 5432\n"
+
+
+def _model_64k(src, dest):
+    """arm64 with the 64 KiB granule, modelled on the tree captured in the arm64 guest (4 KiB
+    granule): no Debian kernel is built with it. From Documentation/arch/arm64/hugetlbpage.rst
+    and arch/arm64/Kconfig: base page 64 KiB; hugetlb sizes 2 MiB (contiguous PTEs), 512 MiB
+    (PMD, the default and THP's size), 16 GiB (contiguous PMDs); buddy orders 0-13 (largest
+    block 512 MiB). The running server is left out: only the stopped cluster's files remain."""
+    import re
+    import shutil
+    shutil.copytree(src, dest, symlinks=True)
+    for base in ("sys/kernel/mm/hugepages", "sys/devices/system/node/node0/hugepages"):
+        d = dest / base
+        for old in d.iterdir():
+            shutil.rmtree(old)
+        for kb in (2048, 524288, 16777216):
+            (d / f"hugepages-{kb}kB").mkdir()
+            names = ("nr", "free", "surplus") if "node0" in base else (
+                "nr", "free", "resv", "surplus", "nr_overcommit")
+            for n in names:
+                (d / f"hugepages-{kb}kB" / f"{n}_hugepages").write_text("0\n")
+    meminfo = dest / "proc/meminfo"
+    meminfo.write_text(re.sub(r"Hugepagesize:\s+\d+ kB", "Hugepagesize:     524288 kB",
+                              meminfo.read_text()).replace("Hugetlb:          327680 kB",
+                                                           "Hugetlb:               0 kB"))
+    (dest / "sys/kernel/mm/transparent_hugepage/hpage_pmd_size").write_text("536870912\n")
+    smaps = dest / "proc/self/smaps"
+    smaps.write_text(smaps.read_text().replace("KernelPageSize:        4 kB",
+                                               "KernelPageSize:       64 kB"))
+    (dest / "proc/buddyinfo").write_text(
+        "Node 0, zone      DMA " + " ".join(["3"] * 14) + "\n"
+        "Node 0, zone   Normal " + " ".join(["20"] * 13) + " 4\n")
+    for p in (dest / "proc").iterdir():
+        if p.name.isdigit() and "postgres" in (p / "cmdline").read_text(errors="replace") \
+                if (p / "cmdline").exists() else False:
+            shutil.rmtree(p)
+    return dest
+
+
+def test_arm64_64k_granule_modelled(tmp_path):
+    from hpadvise import host
+    from hpadvise.sysroot import SysRoot
+    tree = _model_64k(GUESTS / "arm64-4k-pg32m", tmp_path / "arm64-64k")
+    h = host.collect(SysRoot(str(tree)))
+    assert h.base_page_bytes == 65536 and h.default_hugepage_kb == 512 * MB
+    assert h.thp.pmd_size_kb == 512 * MB
+    assert not h.is_gigantic(512 * MB) and h.is_gigantic(16 * GB)
+    g = h.geometry()
+    assert [v.name for v in variants_for(g)] == ["64 KiB", "512 MiB THP", "2 MiB hugetlb",
+                                                  "512 MiB hugetlb", "16 GiB hugetlb"]
+    assert g.gigantic_kb == (16 * GB,)
+    assert h.runtime_allocatable_pages(16 * GB) is None
+    # order 13 (the last column) holds 512 MiB blocks: 3 in DMA and 4 in Normal
+    assert h.runtime_allocatable_pages(512 * MB) == 3 + 4
+
+
+def test_arm64_4k_granule_as_captured(tmp_path):
+    """The arm64 guest's own tree (Debian 12's 6.1, 4 KiB granule), PostgreSQL 15 on 32 MiB
+    pages (huge_page_size = 32MB): four sizes, 32 MiB and 1 GiB gigantic, the server's
+    shared memory counted in 32 MiB pages as it holds them."""
+    from hpadvise import pipeline
+    from hpadvise.sysroot import SysRoot
+    r = pipeline.inspect(SysRoot(str(GUESTS / "arm64-4k-pg32m")), engine_names=["postgres"])
+    h = r.host
+    assert sorted(h.page_sizes_kb) == [64, 2 * MB, 32 * MB, 1 * GB]
+    assert [kb for kb in sorted(h.page_sizes_kb) if h.is_gigantic(kb)] == [32 * MB, 1 * GB]
+    i = next(i for i in r.instances if i.id == "postgres:5440")
+    assert i.backing == "hugetlb" and i.backing_page_kb == 32 * MB
+    assert i.demand.page_kb == 32 * MB and i.demand.pages[32 * MB] == 9 == i.demand.held_pages
+    (pool,) = [p for p in r.pools if p.size_kb == 32 * MB]
+    assert pool.target_pages == 10 and pool.current_pages == 10

@@ -30,6 +30,7 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
+from .sizing import cmdline_kb
 from .sysroot import SysRoot
 
 THP = "/sys/kernel/mm/transparent_hugepage"
@@ -94,9 +95,9 @@ def cmdline_knobs(cmdline: str, default_kb: int | None) -> list[tuple[str, str]]
             break
         key, _, value = tok.partition("=")
         if key == "default_hugepagesz":
-            default = _size_kb(value) or default
+            default = cmdline_kb(value) or default
         elif key == "hugepagesz":
-            size_kb = _size_kb(value)
+            size_kb = cmdline_kb(value)
         elif key == "hugepages":
             pages = sum(int(p.split(":")[-1]) for p in value.split(",") if p.split(":")[-1]
                         .isdigit())
@@ -107,15 +108,6 @@ def cmdline_knobs(cmdline: str, default_kb: int | None) -> list[tuple[str, str]]
         elif key == "transparent_hugepage_shmem":
             out.append(("thp.shmem_enabled", value))
     return out
-
-
-def _size_kb(text: str) -> int | None:
-    """hugepagesz= values: 2M, 1G, 2048K, or bytes (memparse: K, M, G suffixes)."""
-    mt = re.fullmatch(r"(\d+)([KMG]?)", text.strip().upper())
-    if not mt:
-        return None
-    n = int(mt.group(1))
-    return {"": n // 1024, "K": n, "M": n * 1024, "G": n * 1048576}[mt.group(2)]
 
 
 def _grub_default(sr: SysRoot) -> tuple[str | None, list[str]]:

@@ -128,7 +128,7 @@ CORE = Codes(
     Code("cmdline.hugepages", "info", "Kernel command line reserves huge pages at boot",
          KERNEL_PARAMS),
     Code("cmdline.hugepagesz", "info", "Kernel command line names a huge page size",
-         KERNEL_PARAMS),
+         KERNEL_PARAMS + "; arch/*/mm/hugetlbpage.c arch_hugetlb_valid_size()", also=("warn",)),
     Code("cmdline.default_hugepagesz", "info", "Kernel command line sets the default huge page "
          "size", KERNEL_PARAMS),
     Code("cmdline.transparent_hugepage", "info", "Kernel command line sets the THP mode",

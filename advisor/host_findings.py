@@ -11,7 +11,7 @@ from .cgroups import size_name, workload
 from .cgroups import verdict as cgroup_verdict
 from .findings import CORE
 from .model import Change, Instance
-from .sizing import fmt_bytes, fmt_page, k8s_resource, pool_label
+from .sizing import cmdline_kb, fmt_bytes, fmt_page, k8s_resource, pool_label
 
 if TYPE_CHECKING:
     from .engines import Engine
@@ -90,6 +90,19 @@ def host(r: Report) -> None:
                                          "refer to; with 1G, 2 MiB pages need their own "
                                          "hugepagesz=2M hugepages=N to be reserved at boot",
                    }.get(key, "boot-time huge page reservation")
+            kb = cmdline_kb(value) if key in ("hugepagesz", "default_hugepagesz") else None
+            if kb is not None and host.pools and kb not in host.page_sizes_kb:
+                # each architecture accepts its own sizes and ignores the rest with a warning
+                # in the boot log, the hugepages= after it included (arm64 with 64 KiB pages:
+                # 2M, 512M, 16G; x86-64: 2M, 1G with pdpe1gb)
+                r.findings.append(CORE["cmdline.hugepagesz"](
+                    f"This kernel offers {', '.join(fmt_page(k) for k in host.page_sizes_kb)}"
+                    f"; it refused {key}={value} at boot, and a hugepages= that follows it "
+                    "reserved nothing. Remove it, or name a size the kernel offers.",
+                    host.cmdline or "", severity="warn",
+                    title=f"Kernel command line: {key}={value}, a size this kernel does not "
+                          "offer"))
+                continue
             r.findings.append(CORE[f"cmdline.{key}"](
                 why, host.cmdline or "", title=f"Kernel command line: {key}={value}"))
     users = {p.size_kb for p in r.pools}

@@ -52,6 +52,16 @@ def cmdline_size(size_kb: int) -> str:
     return f"{size_kb // 1024}M" if size_kb % 1024 == 0 else f"{size_kb}K"
 
 
+def cmdline_kb(text: str) -> int | None:
+    """The other way: hugepagesz= values 64K, 2M, 1G, 2048K, or bytes (memparse's K, M, G
+    suffixes), in kB; None for anything else."""
+    mt = re.fullmatch(r"(\d+)([KMG]?)", text.strip().upper())
+    if not mt:
+        return None
+    n = int(mt.group(1))
+    return {"": n // 1024, "K": n, "M": n * 1024, "G": n * 1048576}[mt.group(2)]
+
+
 def sysfs_pool(size_kb: int, node: int | None = None) -> str:
     """The sysfs file of a pool's size (Documentation/admin-guide/mm/hugetlbpage.rst): the
     global one, or one NUMA node's. The only place these paths are spelled."""

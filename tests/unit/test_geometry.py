@@ -137,3 +137,22 @@ def test_arm64_4k_granule_as_captured(tmp_path):
     assert i.demand.page_kb == 32 * MB and i.demand.pages[32 * MB] == 9 == i.demand.held_pages
     (pool,) = [p for p in r.pools if p.size_kb == 32 * MB]
     assert pool.target_pages == 10 and pool.current_pages == 10
+
+
+def test_a_command_line_size_the_kernel_does_not_offer(tmp_path):
+    """arm64 with 64 KiB pages refuses hugepagesz=1G at boot (arch_hugetlb_valid_size); the
+    hugepages= after it reserves nothing. check says so; a size it offers is only noted."""
+    from hpadvise import pipeline
+    from hpadvise.sizing import cmdline_kb
+    from hpadvise.sysroot import SysRoot
+    for kb in (64, 2 * MB, 32 * MB, 512 * MB, 1 * GB, 16 * GB):
+        assert cmdline_kb(cmdline_size(kb)) == kb
+    tree = _model_64k(GUESTS / "arm64-4k-pg32m", tmp_path / "arm64-64k")
+    (tree / "proc/cmdline").write_text("root=/dev/vda rw hugepagesz=1G hugepages=4 "
+                                       "hugepagesz=512M hugepages=2\n")
+    r = pipeline.inspect(SysRoot(str(tree)), engine_names=["postgres"])
+    sz = [f for f in r.findings if f.code == "cmdline.hugepagesz"]
+    assert [(f.severity, f.title) for f in sz] == [
+        ("warn", "Kernel command line: hugepagesz=1G, a size this kernel does not offer"),
+        ("info", "Kernel command line: hugepagesz=512M")]
+    assert "This kernel offers 2 MiB, 512 MiB, 16 GiB" in sz[0].rationale

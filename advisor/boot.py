@@ -245,9 +245,15 @@ def path_knob(path: str) -> str | None:
     return f"pool.{mt.group(1)}" if mt else None
 
 
+_NODE_POOL = re.compile(r"/sys/devices/system/node/node(\d+)/hugepages/hugepages-(\d+)kB/"
+                        r"nr_hugepages")
+
+
 def _script_setters(text: str, where: str, stage: int, default_kb: int | None,
                     ordered: bool) -> list[Setter]:
     out = []
+    nodes: dict[str, dict[str, str]] = {}  # size -> node -> value (NUMA: each node's pool)
+    first: dict[str, int] = {}  # size -> the line of its first node write
     for n, line in enumerate(text.splitlines(), 1):
         s = line.strip()
         if s.startswith("#"):
@@ -256,9 +262,16 @@ def _script_setters(text: str, where: str, stage: int, default_kb: int | None,
             knob = path_knob(mt.group(2))
             if knob:
                 out.append(Setter(knob, mt.group(1), f"{where}:{n}", stage, ordered))
+            elif (nm := _NODE_POOL.fullmatch(mt.group(2))) and mt.group(1).isdigit():
+                nodes.setdefault(nm.group(2), {})[nm.group(1)] = mt.group(1)
+                first.setdefault(nm.group(2), n)
         for mt in _SYSCTL_W.finditer(s):
             out.append(Setter(f"pool.{default_kb or 2048}", mt.group(2), f"{where}:{n}", stage,
                               ordered))
+    # a pool written node by node is, at the end of the boot, the sum of its nodes
+    for kb, per in nodes.items():
+        out.append(Setter(f"pool.{kb}", str(sum(int(v) for v in per.values())),
+                          f"{where}:{first[kb]}", stage, ordered))
     return out
 
 

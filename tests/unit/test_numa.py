@@ -258,3 +258,27 @@ def test_a_restart_starts_its_process_with_the_servers_memory_policy():
     assert Keep("/sys/fs/cgroup/x", Policy("bind", (1,))).shell("pg_ctl start") == (
         "sh -c 'echo $$ > /sys/fs/cgroup/x/cgroup.procs && exec \"$@\"' sh "
         "numactl --membind=1 pg_ctl start")
+
+
+def test_the_next_boot_counts_a_pool_written_node_by_node(tmp_path):
+    """apply persists per-node pools in its boot unit, node by node (as the two-node guest's
+    apply wrote them); the next boot's pool is their sum, not "nothing sets it"."""
+    from hpadvise import boot
+    from hpadvise.sysroot import SysRoot
+    unit = tmp_path / "etc/systemd/system/hpadvise-hugepages.service"
+    unit.parent.mkdir(parents=True)
+    unit.write_text(
+        "[Service]\nType=oneshot\n"
+        "ExecStart=/bin/sh -c 'echo 2 > /sys/devices/system/node/node0/hugepages/"
+        "hugepages-2048kB/nr_hugepages'\n"
+        "ExecStart=/bin/sh -c 'echo 275 > /sys/devices/system/node/node1/hugepages/"
+        "hugepages-2048kB/nr_hugepages'\n")
+    wants = tmp_path / "etc/systemd/system/sysinit.target.wants"
+    wants.mkdir()
+    (wants / "hpadvise-hugepages.service").symlink_to(unit)
+    (tmp_path / "run/systemd/system").mkdir(parents=True)
+    (tmp_path / "proc").mkdir()
+    (tmp_path / "proc/cmdline").write_text("root=/dev/vda\n")
+    b = boot.read(SysRoot(str(tmp_path)), 2048)
+    s = b.at_boot("pool.2048")
+    assert (s.value, s.source) == ("277", "/etc/systemd/system/hpadvise-hugepages.service:3")

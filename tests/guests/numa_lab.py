@@ -4,7 +4,7 @@ checked, applied with a restart and rolled back by hpadvise; the short-node star
 check, then reproduced. Writes what it saw to /share/result.json for the host's test to judge
 (tests/integration/test_numa_guest.py); judges nothing itself.
 
-    python3 numa_lab.py [case ...]     cases: numactl cpuset systemd short surplus (default: all)
+    python3 numa_lab.py [case ...]     cases: numactl cpuset systemd short short_cpuset surplus (default: all)
 
 With LAB_SNAPSHOTS=1 it also writes `hpadvise snapshot` trees of the bound hosts to
 /share/snapshot-membind and /share/snapshot-cpuset (tests/fixtures/guests/amd64-2node-*).
@@ -153,12 +153,13 @@ def systemd_stop() -> None:
     sh("systemctl stop pglab.service", check=False)
 
 
-def short() -> dict:
-    """Node 0 holds the whole pool, node 1 none: check's prediction, then the starts."""
+def short(bind: str = "membind") -> dict:
+    """Node 0 holds the whole pool, node 1 none: check's prediction, then the starts, bound
+    by a memory policy (numactl) or by a cpuset."""
     out: dict = {}
     initdb()
-    numactl_start()
-    demand = None
+    start = numactl_start if bind == "membind" else cpuset_start
+    start()
     view = instance_view(hp("check", "--db", "postgres", "--json"))
     demand = (view.get("pages") or {}).get("2048")
     set_node(0, (demand or 300) + 100)
@@ -167,22 +168,28 @@ def short() -> dict:
     out["check"] = instance_view(hp("check", "--db", "postgres", "--json"))
     # the start with huge_pages=on, bound to node 1: refused or not
     write_conf("on")
-    r = sh("numactl --membind=1 --cpunodebind=1 "
-           + as_pg(f"{PG}/pg_ctl -D {DATA} -l {DATA}/log -w -m fast restart"), check=False)
-    out["start_on"] = {"rc": r.returncode, "server": server_facts(),
+    pg_stop()
+    r = _start_status(start)
+    out["start_on"] = {"rc": r, "server": server_facts(),
                        "log": [ln for ln in open(f"{DATA}/log").read().splitlines()
                                if "FATAL" in ln][-2:]}
     write_conf("try")
-    r = sh("numactl --membind=1 --cpunodebind=1 "
-           + as_pg(f"{PG}/pg_ctl -D {DATA} -l {DATA}/log -w -m fast restart"), check=False)
-    if r.returncode != 0:  # the failed start left it stopped: start again
-        numactl_start()
+    pg_stop()
+    start()
     out["start_try"] = {"server": server_facts(), "pools": pools()}
     pg_stop()
     set_node(0, 0)
     set_node(1, 0)
     out["end_pools"] = pools()
     return out
+
+
+def _start_status(start) -> int:
+    try:
+        start()
+        return 0
+    except RuntimeError:
+        return 1
 
 
 def surplus() -> dict:
@@ -213,6 +220,7 @@ CASES = {
     "cpuset": lambda: cycle(cpuset_start, pg_stop, "snapshot-cpuset"),
     "systemd": lambda: cycle(systemd_start, systemd_stop),
     "short": short,
+    "short_cpuset": lambda: short("cpuset"),
     "surplus": surplus,
 }
 

@@ -22,7 +22,7 @@ NUMA = ["-m", "6G", "-smp", "2",
         "-object", "memory-backend-ram,id=m0,size=3G",
         "-object", "memory-backend-ram,id=m1,size=3G",
         "-numa", "node,nodeid=0,cpus=0,memdev=m0", "-numa", "node,nodeid=1,cpus=1,memdev=m1"]
-CASES = ("numactl", "cpuset", "systemd", "short")
+CASES = ("numactl", "cpuset", "systemd", "short", "short_cpuset")
 # hpadvise's pure-Python dependencies, as installed here, go in beside it (the guest's
 # Python has psycopg from Debian)
 DEPS = ("typer", "rich", "shellingham", "markdown-it-py", "mdurl", "pygments",
@@ -134,10 +134,10 @@ def test_bound_by_a_systemd_unit(lab):
     assert lab["systemd"]["after_apply"]["server"]["cgroup"].endswith("/pglab.service")
 
 
-def test_short_node_predicted_then_reproduced(lab):
-    s = lab["short"]
+def _short(s: dict, how: str) -> None:
     # the pool is large enough in all, all of it on node 0
     assert s["pools"]["1"]["nr"] == 0 and s["pools"]["0"]["free"] >= s["check"]["pages"]["2048"]
+    assert how in s["check"]["numa_binding"]
     (ev,) = [e for code, e in s["check"]["findings"] if code == "pool.node_short"]
     assert "node 1 has 0 free" in ev and "enough, on the other nodes" in ev
     # as predicted: huge_pages=on does not start, try starts on 4 KiB pages
@@ -146,3 +146,13 @@ def test_short_node_predicted_then_reproduced(lab):
     assert s["start_try"]["server"]["running"]
     assert s["start_try"]["server"]["huge_pages_by_node"] == {}
     assert s["start_try"]["pools"]["0"]["free"] == s["pools"]["0"]["free"]
+
+
+def test_short_node_predicted_then_reproduced(lab):
+    """Bound by a memory policy (numactl --membind): the reservation counts node 1 only."""
+    _short(lab["short"], "memory policy bind:1")
+
+
+def test_short_node_under_a_cpuset(lab):
+    """Bound by a cpuset: the same (mm/hugetlb.c allowed_mems_nr, cpuset_current_mems_allowed)."""
+    _short(lab["short_cpuset"], "cpuset.mems 1")

@@ -80,6 +80,19 @@ def huge_mappings(pid: int) -> dict:
     return out
 
 
+def _mappings_of(pid: int, page_kb: int) -> list:
+    """(address range, Size kB) of each mapping on `page_kb` pages (smaps)."""
+    out, head, size = [], None, None
+    for ln in open(f"/proc/{pid}/smaps"):
+        if re.match(r"^[0-9a-f]+-[0-9a-f]+ ", ln):
+            head, size = ln.split()[0], None
+        elif ln.startswith("Size:"):
+            size = int(ln.split()[1])
+        elif ln.startswith("KernelPageSize:") and int(ln.split()[1]) == page_kb:
+            out.append((head, size))
+    return out
+
+
 def pg(huge_page_size: str | None) -> dict:
     """A cluster with 256 MB of buffers on the default size or `huge_page_size`: the server's
     own count, check's, apply --restart, rollback."""
@@ -147,6 +160,7 @@ def jvm() -> dict:
                 raise RuntimeError(f"java exited: {java.stderr.read().decode()[-800:]}")
             time.sleep(1)
         out["smaps"] = huge_mappings(java.pid)
+        out["maps_64k"] = _mappings_of(java.pid, 64)
         out["pools_held"] = {k: int(open(f"{HUGE}/hugepages-{k}kB/nr_hugepages").read())
                              - int(open(f"{HUGE}/hugepages-{k}kB/free_hugepages").read())
                              for k in (64, 2048, 32768)}

@@ -122,8 +122,13 @@ def render(r: Report, console, verbose: bool = False) -> None:
     t.add_row("hugetlb", f"{_kb(m.hugetlb_kb)} in pools (all sizes); base page "
                          f"{h.base_page_bytes // 1024} KiB, default huge page "
                          f"{fmt_page(h.default_hugepage_kb) if h.default_hugepage_kb else '?'}")
-    t.add_row("cpu", f"1 GiB pages (pdpe1gb): {'yes' if 'pdpe1gb' in h.cpu_flags else 'no'}, "
-                     f"2 MiB (pse): {'yes' if 'pse' in h.cpu_flags else 'no'}; NUMA nodes: "
+    # x86's flags where the CPU has them (cpuinfo's "flags"; arm64 lists "Features"), then the
+    # sizes the kernel offers, which is what counts everywhere
+    x86 = f"1 GiB pages (pdpe1gb): {'yes' if 'pdpe1gb' in h.cpu_flags else 'no'}, " \
+        f"2 MiB (pse): {'yes' if 'pse' in h.cpu_flags else 'no'}; " \
+        if h.cpu_flags & {"pse", "pdpe1gb"} else ""
+    sizes = ", ".join(fmt_page(k) for k in sorted(h.page_sizes_kb)) or "none"
+    t.add_row("cpu", f"{x86}huge page sizes offered: {sizes}; NUMA nodes: "
                      f"{len(h.numa_nodes) or '?'}")
     where = None
     if h.in_container:

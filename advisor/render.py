@@ -128,7 +128,7 @@ def render(r: Report, console, verbose: bool = False) -> None:
         f"2 MiB (pse): {'yes' if 'pse' in h.cpu_flags else 'no'}; " \
         if h.cpu_flags & {"pse", "pdpe1gb"} else ""
     sizes = ", ".join(fmt_page(k) for k in sorted(h.page_sizes_kb)) or "none"
-    t.add_row("cpu", f"{x86}huge page sizes offered: {sizes}; NUMA nodes: "
+    t.add_row("cpu", f"{x86}huge pages offered: {sizes}; NUMA nodes: "
                      f"{len(h.numa_nodes) or '?'}")
     where = None
     if h.in_container:

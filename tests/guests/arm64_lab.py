@@ -10,15 +10,15 @@ With LAB_SNAPSHOTS=1 it also writes an `hpadvise snapshot` tree of the guest wit
 on 32 MiB pages to /share/snapshot-arm64 (tests/fixtures/guests/arm64-4k-pg32m).
 """
 
-import json
 import os
 import re
 import subprocess
-import sys
 import time
-import traceback
 
-from guestlab import hp, sh
+from guestlab import hp, run_cases, sh
+
+# hpadvise is on the guest's PYTHONPATH (/share/pylib)
+from hpadvise.plugins.postgres.actions import read_pid as postmaster
 
 PG = "/usr/lib/postgresql/15/bin"
 DATA = "/var/lib/postgresql/lab"
@@ -53,14 +53,6 @@ def geometry() -> dict:
             "default": re.search(r"Hugepagesize:\s+(\d+)", open("/proc/meminfo").read()).group(1),
             "buddy_orders": len(buddy[0].split()) - 4 if buddy else None,
             "cgroup_files": cg}
-
-
-def postmaster() -> int | None:
-    try:
-        pid = int(open(f"{DATA}/postmaster.pid").read().split()[0])
-    except (OSError, ValueError, IndexError):
-        return None
-    return pid if os.path.exists(f"/proc/{pid}") else None
 
 
 def huge_mappings(pid: int) -> dict:
@@ -118,8 +110,8 @@ def pg(huge_page_size: str | None) -> dict:
                     "changes": [(x["target"], x["before"], x["after"], x["status"])
                                 for x in (a.get("json") or {}).get("changes", [])
                                 if x["kind"] != "file"]}
-    out["after_apply"] = {"pools": pools(), "maps": huge_mappings(postmaster())
-                          if postmaster() else None,
+    out["after_apply"] = {"pools": pools(), "maps": huge_mappings(postmaster(DATA))
+                          if postmaster(DATA) else None,
                           "persisted": sh("cat /etc/sysctl.d/*hpadvise* "
                                           "/etc/systemd/system/hpadvise-hugepages.service "
                                           "2>/dev/null", check=False).stdout[-1500:]}
@@ -128,8 +120,8 @@ def pg(huge_page_size: str | None) -> dict:
         out["snapshot"] = hp("snapshot", "/share/snapshot-arm64")["rc"]
     r = hp("rollback", "--yes", "--json")
     out["rollback"] = {"rc": r["rc"], "stderr": r["stderr"], "json": r.get("json")}
-    out["after_rollback"] = {"pools": pools(), "maps": huge_mappings(postmaster())
-                             if postmaster() else None}
+    out["after_rollback"] = {"pools": pools(), "maps": huge_mappings(postmaster(DATA))
+                             if postmaster(DATA) else None}
     sh(f"runuser -u postgres -- {PG}/pg_ctl -D {DATA} -m fast -w stop", check=False)
     return out
 
@@ -186,18 +178,8 @@ CASES = {"geometry": geometry, "pg2m": lambda: pg(None), "pg32m": lambda: pg("32
 
 
 def main() -> None:
-    names = sys.argv[1:] or list(CASES)
-    result: dict = {}
-    for name in names:
-        t = time.monotonic()
-        try:
-            result[name] = CASES[name]()
-        except Exception:
-            result[name] = {"error": traceback.format_exc()[-3000:]}
-            sh(f"runuser -u postgres -- {PG}/pg_ctl -D {DATA} -m fast -w stop", check=False)
-        result[name]["seconds"] = round(time.monotonic() - t, 1)
-        with open("/share/result.json", "w") as f:
-            json.dump(result, f, indent=1, default=str)
+    run_cases(CASES, {}, lambda: sh(f"runuser -u postgres -- {PG}/pg_ctl -D {DATA} -m fast -w "
+                                    "stop", check=False))
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 import time
+import traceback
 
 HP = [sys.executable, "-m", "hpadvise.cli"]
 
@@ -35,3 +36,19 @@ def hp(*args: str) -> dict:
     except ValueError:
         out["stdout"] = r.stdout[-3000:]
     return out
+
+
+def run_cases(cases: dict, result: dict, cleanup) -> None:
+    """Each case named on the command line (else all) in turn: its facts, or its traceback and
+    then `cleanup()`, timed; /share/result.json is rewritten after each, so that a guest that
+    dies midway leaves what it saw."""
+    for name in sys.argv[1:] or list(cases):
+        t = time.monotonic()
+        try:
+            result[name] = cases[name]()
+        except Exception:
+            result[name] = {"error": traceback.format_exc()[-3000:]}
+            cleanup()
+        result[name]["seconds"] = round(time.monotonic() - t, 1)
+        with open("/share/result.json", "w") as f:
+            json.dump(result, f, indent=1, default=str)

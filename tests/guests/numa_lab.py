@@ -10,14 +10,13 @@ With LAB_SNAPSHOTS=1 it also writes `hpadvise snapshot` trees of the bound hosts
 /share/snapshot-membind and /share/snapshot-cpuset (tests/fixtures/guests/amd64-2node-*).
 """
 
-import json
 import os
 import re
-import sys
-import time
-import traceback
 
-from guestlab import hp, sh
+from guestlab import hp, run_cases, sh
+
+# hpadvise is on the guest's PYTHONPATH (/share/pylib)
+from hpadvise.plugins.postgres.actions import read_pid as postmaster
 
 PG = "/usr/lib/postgresql/15/bin"
 DATA = "/var/lib/postgresql/lab"
@@ -45,17 +44,9 @@ def set_node(n: int, pages: int) -> None:
         f.write(str(pages))
 
 
-def postmaster() -> int | None:
-    try:
-        pid = int(open(f"{DATA}/postmaster.pid").read().split()[0])
-    except (OSError, ValueError, IndexError):
-        return None
-    return pid if os.path.exists(f"/proc/{pid}") else None
-
-
 def server_facts() -> dict:
     """The running postmaster's binding and where its huge pages are (numa_maps N<node>=)."""
-    pid = postmaster()
+    pid = postmaster(DATA)
     if pid is None:
         return {"running": False}
     status = open(f"/proc/{pid}/status").read()
@@ -226,20 +217,9 @@ CASES = {
 
 
 def main() -> None:
-    names = sys.argv[1:] or list(CASES)
     result = {"kernel": os.uname().release,
               "nodes": sorted(n for n in os.listdir(NODES) if re.fullmatch(r"node\d+", n))}
-    for name in names:
-        t = time.monotonic()
-        try:
-            result[name] = CASES[name]()
-        except Exception:
-            result[name] = {"error": traceback.format_exc()[-3000:]}
-            pg_stop()
-            systemd_stop()
-        result[name]["seconds"] = round(time.monotonic() - t, 1)
-        with open("/share/result.json", "w") as f:
-            json.dump(result, f, indent=1, default=str)
+    run_cases(CASES, result, lambda: (pg_stop(), systemd_stop()))
 
 
 if __name__ == "__main__":

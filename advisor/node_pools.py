@@ -20,14 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from .actions import Action, Pool
-
-
-def _read(path: str) -> int:
-    try:
-        with open(path) as f:
-            return int(f.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 0
+from .sysroot import SysRoot
 
 
 def _keeps(action: Pool, old: int) -> bool:
@@ -35,12 +28,14 @@ def _keeps(action: Pool, old: int) -> bool:
     there (nr - free), or, while the size has reservations (counted for the whole pool only,
     not per node), any page above `old` (the kernel keeps reserved pages: in the guest a
     server holding 18 pages of node 1 and reserving the rest left 272 surplus)."""
-    base = action.path.rsplit("/", 1)[0]
-    nr = _read(f"{base}/nr_hugepages")
-    if nr - _read(f"{base}/free_hugepages") > old:
+    sr = SysRoot(action.root or "/")
+    base = action.path[len(action.root):].rsplit("/", 1)[0]
+    nr = sr.read_int(f"{base}/nr_hugepages", quiet_missing=True) or 0
+    if nr - (sr.read_int(f"{base}/free_hugepages", quiet_missing=True) or 0) > old:
         return True
-    resv = f"{action.root}/sys/kernel/mm/hugepages/hugepages-{action.size_kb}kB/resv_hugepages"
-    return _read(resv) > 0 and nr > old
+    resv = sr.read_int(f"/sys/kernel/mm/hugepages/hugepages-{action.size_kb}kB/resv_hugepages",
+                       quiet_missing=True)
+    return (resv or 0) > 0 and nr > old
 
 
 def restore_order(items: list[tuple[Any, Action]]) -> tuple[list[tuple[Any, Action]],

@@ -187,14 +187,16 @@ def keep_of(pid: int | None) -> Keep:
     have: what a restart must give the server back."""
     if not pid:
         return Keep(None, None)
+    from .host import read_numa_nodes
     sr = SysRoot("/")
     cg, own = cgroup_dir(pid, sr), cgroup_dir(os.getpid(), sr)
-    pol = task_policy(sr, pid)
+    # numa_maps walks the process's page tables: read only where a policy can matter
+    pol = task_policy(sr, pid) if len(read_numa_nodes(sr)) > 1 else None
     return Keep(cg if cg and cg != own else None,
                 pol if pol is not None and not pol.default else None)
 
 
-def keeper(keep: Keep, uid: int | None = None, gid: int | None = None
+def keeper(keep: Keep | None, uid: int | None = None, gid: int | None = None
            ) -> Callable[[], None] | None:
     """A preexec_fn that puts the starting process into `keep`'s cgroup and policy, then drops
     to uid/gid (after the move: cgroup.procs is root's to write). None when there is nothing to

@@ -167,8 +167,9 @@ class Proc:
 
     @property
     def mems_allowed(self) -> tuple[int, ...] | None:
-        """NUMA nodes the process may allocate from (cpuset.mems / numactl --membind):
-        "Mems_allowed_list: 0-1,3" in status (Documentation/filesystems/proc.rst)."""
+        """NUMA nodes the process's cpuset allows (cpuset.mems, systemd's AllowedMemoryNodes=):
+        "Mems_allowed_list: 0-1,3" in status (Documentation/filesystems/proc.rst). A memory
+        policy (numactl --membind) is not here: numa.py reads it from numa_maps."""
         from .numa import nodelist
         v = self.status.get("Mems_allowed_list")
         return nodelist(v) if v else None

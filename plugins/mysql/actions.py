@@ -180,8 +180,7 @@ class MyRestart(Restart):
                     "env": {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
                             "HOME": pw.pw_dir if pw else "/"}}
         drop = pw and os.geteuid() == 0 and pw.pw_uid != 0 and not self.s.get("supervisor")
-        run = keeper(keep, pw.pw_uid if drop else None, pw.pw_gid if drop else None) \
-            if keep else None
+        run = keeper(keep, pw.pw_uid if drop else None, pw.pw_gid if drop else None)
         if run is not None:
             kw.update(preexec_fn=run)
         elif drop:

@@ -251,9 +251,9 @@ class PgRestart(Restart):
         cmd, kw = self.command(log)
         try:
             r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, **kw)
-        except subprocess.TimeoutExpired as exc:
+        except (OSError, subprocess.TimeoutExpired) as exc:
             raise ActionError(f"{self.label}: {exc}") from None
-        except (OSError, subprocess.SubprocessError) as exc:  # the start's cgroup or policy
+        except subprocess.SubprocessError as exc:  # preexec: the server's cgroup or policy
             raise ActionError(f"{self.label}: pg_ctl could not be started where the server "
                               f"runs ({keep_of(read_pid(self.c['datadir'])).describe()}): "
                               f"{exc}; nothing was stopped") from None

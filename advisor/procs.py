@@ -146,6 +146,12 @@ class Proc:
         return int(v) if v else None
 
     @property
+    def ns_pid(self) -> int:
+        """Its PID in its own PID namespace (what its own files and logs say)."""
+        from .roots import ns_pid
+        return ns_pid(self.status, self.pid)
+
+    @property
     def uid(self) -> int | None:
         v = self.status.get("Uid")
         return int(v.split()[0]) if v else None
@@ -239,13 +245,26 @@ def binary_version(sr: SysRoot, pid: int, pattern: str, args: tuple[str, ...] = 
     the first group of `pattern` in what `exe ARGS` prints (~30 ms). argv0 keeps the name the
     process was started by, for binaries that pick their role from it. None offline."""
     import subprocess
+    from .roots import RootGone, root_of
     exe = sr.readlink(f"/proc/{pid}/exe")
     if not exe or not sr.live:
         return None
     exe = exe.replace(" (deleted)", "")
+    # A server in a root of its own runs its own binary with its own libraries there (a
+    # binary of another distribution may not even load on the host): chroot into it.
+    root = root_of(sr, pid)
+    try:
+        base = root.base() if root else None
+    except RootGone:
+        return None
+
+    def enter() -> None:
+        if base:
+            os.chroot(base)
+            os.chdir("/")
     try:
         r = subprocess.run([argv0 or exe, *args], executable=exe, capture_output=True,
-                           text=True, timeout=10, cwd="/")
+                           text=True, timeout=10, cwd="/", preexec_fn=enter if base else None)
     except (OSError, subprocess.TimeoutExpired):
         return None
     mt = re.search(pattern, r.stdout + r.stderr)
@@ -293,7 +312,8 @@ def systemd_unit(pid: int) -> str | None:
 class ProcTable:
     def __init__(self, sr: SysRoot):
         self.sr = sr
-        self._users: dict[int, str] | None = None
+        self._users: dict[int, dict[int, str]] = {}  # by id() of the SysRoot read
+        self._views: dict = {}  # pid or a root's (dev, ino) -> its SysRoot
 
     @cached_property
     def all(self) -> list[Proc]:
@@ -308,13 +328,28 @@ class ProcTable:
     def children(self, pid: int) -> list[Proc]:
         return [p for p in self.all if p.ppid == pid]
 
-    def user(self, uid: int | None) -> str | None:
+    def user(self, uid: int | None, fs: SysRoot | None = None) -> str | None:
+        """The name of `uid` in the passwd file of the root `fs` reads (the host's by
+        default): a server in its own root is named by its own users, never the host's."""
+        from .roots import users
         if uid is None:
             return None
-        if self._users is None:
-            self._users = {}
-            for line in (self.sr.read("/etc/passwd", quiet_missing=True) or "").splitlines():
-                parts = line.split(":")
-                if len(parts) > 2 and parts[2].isdigit():
-                    self._users.setdefault(int(parts[2]), parts[0])
-        return self._users.get(uid, str(uid))
+        fs = fs or self.sr
+        if id(fs) not in self._users:
+            self._users[id(fs)] = users(fs)
+        return self._users[id(fs)].get(uid, str(uid))
+
+    def fs(self, pid: int) -> SysRoot:
+        """The files of process `pid` as it sees them (roots.view), one view per root."""
+        from .roots import proc_root, view
+        if pid not in self._views:
+            fs = view(self.sr, pid)
+            root = proc_root(fs)
+            if root is not None:  # the processes of one root share one view
+                fs = self._views.setdefault((root.dev, root.ino), fs)
+            self._views[pid] = fs
+        return self._views[pid]
+
+    def owner(self, p: Proc) -> str | None:
+        """The name of the process's uid as its own root names it."""
+        return self.user(p.uid, self.fs(p.pid))

@@ -78,7 +78,7 @@ def _discover(eng: Engine, host: HostFacts, procs: ProcTable, port_re: str, defa
         # role from the name it was called by.
         ver = binary_version(procs.sr, p.pid, version_re, argv0=p.comm)
         inst = Instance(eng.name, f"{fl}:{port}", f"{fl} (port {port}, pid {p.pid})", True,
-                        pid=p.pid, owner=procs.user(p.uid), version=ver,
+                        pid=p.pid, owner=procs.owner(p), version=ver,
                         settings={"flavour": fl, "port": port})
         _observe(inst, p, host)
         out.append(inst)

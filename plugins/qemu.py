@@ -95,7 +95,7 @@ class QemuEngine(Engine):
             mems, huge, name = guest_memory(argv)
             iid = f"qemu:{name or p.pid}"
             inst = Instance(self.name, iid, f"guest {name or '?'} (pid {p.pid})", True, pid=p.pid,
-                            owner=procs.user(p.uid),
+                            owner=procs.owner(p),
                             settings={"guest_ram": fmt_bytes(sum(mems)) if mems else None,
                                       "hugepages_backing": huge})
             maps = p.smaps

@@ -117,7 +117,7 @@ class JvmEngine(Engine):
         sr = procs.sr
         cwd = sr.readlink(f"/proc/{p.pid}/cwd")
         f = read_flags(sr, p, cwd)
-        owner = procs.user(p.uid)
+        owner = procs.owner(p)
         if f.xmx is None and sr.live:
             out = jcmd_flags(p.pid, owner)
             if out:

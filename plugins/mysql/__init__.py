@@ -14,6 +14,7 @@ from hpadvise.engines import Change, Engine, Finding, Instance, Targets
 from hpadvise.host import HostFacts
 from hpadvise.procs import ProcTable
 from hpadvise.profiles import Profile
+from hpadvise.roots import restart_advice
 
 from . import findings as _findings
 from .actions import MyOption, MyRestart, option_target, spec_of
@@ -95,13 +96,22 @@ class MySQLEngine(Engine):
         return out
 
     def advice(self, inst: Instance, changes: list[Change]) -> list[str]:
-        return [f"{inst.id}: {ch.target} = {ch.recommended} is not set by apply: {ch.blocked}"
-                for ch in changes if ch.kind == "setting" and ch.instance == inst.id
-                and ch.blocked]
+        out = [f"{inst.id}: {ch.target} = {ch.recommended} is not set by apply: {ch.blocked}"
+               for ch in changes if ch.kind == "setting" and ch.instance == inst.id
+               and ch.blocked]
+        s = inst.state
+        mine = [ch for ch in changes if ch.kind == "setting" and ch.instance == inst.id]
+        if isinstance(s, Server) and s.root is not None and inst.running and \
+                (mine or not s.huge_maps or s.fallback):
+            # no ctl restarts a mysqld: whatever started it there restarts it
+            out.append(restart_advice(inst.id, s.root, s.ns_pid == 1, None))
+        return out
 
     def restart_action(self, inst: Instance) -> MyRestart | None:
         s = inst.state
         if not isinstance(s, Server) or not inst.running or not s.pid or not s.argv:
+            return None
+        if s.root is not None:  # never behind its container runtime's back: advice says how
             return None
         return MyRestart(**spec_of(s, inst.id))
 

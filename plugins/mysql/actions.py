@@ -14,6 +14,7 @@ from pathlib import Path
 from hpadvise.actions import ActionError, File, FileSetting, Restart
 from hpadvise.numa import Keep, keep_of, keeper
 from hpadvise.procs import Proc, ProcTable, proc_state, systemd_unit
+from hpadvise.roots import reach
 from hpadvise.sizing import fmt_bytes
 from hpadvise.sysroot import SysRoot
 
@@ -24,10 +25,13 @@ from .preflight import would_start
 
 def spec_of(s, instance: str) -> dict:
     """What the actions of one server carry into the journal: how to find, stop and start it."""
-    return {"engine": "mysql", "instance": instance, "datadir": s.datadir, "socket": s.socket,
+    spec = {"engine": "mysql", "instance": instance, "datadir": s.datadir, "socket": s.socket,
             "pid": s.pid, "argv": list(s.argv), "cwd": s.cwd or "/", "owner": s.owner,
             "log_error": s.log_error,
             "supervisor": list(s.supervisor[1]) if s.supervisor else None}
+    if s.root is not None:  # its paths are its root's: journaled with where that root is
+        spec["root"] = s.root.to_spec()
+    return spec
 
 
 def option_target(s) -> tuple[str, bool]:
@@ -75,7 +79,10 @@ class MyOption(FileSetting):
         return f"{self.name} in {self.path}"
 
     def file(self) -> File:
-        return File(self.path, 0o644, 0, 0)
+        try:  # a server in its own root: its own file there, reached from the host
+            return File(reach(self.s.get("root"), self.path), 0o644, 0, 0)
+        except OSError as exc:  # roots.RootGone
+            raise ActionError(f"{self.label}: {exc.strerror or exc}") from None
 
     @staticmethod
     def normal(value: str | None) -> str:
@@ -115,7 +122,7 @@ class MyOption(FileSetting):
         if not ok:
             return ok, actual
         got = effective(self.s.get("argv") or (), self.s.get("datadir"), self.name,
-                        self.file().path)
+                        self.file().path, self.s.get("root"))
         if got is None:  # a file the server does not read (a copy): the file's word only
             return True, actual
         eff, where = got
@@ -235,6 +242,9 @@ class MyRestart(Restart):
 
     def restored(self, old=None) -> str | None:
         return None if self._pid() else "the server is not running"
+
+    def running(self) -> bool:
+        return self._pid() is not None
 
     def verify(self, value=True) -> tuple[bool, str]:
         from .discovery import fallback_lines

@@ -17,6 +17,7 @@ from hpadvise.engines import Demand, Instance, Targets, error_line, redact_dsn
 from hpadvise.errors import InputError
 from hpadvise.host import HostFacts
 from hpadvise.procs import Proc, ProcTable, backing_of, binary_version, hugetlb_pages
+from hpadvise.roots import proc_root
 from hpadvise.sysroot import SysRoot
 
 from .conf import (FALLBACK_RE, QUERY_VARS, OptionFileError, OptionFiles, cmdline_settings,
@@ -53,11 +54,24 @@ def parse_dsn(dsn: str) -> dict:
     return kw
 
 
+def _in_root(path: str | None, host_path: str | None) -> str | None:
+    """A path the kernel names as the host sees it (/proc/PID/cwd), as the server's root
+    names it; None where it is not under the root's host directory."""
+    if not path or not host_path:
+        return None
+    rel = os.path.relpath(path, host_path)
+    return None if rel.startswith("..") else "/" if rel == "." else "/" + rel
+
+
 def connect(server: Server | None = None, dsn: str | None = None, timeout: int = 3):
     """A connection over the server's socket as root (unix_socket authentication on Debian),
-    or with a DSN (client.Connection: the host's client library, else mysql-connector)."""
+    or with a DSN (client.Connection: the host's client library, else mysql-connector). A
+    server in its own root is reached through its socket there."""
     from .client import Connection
-    kw = parse_dsn(dsn) if dsn else {"unix_socket": server.socket, "user": "root"}
+    sock = server.socket if server else None
+    if sock and server.fs is not None and server.root is not None:
+        sock = str(server.fs.path(sock))
+    kw = parse_dsn(dsn) if dsn else {"unix_socket": sock, "user": "root"}
     return Connection(timeout, **kw)
 
 
@@ -85,14 +99,14 @@ def fallback_lines(sr: SysRoot, server: Server) -> list[str] | None:
     # The tail only: an error log can be gigabytes; startup warnings of the running process
     # follow its "as process PID" line, which a server that has logged 8 MiB since is unlikely
     # to have pushed out (smaps remains the evidence then).
-    text = sr.read_tail(path, 8 << 20, quiet_missing=True)
+    text = (server.fs or sr).read_tail(path, 8 << 20, quiet_missing=True)
     if text is None:
         return None
     lines = text.splitlines()
     start = 0
-    if server.pid:
+    if server.pid:  # the PID it logs is its own namespace's
         for n in range(len(lines) - 1, -1, -1):
-            if f"as process {server.pid}" in lines[n]:
+            if f"as process {server.ns_pid or server.pid}" in lines[n]:
                 start = n
                 break
     return [ln for ln in lines[start:] if FALLBACK_RE.search(ln)]
@@ -129,10 +143,14 @@ class Discovery:
 
     def _from_process(self, sr: SysRoot, procs: ProcTable, p: Proc) -> Server:
         argv = p.cmdline
-        owner = procs.user(p.uid)
+        owner = procs.owner(p)
+        fs = procs.fs(p.pid)  # its files as it sees them: its own root's, if it has one
         s = Server(pid=p.pid, argv=argv, owner=owner, owner_uid=p.uid,
                    flavour="mariadb" if p.comm == "mariadbd" else "mysql",
-                   cwd=sr.readlink(f"/proc/{p.pid}/cwd"))
+                   cwd=sr.readlink(f"/proc/{p.pid}/cwd"), fs=fs, root=proc_root(fs),
+                   ns_pid=p.ns_pid)
+        if s.root is not None:  # the kernel names its cwd as the host sees it
+            s.cwd = _in_root(s.cwd, s.root.host_path)
         parent = Proc(sr, p.ppid) if p.ppid else None
         if parent is not None and parent.comm in ("mysqld_safe", "mariadbd-safe") \
                 and parent.cmdline:
@@ -159,6 +177,7 @@ class Discovery:
     def _read_files(self, sr: SysRoot, s: Server) -> None:
         """Option files and command line; what the server reported itself (origin "server")
         wins over them."""
+        sr = s.fs or sr  # its own root's option files, not the host's
         files, extra = default_files(s.argv, None)
         groups = server_groups(s.flavour, s.vt)
         of = OptionFiles()
@@ -234,9 +253,11 @@ class Discovery:
                 note = "option files unreadable: not connecting to a guessed socket"
             else:
                 expected = s.datadir
+                fs = s.fs or sr  # both directories as the server sees them
                 try:
                     self._query(s, dsn)
-                    if os.path.realpath(s.datadir.rstrip("/")) != os.path.realpath(expected.rstrip("/")):
+                    if os.path.realpath(fs.path(s.datadir.rstrip("/"))) != \
+                            os.path.realpath(fs.path(expected.rstrip("/"))):
                         raise RuntimeError(f"the server on {s.socket} serves {s.datadir}, not "
                                            f"{expected}")
                 except Exception as exc:
@@ -256,7 +277,7 @@ class Discovery:
                 errors.append(str(exc))
         inst = self._instance(s, running=True)
         inst.errors += errors
-        if sr.live and s.pid and not errors:
+        if sr.live and s.pid and not errors and s.root is None:  # its binary runs in its root
             self._would_start(inst, s, sr)
         if s.pid is None:
             inst.findings.append(CODES["my.not_local"](

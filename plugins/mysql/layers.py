@@ -82,16 +82,18 @@ def winning(sr: SysRoot, argv: tuple[str, ...], datadir: str | None, options: Op
 
 
 def effective(argv: tuple[str, ...] | list[str], datadir: str | None, name: str,
-              edited: str) -> tuple[str | None, str] | None:
+              edited: str, root: dict | None = None) -> tuple[str | None, str] | None:
     """What the server would take for `name` at its next start, reading every option file
-    again as it does, and where from: (value, layer) or (None, "the default"). None when the
-    file `edited` is not among those it reads (nothing to judge it by)."""
-    sr = SysRoot("/")
+    again as it does (in its own root, `root` as journaled, where it has one), and where
+    from: (value, layer) or (None, "the default"). None when the file `edited` (a host path)
+    is not among those it reads (nothing to judge it by)."""
+    from hpadvise.roots import view_of_spec
+    sr = view_of_spec(root)
     files, extra = default_files(tuple(argv), None)
     of = OptionFiles()
     for f in files + extra:
         read_option_file(sr, f, ANY_SERVER, of)
-    if os.path.realpath(edited) not in {os.path.realpath(f) for f in of.files}:
+    if os.path.realpath(edited) not in {os.path.realpath(sr.path(f)) for f in of.files}:
         return None
     lay = winning(sr, tuple(argv), datadir, of, name)
     if lay.file is not None:

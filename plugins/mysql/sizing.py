@@ -100,7 +100,8 @@ def allocations(s: dict[str, str], flavour: str, version: tuple[int, ...] | None
             out.append(Allocation("InnoDB asynchronous I/O (io_uring), at some starts",
                                   AIO_ALLOWANCE, True, "allowance, measured 0-6 MiB",
                                   allowance=True))
-    out += _key_cache(s, size, counted)
+    if not m.has("key_cache_heap"):
+        out += _key_cache(s, size, counted)
     if flavour == "mariadb":
         out += _aria(s, size, counted)
     return out
@@ -119,11 +120,12 @@ def _chunks(s: dict[str, str], m: Model, pool: int, size, cpus: int) -> list[All
         chunk = max(MiB, pool // inst)
     n = pages_for(pool, chunk * inst) * inst
     page = size("innodb_page_size") or 16384
-    # sizeof(buf_block_t) differs per version; 512 B is above every one we know.
-    desc = pages_for(chunk // page * 512, page) * page
+    desc = pages_for(chunk // page * m.block_descriptor, page) * page
     extra = f" + {m.chunk_header} B allocator header" if m.chunk_header else ""
+    # exact on the release whose chunk mappings were counted here (versions.MEASURED_MYSQL)
     return [Allocation(f"InnoDB buffer pool chunk {i + 1}", chunk + desc + m.chunk_header,
-                       False, f"chunk + block descriptors (buf_chunk_init){extra}", chunk=chunk)
+                       m.this_release_measured and m.flavour == "mysql",
+                       f"chunk + block descriptors (buf_chunk_init){extra}", chunk=chunk)
             for i in range(n)]
 
 

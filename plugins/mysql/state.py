@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from typing import Any
 
 from hpadvise.procs import Mapping
 
@@ -41,6 +42,12 @@ class Server:
     layers: dict = field(default_factory=dict)  # option -> layers.Layer it takes its value from
     allocations: list[Allocation] = field(default_factory=list)
     required_pages: int = 0  # pages of the allocations that must be on huge pages
+    # Its files as the server sees them (roots.view), the root it has where that is not
+    # hpadvise's (roots.ProcRoot, journaled with its actions), and its PID in its own PID
+    # namespace (what its error log says)
+    fs: Any = None
+    root: Any = None
+    ns_pid: int | None = None
 
     @property
     def vt(self) -> tuple[int, ...] | None:

@@ -15,6 +15,7 @@ Version = tuple[int, ...]
 Span = tuple[Version, Version]  # [from, up to but not including)
 ANY: tuple[Span, ...] = (((0,), (999,)),)
 MEASURED = (10, 11, 19)  # the MariaDB release the measured rules come from (Debian 12's)
+MEASURED_MYSQL = (9, 7, 4)  # the MySQL release measured here (Debian sid's, in its own root)
 
 
 @dataclass(frozen=True)
@@ -90,12 +91,22 @@ RULES: tuple[Rule, ...] = (
          "error log",
          "storage/innobase/buf/buf0buf.cc allocate_chunk; storage/innobase/include/detail/ut/"
          "large_page_alloc.h, large_page_alloc-linux.h"),
+    Rule("descriptor_504", "mysql", (((8, 0), (999,)),),
+         "a chunk's block descriptors take at most 504 bytes per 16 KiB page: measured on "
+         "9.7.4, each 128 MiB chunk is mapped as 132 MiB (66 pages of 2 MiB) with its "
+         "descriptors and the allocator's header, so sizeof(buf_block_t) is below 510 bytes",
+         "measured on 9.7.4 (Debian sid's mysql-server-core): smaps, 8 mappings of "
+         "135168 kB for innodb_buffer_pool_size = 1G", measured=True),
     Rule("default_size", "mysql", ANY,
          "only the default huge page size (Hugepagesize in /proc/meminfo) is used",
          "large_page_alloc-linux.h large_page_size(); mysys my_get_large_page_size"),
-    Rule("key_cache_sysv", "mysql", ANY,
+    Rule("key_cache_sysv", "mysql", (((0,), (8,)),),
          "the MyISAM key cache goes on large pages through SysV shared memory "
          "(needs memlock or vm.hugetlb_shm_group)", "mysys/my_largepage my_large_malloc_int"),
+    Rule("key_cache_heap", "mysql", (((8,), (999,)),),
+         "the MyISAM key cache is allocated with my_malloc, never on large pages",
+         "mysys/mf_keycache.cc init_key_cache (the 8.0 tree); measured on 9.7.4: only the "
+         "buffer pool's chunks were on huge pages, key_buffer_size = 8 MiB", measured=True),
     Rule("instances_8", "mysql", (((5, 7), (8, 4)),),
          "innodb_buffer_pool_instances defaults to 8, or 1 below a 1 GiB pool",
          "MySQL 8.0 manual, innodb_buffer_pool_instances"),
@@ -117,6 +128,11 @@ class Model:
         return any(r.key == key for r in self.rules)
 
     @property
+    def this_release_measured(self) -> bool:
+        """This very release was measured here (its chunk mappings counted from smaps)."""
+        return bool(self.version) and tuple(self.version[:3]) in (MEASURED, MEASURED_MYSQL)
+
+    @property
     def measured(self) -> bool:
         """The rules that size the buffer pool were measured on a server of this design here."""
         return self.single_pool
@@ -134,6 +150,13 @@ class Model:
         """Bytes the allocator adds to each chunk mapping: MySQL's ut::malloc_large_page puts
         one CPU page of metadata before the data (large_page_alloc.h, Large_page_alloc)."""
         return 4096 if self.flavour == "mysql" and not self.sysv else 0
+
+    @property
+    def block_descriptor(self) -> int:
+        """Bytes counted per buffer pool page for its block descriptor (sizeof(buf_block_t),
+        which differs per release): the measured bound where there is one, else 512, above
+        every release we know."""
+        return 504 if self.has("descriptor_504") else 512
 
     def instances(self, pool: int, chunk: int, cpus: int) -> int:
         """innodb_buffer_pool_instances when it is not set."""
@@ -157,7 +180,7 @@ class Model:
         """One line for `size` and the demand's source: the release and how it was known."""
         name = "MariaDB" if self.flavour == "mariadb" else "MySQL"
         ver = ".".join(map(str, self.version)) if self.version else "of unknown version"
-        if self.version and tuple(self.version[:3]) == MEASURED:
+        if self.this_release_measured:
             how = "rules measured on this release here"
         elif self.measured:
             how = "rules measured here on MariaDB 10.11.19, of the same buffer pool design"

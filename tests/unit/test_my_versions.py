@@ -83,9 +83,17 @@ def test_mysql_chunks_each_a_mapping_with_its_header():
     allocs = mysizing.allocations(s, "mysql", (8, 0, 36))
     chunks = [a for a in allocs if a.chunk]
     # 8 instances by default at 8 GiB, 128 MiB chunks: 64 mappings of chunk + descriptors
-    # (8192 blocks x 512 B upper bound = 4 MiB) + the 4 KiB header, 67 pages of 2 MiB each
-    assert len(chunks) == 64 and all(a.bytes == 132 * MiB + 4096 and not a.exact for a in chunks)
-    assert mysizing.pages_needed(allocs, 2048) == 64 * 67
+    # (8192 blocks x 504 B measured bound, in 16 KiB pages) + the 4 KiB header: 66 pages of
+    # 2 MiB each, as 9.7.4 maps them (132 MiB a chunk)
+    desc = -(-8192 * 504 // 16384) * 16384
+    assert len(chunks) == 64 and all(a.bytes == 128 * MiB + desc + 4096 and not a.exact
+                                     for a in chunks)
+    assert mysizing.pages_needed(allocs, 2048) == 64 * 66
+    # the key cache is not on large pages since 8.0 (my_malloc): not in the demand
+    with_kc = mysizing.allocations({**s, "key_buffer_size": "64M"}, "mysql", (8, 0, 36))
+    assert not [a for a in with_kc if "key cache" in a.what]
+    assert [a for a in mysizing.allocations({**s, "key_buffer_size": "64M"}, "mysql",
+                                            (5, 7, 44)) if "key cache" in a.what]
     assert not any("log buffer" in a.what or "io_uring" in a.what for a in allocs)
     # 8.4's default instances: with 8 CPUs 2 instances, the same 64 chunks
     a84 = mysizing.allocations(s, "mysql", (8, 4, 3), cpus=8)
@@ -94,9 +102,11 @@ def test_mysql_chunks_each_a_mapping_with_its_header():
     odd = mysizing.allocations({"innodb_buffer_pool_size": "9000M", "key_buffer_size": "0"},
                                "mysql", (8, 0, 36))
     assert len([a for a in odd if a.chunk]) == 72
-    # MySQL's own key cache default (8 MiB), none of MariaDB's Aria cache
-    assert [a.what for a in mysizing.allocations({}, "mysql", (8, 0, 36)) if not a.chunk] \
+    # MySQL's own key cache default (8 MiB) on large pages before 8.0 only, none of MariaDB's
+    # Aria cache
+    assert [a.what for a in mysizing.allocations({}, "mysql", (5, 7, 44)) if not a.chunk] \
         == ["key cache"]
+    assert [a.what for a in mysizing.allocations({}, "mysql", (8, 0, 36)) if not a.chunk] == []
     assert "InnoDB buffer pool 64 chunk mappings of 132 MiB" in mysizing.describe(allocs)
 
 
@@ -136,8 +146,8 @@ def judge(hosts):
 
 def test_mysql_partial_fallback_names_the_chunks(judge):
     # 1 GiB on MySQL 8.0: one instance, 8 chunks of 128 MiB, each mapped (or not) alone
-    chunk_kb = 67 * 2048
-    warn = "[Warning] [InnoDB] large_page_aligned_alloc mmap(138416128 bytes) failed; errno 12"
+    chunk_kb = 66 * 2048
+    warn = "[Warning] [InnoDB] large_page_aligned_alloc mmap(138412032 bytes) failed; errno 12"
     f = judge(_server("8.0.36", "mysql", [chunk_kb] * 5, [warn] * 3))
     fb = f["my.large_pages.fallback"]
     assert fb.title == "3 of 8 buffer pool chunks fell back to 4 KiB pages", fb.title
@@ -146,12 +156,6 @@ def test_mysql_partial_fallback_names_the_chunks(judge):
     # every chunk on huge pages: no fallback
     f = judge(_server("8.0.36", "mysql", [chunk_kb] * 8, []))
     assert "my.large_pages.fallback" not in f and "my.large_pages.active" in f
-    # a key cache as big as a chunk, in SysV shared memory, is not taken for a chunk
-    i = _server("8.0.36", "mysql", [chunk_kb] * 7, [], {"key_buffer_size": "256M"})
-    i.state.huge_maps.append(Mapping(0, 1, "rw-s", "/SYSV00000000 (deleted)", 262144, 2048, 0, 0,
-                                     0, 262144, 0))
-    assert judge(i)["my.large_pages.fallback"].title == \
-        "1 of 8 buffer pool chunks fell back to 4 KiB pages"
     # the MariaDB single pool has no chunks to count: the finding keeps its general title
     f = judge(_server("10.11.19-MariaDB", "mariadb", [], ["Couldn't allocate 2097152 bytes "
               "(Large/HugeTLB memory page size 2097152); errno 12; continuing to smaller size"]))
@@ -159,9 +163,12 @@ def test_mysql_partial_fallback_names_the_chunks(judge):
 
 
 def test_sysv_for_the_releases_and_buffers_that_use_it(judge):
-    # MySQL's key cache goes through SysV shared memory in every release
-    f = judge(_server("8.0.36", "mysql", [67 * 2048] * 8, [], {"key_buffer_size": "64M"}))
-    assert "key cache" in f["my.sysv_shm"].rationale
+    # MySQL's key cache went through SysV shared memory before 8.0; since, it is not on
+    # large pages at all
+    f = judge(_server("5.7.44", "mysql", [], [], {"key_buffer_size": "64M"}))
+    assert "large pages" in f["my.sysv_shm"].rationale
+    assert "my.sysv_shm" not in judge(_server("8.0.36", "mysql", [66 * 2048] * 8, [],
+                                              {"key_buffer_size": "64M"}))
     assert "my.sysv_shm" not in judge(_server("8.0.36", "mysql", [67 * 2048] * 8, []))
     assert "my.sysv_shm" not in judge(_server("10.11.19-MariaDB", "mariadb", [520 * 2048], [],
                                               {"key_buffer_size": "64M"}))

@@ -1,0 +1,245 @@
+"""A server's own root: its files, users and sockets as the server sees them.
+
+A server in a container, a chroot or a root of another distribution has a root directory of its
+own, and often mount and PID namespaces of its own. /proc/PID/root is that root as the process
+sees it, mounts of its namespace included (proc(5), "/proc/pid/root"). Two things make reading
+through it more than a prefix:
+
+- The kernel resolves a symbolic link met under /proc/PID/root against the *reader's* root, so an
+  absolute link inside the server's root (Debian's /etc/mysql/my.cnf -> /etc/alternatives/my.cnf,
+  /var/run -> /run) would lead back to the host's files. `resolve_in` follows links one
+  component at a time against the server's root, as openat2(2)'s RESOLVE_IN_ROOT does.
+- A uid means what the server's own /etc/passwd says: the host may call uid 100 "messagebus"
+  where the server's root calls it "postgres".
+
+`ProcRoot` says where a root is and is kept in the journal (to_spec / from_spec), so that a
+rollback reaches the same files after the server restarted under another PID. `view` gives the
+SysRoot through which an engine reads a server's files: the host's own for a server that shares
+hpadvise's root (nothing changes there), a `RootView` otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+from .sysroot import Note, SysRoot
+
+MAX_LINKS = 40  # links followed in one path (the kernel's own bound: MAXSYMLINKS, namei.c)
+
+
+class RootGone(OSError):
+    """The root a journaled change was made in cannot be reached any more."""
+
+
+def resolve_in(base: str, path: str) -> str:
+    """`path` as the process whose root is `base` sees it, as a path under `base`: every
+    symbolic link is followed inside `base` ('..' stops at it), the last component too."""
+    parts = [p for p in path.split("/") if p]
+    done: list[str] = []
+    links = 0
+    while parts:
+        name = parts.pop(0)
+        if name in ("", "."):
+            continue
+        if name == "..":
+            if done:
+                done.pop()
+            continue
+        here = os.path.join(base, *done, name)
+        try:
+            st = os.lstat(here)
+        except OSError:  # the rest cannot be links we could read: keep it as written
+            done.append(name)
+            done += parts
+            break
+        if not stat.S_ISLNK(st.st_mode):
+            done.append(name)
+            continue
+        links += 1
+        if links > MAX_LINKS:
+            raise OSError(40, f"too many levels of symbolic links in {path}")  # ELOOP
+        target = os.readlink(here)
+        if target.startswith("/"):
+            done = []
+        parts = [p for p in target.split("/") if p] + parts
+    return os.path.join(base, *done)
+
+
+def _ident(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _ns(pid: int | str, kind: str) -> str | None:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/{kind}")
+    except OSError:
+        return None
+
+
+@dataclass(frozen=True)
+class ProcRoot:
+    """The root directory of a process that is not hpadvise's own."""
+    pid: int  # a process of the server that has it (host PID)
+    dev: int
+    ino: int
+    host_path: str | None  # the same directory as the host names it, where it shows there
+    own_pidns: bool  # a PID namespace of its own: its PIDs are not the host's
+    own_mntns: bool
+
+    def base(self) -> str:
+        """A host path that reaches the root now: the process's /proc/PID/root while it
+        lives with this root, else any process's with the same root, else the host's
+        directory. RootGone when none is the same directory any more."""
+        here = f"/proc/{self.pid}/root"
+        if _ident(here) == (self.dev, self.ino):
+            return here
+        for n in os.listdir("/proc"):
+            if n.isdigit() and _ident(f"/proc/{n}/root") == (self.dev, self.ino):
+                return f"/proc/{n}/root"
+        if self.host_path and _ident(self.host_path) == (self.dev, self.ino):
+            return self.host_path
+        raise RootGone(2, f"the root {self.describe()} is gone (no process runs in it and "
+                          "the host does not show it)")
+
+    def reach(self, path: str) -> str:
+        """The host path of `path` inside this root, links followed inside it."""
+        return resolve_in(self.base(), path)
+
+    def describe(self) -> str:
+        where = self.host_path or f"of process {self.pid}"
+        ns = ", its own PID namespace" if self.own_pidns else ""
+        return f"{where}{ns}"
+
+    def to_spec(self) -> dict:
+        return {"pid": self.pid, "dev": self.dev, "ino": self.ino, "host_path": self.host_path,
+                "own_pidns": self.own_pidns, "own_mntns": self.own_mntns}
+
+    @classmethod
+    def from_spec(cls, spec: dict | None) -> ProcRoot | None:
+        if not spec:
+            return None
+        return cls(int(spec["pid"]), int(spec["dev"]), int(spec["ino"]), spec.get("host_path"),
+                   bool(spec.get("own_pidns")), bool(spec.get("own_mntns")))
+
+
+def root_of(sr: SysRoot, pid: int) -> ProcRoot | None:
+    """The root of live process `pid` when it is not the one hpadvise runs in; None when it
+    is the same (the common case), on a snapshot, or where /proc/PID/root cannot be read (not
+    root: then the host's view is all there is, as before)."""
+    if not sr.live:
+        return None
+    mine, theirs = _ident("/proc/self/root"), _ident(f"/proc/{pid}/root")
+    if mine is None or theirs is None or mine == theirs:
+        return None
+    try:
+        shown = os.readlink(f"/proc/{pid}/root")
+    except OSError:
+        shown = None
+    host_path = shown if shown and shown != "/" and _ident(shown) == theirs else None
+    return ProcRoot(pid, theirs[0], theirs[1], host_path,
+                    _ns(pid, "pid") not in (None, _ns("self", "pid")),
+                    _ns(pid, "mnt") not in (None, _ns("self", "mnt")))
+
+
+class RootView(SysRoot):
+    """The files of one root, read as its processes see them. Notes go to the host's SysRoot,
+    each naming the root; nothing is recorded into a snapshot (its paths are not the host's)."""
+
+    def __init__(self, host: SysRoot, root: ProcRoot):
+        super().__init__("/")
+        self.host, self.proc_root = host, root
+        self.notes = host.notes
+        self._base = root.base()
+
+    def path(self, p: str) -> Path:
+        return Path(resolve_in(self._base, p))
+
+    def _fail(self, p: str, exc: OSError, quiet_missing: bool) -> None:
+        before = len(self.notes)
+        super()._fail(p, exc, quiet_missing)
+        if len(self.notes) > before:
+            n = self.notes[-1]
+            self.notes[-1] = Note(f"{n.path} (in the root {self.proc_root.describe()})",
+                                  n.reason)
+
+    def readlink(self, p: str) -> str | None:
+        try:  # the link's own text, as the server reads it
+            return os.readlink(resolve_in(self._base, os.path.dirname(p.rstrip("/")))
+                               + "/" + os.path.basename(p.rstrip("/")))
+        except OSError as exc:
+            self._fail(p, exc, quiet_missing=True)
+            return None
+
+
+def view(sr: SysRoot, pid: int | None) -> SysRoot:
+    """The SysRoot through which to read the files of process `pid`: `sr` itself unless the
+    process has a root of its own."""
+    root = root_of(sr, pid) if pid else None
+    if root is None:
+        return sr
+    try:
+        return RootView(sr, root)
+    except RootGone:
+        return sr
+
+
+def proc_root(fs: SysRoot) -> ProcRoot | None:
+    """The root a view reads, None for the host's own."""
+    return fs.proc_root if isinstance(fs, RootView) else None
+
+
+def reach(root_spec: dict | None, path: str | None) -> str | None:
+    """A journaled path in its root (the spec ProcRoot.to_spec wrote), as the host reaches it
+    now; the path itself where the server shares the host's root."""
+    root = ProcRoot.from_spec(root_spec)
+    if path is None or root is None:
+        return path
+    return root.reach(path)
+
+
+def users(fs: SysRoot) -> dict[int, str]:
+    """uid -> name from the passwd file of the root `fs` reads (the first name of each uid)."""
+    out: dict[int, str] = {}
+    for line in (fs.read("/etc/passwd", quiet_missing=True) or "").splitlines():
+        parts = line.split(":")
+        if len(parts) > 2 and parts[2].isdigit():
+            out.setdefault(int(parts[2]), parts[0])
+    return out
+
+
+def ns_pid(status: dict[str, str], pid: int) -> int:
+    """The process's PID in its own PID namespace: the last number of NSpid in
+    /proc/PID/status (proc(5)); `pid` where there is none (kernels before 4.1)."""
+    ids = status.get("NSpid", "").split()
+    return int(ids[-1]) if ids and ids[-1].isdigit() else pid
+
+
+def restart_advice(iid: str, root: ProcRoot, main: bool, command: str | None) -> str:
+    """What apply says instead of restarting a server in a root of its own: hpadvise never
+    restarts it behind whatever runs it there (a container runtime would see its container
+    die, or restart it with the old settings). `main`: the server is its PID namespace's
+    first process (the container's main process); `command`: the engine's restart command
+    as run inside the root."""
+    head = f"{iid} runs in the root {root.describe()}: apply does not restart it; "
+    if main:
+        return head + ("restart its container through its runtime (docker restart, podman "
+                       "restart, kubectl delete pod ...) so that it starts on the new settings")
+    if not command:
+        return head + ("restart it through whatever started it there (its container runtime, "
+                       "its init, its script), then run check to see it on huge pages")
+    ns = "--mount --pid" if root.own_pidns else "--mount"
+    return head + (f"restart it where it runs: nsenter --target {root.pid} {ns} --root --wd "
+                   f"-- {command} (or through whatever started it there)")
+
+
+def view_of_spec(root_spec: dict | None) -> SysRoot:
+    """The SysRoot of a journaled root (ProcRoot.to_spec), the host's where there is none."""
+    root = ProcRoot.from_spec(root_spec)
+    return RootView(SysRoot("/"), root) if root is not None else SysRoot("/")

@@ -315,6 +315,16 @@ class Restart(Action):
         huge pages now), else why not. Engines say how they know."""
         return None
 
+    def running(self) -> bool | None:
+        """Whether the instance runs now. Rollback restarts only one that does: a server its
+        operator stopped stays stopped. None: the engine cannot tell (restarted as ever)."""
+        return None
+
+    def stopped(self) -> str:
+        """What rollback says instead of restarting an instance that is not running."""
+        return (f"{self.instance or self.label} is stopped: its restored settings take effect "
+                "at its next start")
+
     def preflight(self) -> None:
         """Before anything stops: raise NotStopped when the instance would not come back
         (its configuration has errors). Engines ask the server's own parser, and hand its

@@ -17,6 +17,7 @@ from .engines import action_from_spec as from_spec
 from .errors import InputError
 from .persist import THP_DIR
 from .plan import Report
+from .recorded import for_header
 from .gigantic import pull_in
 from .sizing import cmdline_size, fmt_bytes, fmt_page
 from .steps import ApplyPlan, Result, Step
@@ -76,10 +77,12 @@ def prepare(report: Report, engines: dict[str, Engine], *, restart: bool, persis
             if not any(s.action.identity() == a.identity() for s in ap.steps):
                 ap.steps.append(Step(a, value, "profile", "engine"))
         placed = report.placements.get(inst.id)
-        if inst.running and (acts or (inst.backing != "hugetlb" and placed is not None
+        partly = inst.backing != "hugetlb" or (inst.demand is not None and inst.demand.short)
+        if inst.running and (acts or (partly and placed is not None
                                       and placed.status == "pool")):
             ra = eng.restart_action(inst)
             if ra is None:
+                ap.restart_unaided.append(inst.id)
                 continue
             if restart:
                 restarts.append(Step(ra, True, "huge pages are reserved when the server "
@@ -147,7 +150,9 @@ def execute(ap: ApplyPlan, directory: str, header: dict,
         steps = [s for s in ap.steps if s.needed]
         if not steps:
             return Result(None, [], [], "nothing")
-        j = jr.Journal.create(directory, header)
+        # what it plans for each instance, kept for them while they are stopped (recorded.py)
+        j = jr.Journal.create(directory, {"pages": for_header(ap.report, ap.instances),
+                                          **header})
         done: list[str] = []
         for s in steps:
             s.status = "not reached"

@@ -79,7 +79,7 @@ def run(p: ApplyPlan, req: Request, say: Callable[[str], None] = lambda s: None
 
 def plan_json(p: ApplyPlan) -> dict:
     return {"schema_version": 1, "dry_run": True, "changes": ap.changes_json(p), "notices": p.notices,
-            "restart_needed": p.restart_pending}
+            "restart_needed": p.restart_pending + p.restart_unaided}
 
 
 def restart_needed(p: ApplyPlan) -> list[str]:
@@ -94,6 +94,8 @@ def restart_needed(p: ApplyPlan) -> list[str]:
         i = s.action.instance
         if s.phase == "engine" and s.status == "done" and i not in restarted and i not in out:
             out.append(i)
+    if any(s.status == "done" for s in p.steps):  # its pool or settings changed
+        out += [i for i in p.restart_unaided if i not in out]
     return out
 
 
@@ -117,10 +119,15 @@ def print_result(p: ApplyPlan, req: Request, result: Result, boot: list[str]) ->
         print(f"done: {d}")
     if result.status == "nothing":
         print("Nothing to change: the host already matches the plan.")
+    restartable = set(p.restart_pending) | {s.action.instance for s in p.steps
+                                            if s.phase == "restart"}
     for iid in restart_needed(p):
         pool = ", ".join(f"{pp.target_pages} x {pp.size_kb} kB" for pp in p.report.pools)
+        # an instance apply never restarts (a server in a root of its own): the note says how
+        how = "run again with --restart or restart it yourself" if iid in restartable \
+            else "restart it yourself, as the note above says"
         print(f"restart needed: {iid} takes its huge pages at its next start (the pool holds "
-              f"{pool} until then, unused); run again with --restart or restart it yourself")
+              f"{pool} until then, unused); {how}")
     if result.journal:
         print(f"journal: {result.journal} (undo with `hpadvise rollback {result.journal}`)")
     if result.status in ("ok", "nothing") and req.persist and req.persist_root in ("", "/"):

@@ -13,7 +13,6 @@ points at them ({"sealed": NAME}), so the journal itself never holds a secret.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import time
@@ -23,7 +22,9 @@ from typing import Any, Callable
 from .actions import Action
 from .engines import action_from_spec as from_spec
 from .errors import InputError
+from .faults import after_step, kill_later, kill_at  # noqa: F401 (apply's kill_later)
 from .files import fsync_dir
+from .lock import Lock  # noqa: F401 (the journal's lock, jr.Lock to its users)
 from .node_pools import restore_order
 
 DEFAULT_DIR = "/var/lib/hpadvise/journal"
@@ -31,35 +32,6 @@ DEFAULT_DIR = "/var/lib/hpadvise/journal"
 
 def journal_dir(override: str | None = None) -> str:
     return override or os.environ.get("HPADVISE_JOURNAL_DIR") or DEFAULT_DIR
-
-
-class Lock:
-    """An exclusive flock on <dir>/lock: the kernel drops it when the holder dies, so a
-    killed apply never leaves a stale lock."""
-
-    def __init__(self, directory: str):
-        self.path = os.path.join(directory, "lock")
-        self.fd: int | None = None
-
-    def __enter__(self) -> Lock:
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(self.fd, 32, 0).decode().strip() or "?"
-            os.close(self.fd)
-            self.fd = None
-            raise InputError(f"another hpadvise apply or rollback is running (pid {holder}); "
-                             "wait for it to finish") from None
-        os.ftruncate(self.fd, 0)
-        os.pwrite(self.fd, f"{os.getpid()}\n".encode(), 0)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self.fd is not None:
-            os.ftruncate(self.fd, 0)
-            os.close(self.fd)
-            self.fd = None
 
 
 def open_dir(directory: str) -> str:
@@ -92,6 +64,7 @@ class Entry:
     done: bool = False
     actual: Any = None
     sealed: bool = False
+    restarting: bool = False  # a rollback began to restart its instance (Journal.restarting)
 
 
 def _write_private(path: str, data: bytes) -> None:
@@ -174,11 +147,17 @@ class Journal:
     def done(self, e: Entry, actual: Any) -> None:
         e.done, e.actual = True, actual
         self._append({"type": "done", "n": e.n, "actual": self._seal(e, "actual", actual)})
-        _test_hook_after_step(e.n)
+        after_step(e.n)
 
     def finish(self, status: str, message: str = "") -> None:
         self.status = status
         self._append({"type": "end", "status": status, "message": message})
+
+    def restarting(self, e: Entry) -> None:
+        """A rollback begins to restart e's instance. Killed in it, it may leave the server
+        down: the next rollback then starts it even though it is stopped (_stays_stopped)."""
+        e.restarting = True
+        self._append({"type": "restarting", "n": e.n})
 
     def mark_rolled_back(self, errors: list[str]) -> None:
         self.rolled_back = time.time()
@@ -214,6 +193,8 @@ class Journal:
                     j.status = rec["status"]
                 elif t == "rolledback":
                     j.rolled_back = rec["time"]
+                elif t == "restarting" and rec["n"] in by_n:
+                    by_n[rec["n"]].restarting = True
             except (ValueError, KeyError, TypeError) as exc:
                 if j is not None and all(not ln.strip() or _whole(ln)
                                          for ln in lines[lineno:]):
@@ -231,7 +212,7 @@ class Journal:
 def _whole(line: str) -> bool:
     """A record appended after a torn line (a rollback's): parseable, and not a change."""
     try:
-        return json.loads(line).get("type") == "rolledback"
+        return json.loads(line).get("type") in ("rolledback", "restarting")
     except (ValueError, AttributeError):
         return False
 
@@ -301,12 +282,13 @@ def checked(j: Journal) -> list[tuple[Entry, Action]]:
 def plan_rollback(j: Journal) -> list[str]:
     """What rollback would do now, in its order, changing nothing: each knob whose value
     differs from the recorded old one, then the restarts (every restart apply began: one it
-    was killed in may have happened)."""
+    was killed in may have happened; none of a server that is stopped: _stays_stopped)."""
     out, restarts = [], []
     for e, action in reversed(checked(j)):
         if action.restart:
             if e.actual != PUT_BACK:
-                restarts.append(action.describe(None, None)
+                restarts.append(action.stopped() if _stays_stopped(e, action) else
+                                action.describe(None, None)
                                 + ("" if e.done else " (apply was stopped during it)"))
             continue
         try:
@@ -323,8 +305,8 @@ def plan_rollback(j: Journal) -> list[str]:
 def rollback(j: Journal, say: Callable[[str], None] = lambda s: None, restarts: bool = True
              ) -> tuple[list[str], list[str]]:
     """Restore every recorded change in reverse order, restart last (every restart apply
-    began; none with restarts=False), then read every restored knob back. Returns (what reads
-    back as restored, errors: each difference one line)."""
+    began of a server that runs; none with restarts=False), then read every restored knob
+    back. Returns (what reads back as restored, errors: each difference one line)."""
     changes = checked(j)
     restored: list[tuple[Entry, Action, str]] = []
     errors: list[str] = []
@@ -349,12 +331,16 @@ def rollback(j: Journal, say: Callable[[str], None] = lambda s: None, restarts: 
                                  if action.kind != "file" else f"{action.label}: restored"))
         except Exception as exc:  # keep going: restore as much as possible
             errors.append(f"{action.label}: {exc}")
-        _test_hook("HPADVISE_TEST_KILL_ROLLBACK_AFTER", e.n)
+        kill_at("HPADVISE_TEST_KILL_ROLLBACK_AFTER", e.n)
     done, restarted = [], []
     for e, action in changes:  # apply's order: a cluster manager's replicas first
         if not action.restart or not restarts or e.actual == PUT_BACK:
             continue
         try:
+            if _stays_stopped(e, action):
+                restarted.append(action.stopped())
+                continue
+            j.restarting(e)
             say(f"{action.label} ...")
             kill_later("HPADVISE_TEST_KILL_IN_RESTART")
             action.restore(e.old)
@@ -384,34 +370,14 @@ def rollback(j: Journal, say: Callable[[str], None] = lambda s: None, restarts: 
     return done + restarted, errors
 
 
+def _stays_stopped(e: Entry, action: Action) -> bool:
+    """A server that is not running when rollback comes is not started: its restored settings
+    take effect at its next start. Unless apply, or an earlier rollback, was killed while
+    restarting it (the entry not done, or `restarting`): that restart may have left it down."""
+    return e.done and not e.restarting and action.running() is False
+
+
 def _same_pool(a: Action, pool: Action) -> bool:
     """`a` is one node's pool of the size `pool` (the global one) covers."""
     return getattr(a, "kind", "") == "pool" and getattr(a, "node", None) is not None \
         and a.size_kb == pool.size_kb and a.root == pool.root
-
-
-def _test_hook_after_step(n: int) -> None:
-    _test_hook("HPADVISE_TEST_KILL_AFTER", n)
-
-
-def kill_later(name: str) -> None:
-    """Fault injection for the tests: HPADVISE_TEST_KILL_IN_RESTART=SECONDS kills this process
-    with SIGKILL that long after a restart began (while the server is stopping or starting;
-    its pg_ctl or service manager carries on without us)."""
-    k = os.environ.get(name)
-    if k:
-        import signal
-        import threading
-        t = threading.Timer(float(k), os.kill, (os.getpid(), signal.SIGKILL))
-        t.daemon = True
-        t.start()
-
-
-def _test_hook(name: str, n: int) -> None:
-    """Fault injection for the tests: HPADVISE_TEST_KILL_AFTER=N kills this process with
-    SIGKILL right after apply's step N is done, HPADVISE_TEST_KILL_ROLLBACK_AFTER=N right after
-    rollback restored change N."""
-    k = os.environ.get(name)
-    if k and k.isdigit() and int(k) == n:
-        import signal
-        os.kill(os.getpid(), signal.SIGKILL)

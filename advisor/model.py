@@ -47,6 +47,9 @@ class Demand:
     # JVM puts each region on its own page size); None: all of it on page_kb.
     split: dict[int, int] | None = None
     held_split: dict[int, int] | None = None  # likewise, what it holds now per size
+    # on huge pages in part only: some of its buffers fell back to normal pages (a MySQL
+    # buffer pool chunk each), so a restart on a pool of its size puts the rest there
+    short: bool = False
 
 
 @dataclass(frozen=True)
@@ -106,6 +109,11 @@ class Placement:
     reason: str
     # Pages per size when it takes more than one size at once (Demand.split); else None.
     by_size: dict[int, int] | None = None
+    # A stopped instance whose configuration gives fewer pages than the active apply that
+    # planned it recorded (Recorded): that apply's ID, and the configuration's count; the
+    # pages are the recorded ones. None: its own demand.
+    recorded_by: str | None = None
+    configured_pages: int | None = None
 
     @property
     def pooled(self) -> bool:
@@ -116,6 +124,16 @@ class Placement:
         if self.status not in ("pool", "kept"):
             return {}
         return dict(self.by_size) if self.by_size else {self.page_kb: self.pages}
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """What an apply not rolled back recorded in its journal for an instance it planned: the
+    pages it put in the pools for it, per size (recorded.py). The plan keeps at least these
+    for it while it is stopped."""
+    apply: str  # the apply's ID
+    instance: str  # the instance's ID when that apply ran
+    pages: dict[int, int]
 
 
 @dataclass
@@ -204,6 +222,8 @@ class Report:
     placements: dict[str, Placement] = field(default_factory=dict)  # by instance ID
     unused_pages: dict[int, int] = field(default_factory=dict)  # pool pages nothing uses
     blocked: list[str] = field(default_factory=list)  # reasons apply must refuse the plan
+    # what the active applies recorded for the stopped instances, by instance ID
+    recorded: dict[str, Recorded] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     engines: dict = field(default_factory=dict, repr=False)  # name -> engines.Engine

@@ -45,6 +45,8 @@ def inspect(sr: SysRoot, profile_name: str = "oltp", targets: Targets | None = N
         except InputError as exc:  # what it was given is wrong: its error, not the report's
             failed.append((eng.name, str(exc)))
         except Exception as exc:  # one engine's failure must not cost the others' report
+            if os.environ.get("HPADVISE_DEBUG"):  # the traceback, as the CLI shows its own
+                raise
             failed.append((eng.name, f"discovery failed: {error_line(exc)}"))
     instances, left_out = _without_scratch(sr, engines, instances)
     if scratch:
@@ -58,10 +60,11 @@ def inspect(sr: SysRoot, profile_name: str = "oltp", targets: Targets | None = N
     _unique_ids(instances, engines)
     if len(facts.numa_nodes) > 1:
         bind_nodes(facts, procs, instances)
-    report = build(facts, instances, profile, engines)
+    recorded = _recorded(sr, journal, instances, engines)
+    report = build(facts, instances, profile, engines, recorded)
     if measure_limits and facts.cgroup_hidden:
         facts = dataclasses.replace(facts, limit_measured=measured_limits(report))
-        report = build(facts, instances, profile, engines)
+        report = build(facts, instances, profile, engines, recorded)
     report.notes = [str(n) for n in sr.notes] + [
         f"{i.id}: a scratch server of a running `hpadvise validate`, left out"
         for i in left_out]
@@ -112,6 +115,17 @@ def _with_remembered(targets: Targets, engines: dict, sr: SysRoot,
         if ref:
             refs.append((eng.name, ref))
     return dataclasses.replace(targets, remembered=tuple(dict.fromkeys(refs)))
+
+
+def _recorded(sr: SysRoot, journal: str | None, instances: list[Instance],
+              engines: dict) -> dict:
+    """What the active applies recorded for the stopped instances (recorded.py): a stopped
+    instance keeps at least that in the plan. Only on the live host."""
+    if not sr.live:
+        return {}
+    from .journal import journal_dir
+    from .recorded import for_stopped
+    return for_stopped(journal_dir(journal), instances, engines)
 
 
 def _without_scratch(sr: SysRoot, engines: dict, instances: list[Instance]):
@@ -170,7 +184,7 @@ def plan_for(report: Report, selected: list[Instance]) -> Report:
     kept = [i for i in report.instances if i not in selected
             and report.placements.get(i.id) is not None
             and report.placements[i.id].status == "kept"]
-    out = build(report.host, selected + kept, report.profile, report.engines)
+    out = build(report.host, selected + kept, report.profile, report.engines, report.recorded)
     out.notes = report.notes
     return out
 

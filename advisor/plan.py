@@ -14,8 +14,9 @@ from . import boot_plan, host_findings
 from .engines import Engine
 from .findings import CORE
 from .host import HostFacts
-from .model import SCHEMA_VERSION, Change, Instance, Placement, Report  # noqa: F401
+from .model import SCHEMA_VERSION, Change, Instance, Placement, Recorded, Report  # noqa: F401
 from .profiles import Profile
+from .recorded import why as recorded_why
 from .sizing import (GIB_KB, PoolPlan, cmdline_size, commit_limit_kb, fmt_bytes, fmt_page,
                      headroom, pool_label, spread)
 
@@ -49,8 +50,10 @@ def choose_page_kb(inst: Instance, host: HostFacts, profile: Profile) -> int | N
 
 
 def build(host: HostFacts, instances: list[Instance], profile: Profile,
-          engines: dict[str, Engine]) -> Report:
-    r = Report(host, profile, instances, engines=engines)
+          engines: dict[str, Engine], recorded: dict[str, Recorded] | None = None) -> Report:
+    """The plan; `recorded`: what the active applies recorded for stopped instances, by ID
+    (recorded.for_stopped), kept for them at least."""
+    r = Report(host, profile, instances, engines=engines, recorded=dict(recorded or {}))
     for inst in instances:
         r.errors.extend(inst.errors)
         r.findings.extend(inst.findings)
@@ -64,7 +67,7 @@ def build(host: HostFacts, instances: list[Instance], profile: Profile,
                 severity="crit" if inst.demand is None else "warn"))
     for inst in instances:
         eng = engines.get(inst.engine)
-        p = r.placements[inst.id] = _place(r, inst, eng)
+        p = r.placements[inst.id] = _as_recorded(r, inst, _place(r, inst, eng))
         if p.status in ("kept", "stopped"):  # found, not named: nothing of it is planned
             if p.status == "kept":
                 r.findings.append(CORE["pool.kept"](
@@ -125,6 +128,24 @@ def _place(r: Report, inst: Instance, eng: Engine | None) -> Placement:
     return Placement(inst.id, "pool", kb, d.pages[kb], f"{fmt_page(kb)} pages, {chosen}")
 
 
+def _as_recorded(r: Report, inst: Instance, p: Placement) -> Placement:
+    """A stopped instance keeps at least the pages the active apply that planned it recorded
+    (recorded.py): what its configuration says now may not be all its next start takes (a
+    command line of its own, files edited since). Its pages at one size only."""
+    rec = r.recorded.get(inst.id)
+    if rec is None or inst.running or p.status not in ("pool", "kept") or p.by_size \
+            or rec.pages.get(p.page_kb, 0) <= p.pages:
+        return p
+    p = dataclasses.replace(p, pages=rec.pages[p.page_kb], recorded_by=rec.apply,
+                            configured_pages=p.pages)
+    why = recorded_why(inst.id, p.recorded_by, p.pages, p.configured_pages)
+    if p.status == "kept":
+        return dataclasses.replace(p, reason=f"stopped (found: {inst.found}): the pool keeps "
+                                   f"{p.pages} x {fmt_page(p.page_kb)} pages for its next "
+                                   f"start ({why}); nothing of it is changed")
+    return dataclasses.replace(p, reason=f"{p.reason}; {why}")
+
+
 def _pools(r: Report) -> None:
     host, profile = r.host, r.profile
     by_size: dict[int, list[Instance]] = {}
@@ -150,8 +171,11 @@ def _pools(r: Report) -> None:
                 parts.append(f"{pp.headroom_pages} headroom ({profile.headroom_pct:g}%)")
             if pp.foreign_pages:
                 parts.append(f"{pp.foreign_pages} in use by other processes")
+            whys = [recorded_why(i.id, pl.recorded_by, pl.pages, pl.configured_pages)
+                    for i in insts if (pl := r.placements[i.id]).recorded_by]
             r.changes.insert(0, Change("pool", pool_label(size_kb), pp.current_pages,
-                                       pp.target_pages, " + ".join(parts), size_kb=size_kb))
+                                       pp.target_pages, " + ".join(parts) + "".join(
+                                           f"; {w}" for w in whys), size_kb=size_kb))
         r.pools[-1] = _feasibility(r, pp)
     # Safety rail: never plan pools that leave the OS less than the profile's floor.
     total_kb = host.mem.total_kb
@@ -194,11 +218,11 @@ def _per_node(r: Report, pp: PoolPlan, insts: list[Instance], pool) -> PoolPlan:
     target = {n: 0 for n in nodes}
     unbound = pp.headroom_pages + pp.foreign_pages
     for i in insts:
-        n = i.demand.node
+        n, pages = i.demand.node, r.placements[i.id].sizes()[pp.size_kb]
         if n in target:
-            target[n] += i.demand.pages[pp.size_kb]
+            target[n] += pages
         else:
-            unbound += i.demand.pages[pp.size_kb]
+            unbound += pages
     for n, k in spread(unbound, nodes).items():
         target[n] += k
     # never below what is in use on a node now (those pages would only turn surplus)

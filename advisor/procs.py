@@ -345,8 +345,8 @@ class ProcTable:
         if pid not in self._views:
             fs = view(self.sr, pid)
             root = proc_root(fs)
-            if root is not None:  # the processes of one root share one view
-                fs = self._views.setdefault((root.dev, root.ino), fs)
+            if root is not None:  # the processes of one root and mount namespace share one
+                fs = self._views.setdefault((root.dev, root.ino, root.mntns), fs)
             self._views[pid] = fs
         return self._views[pid]
 

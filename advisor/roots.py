@@ -92,21 +92,28 @@ class ProcRoot:
     host_path: str | None  # the same directory as the host names it, where it shows there
     own_pidns: bool  # a PID namespace of its own: its PIDs are not the host's
     own_mntns: bool
+    # its mount namespace ("mnt:[N]"): two containers can share one root directory and still
+    # see different mounts in it (each its own /run, its own volumes)
+    mntns: str | None = None
 
     def base(self) -> str:
         """A host path that reaches the root now: the process's /proc/PID/root while it
         lives with this root, else any process's with the same root, else the host's
         directory. RootGone when none is the same directory any more."""
-        here = f"/proc/{self.pid}/root"
-        if _ident(here) == (self.dev, self.ino):
-            return here
+        if self._mine(self.pid):
+            return f"/proc/{self.pid}/root"
         for n in os.listdir("/proc"):
-            if n.isdigit() and _ident(f"/proc/{n}/root") == (self.dev, self.ino):
+            if n.isdigit() and self._mine(n):
                 return f"/proc/{n}/root"
         if self.host_path and _ident(self.host_path) == (self.dev, self.ino):
             return self.host_path
         raise RootGone(2, f"the root {self.describe()} is gone (no process runs in it and "
                           "the host does not show it)")
+
+    def _mine(self, pid: int | str) -> bool:
+        """Process `pid` has this root, in this mount namespace where one was recorded."""
+        return _ident(f"/proc/{pid}/root") == (self.dev, self.ino) and \
+            (self.mntns is None or _ns(pid, "mnt") == self.mntns)
 
     def reach(self, path: str) -> str:
         """The host path of `path` inside this root, links followed inside it."""
@@ -119,14 +126,42 @@ class ProcRoot:
 
     def to_spec(self) -> dict:
         return {"pid": self.pid, "dev": self.dev, "ino": self.ino, "host_path": self.host_path,
-                "own_pidns": self.own_pidns, "own_mntns": self.own_mntns}
+                "own_pidns": self.own_pidns, "own_mntns": self.own_mntns, "mntns": self.mntns}
 
     @classmethod
     def from_spec(cls, spec: dict | None) -> ProcRoot | None:
         if not spec:
             return None
         return cls(int(spec["pid"]), int(spec["dev"]), int(spec["ino"]), spec.get("host_path"),
-                   bool(spec.get("own_pidns")), bool(spec.get("own_mntns")))
+                   bool(spec.get("own_pidns")), bool(spec.get("own_mntns")), spec.get("mntns"))
+
+
+def _root_mount(pid: int | str) -> tuple[str, ...] | None:
+    """What is mounted at a process's "/", from its mount table: (device, root of the mount
+    in its file system, type, source) of the line whose mount point is "/" (proc(5),
+    /proc/PID/mountinfo); () where none is (a chroot into a directory); None: unreadable."""
+    try:
+        with open(f"/proc/{pid}/mountinfo") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):  # the last mount over "/" is the one seen
+        head, _, tail = line.partition(" - ")
+        fields = head.split()
+        if len(fields) > 4 and fields[4] == "/":
+            return (fields[2], fields[3], *tail.split()[:2])
+    return ()
+
+
+def hidden(sr: SysRoot, pid: int) -> bool:
+    """Process `pid` has another root than hpadvise (a container's, a chroot), which this user
+    cannot enter: /proc/PID/root needs the right to trace it, but its mount table, readable by
+    all, says what is mounted at its "/" (a service in a mount namespace of its own, with a
+    private /tmp, still has the host's root there)."""
+    if not sr.live or _ident(f"/proc/{pid}/root") is not None:
+        return False
+    theirs = _root_mount(pid)
+    return theirs is not None and theirs != _root_mount("self")
 
 
 def root_of(sr: SysRoot, pid: int) -> ProcRoot | None:
@@ -143,20 +178,57 @@ def root_of(sr: SysRoot, pid: int) -> ProcRoot | None:
     except OSError:
         shown = None
     host_path = shown if shown and shown != "/" and _ident(shown) == theirs else None
+    mnt = _ns(pid, "mnt")
     return ProcRoot(pid, theirs[0], theirs[1], host_path,
                     _ns(pid, "pid") not in (None, _ns("self", "pid")),
-                    _ns(pid, "mnt") not in (None, _ns("self", "mnt")))
+                    mnt not in (None, _ns("self", "mnt")), mnt)
+
+
+class _Under(dict):
+    """What a view records for a snapshot, kept in the host's record under the server's
+    /proc/PID/root, where an offline audit of the snapshot reads it back (view)."""
+
+    def __init__(self, target, prefix: str):
+        super().__init__()
+        self.target, self.prefix = target, prefix
+
+    def __setitem__(self, key, value) -> None:
+        self.target[self.prefix + key] = value
+
+    def add(self, key) -> None:  # as the host's set of listed directories
+        self.target.add(self.prefix + key)
+
+
+class SnapshotRoot(ProcRoot):
+    """A server's root as a snapshot kept it: the files read through it, under proc/PID/root
+    of the snapshot's tree."""
+
+    def base(self) -> str:
+        return self.host_path or ""
+
+    def describe(self) -> str:
+        return f"of process {self.pid} (as the snapshot kept it)"
 
 
 class RootView(SysRoot):
     """The files of one root, read as its processes see them. Notes go to the host's SysRoot,
-    each naming the root; nothing is recorded into a snapshot (its paths are not the host's)."""
+    each naming the root; what a recording SysRoot's view reads goes into the snapshot under
+    /proc/PID/root."""
 
     def __init__(self, host: SysRoot, root: ProcRoot):
         super().__init__("/")
         self.host, self.proc_root = host, root
         self.notes = host.notes
         self._base = root.base()
+        if host.recorded is not None and host.live:
+            prefix = f"/proc/{root.pid}/root"
+            self.recorded = _Under(host.recorded, prefix)
+            self.listed = _Under(host.listed, prefix)
+            self.names = _Under(host.names, prefix)
+
+    @property
+    def live(self) -> bool:
+        return self.host.live
 
     def path(self, p: str) -> Path:
         return Path(resolve_in(self._base, p))
@@ -178,12 +250,52 @@ class RootView(SysRoot):
             return None
 
 
+class HiddenView(SysRoot):
+    """The files of a process in a root this user cannot enter: every read is refused with a
+    note, so that nothing of the host's files of the same names is taken for its own."""
+    hidden = True
+
+    def __init__(self, host: SysRoot, pid: int):
+        super().__init__("/")
+        self.notes, self.pid = host.notes, pid
+
+    def path(self, p: str) -> Path:
+        # out of reach: a path no host has, so that nothing of the host's is found for it
+        return Path(f"/nonexistent/hpadvise-out-of-reach/{self.pid}") / p.lstrip("/")
+
+    def _refuse(self, p: str) -> None:
+        self.notes.append(Note(p, f"in the root of process {self.pid}, which only root can "
+                                  "read (run as root)"))
+
+    def read(self, p, *, quiet_missing=False, limit=None):
+        self._refuse(p)
+
+    def read_bytes(self, p, *, quiet_missing=False):
+        self._refuse(p)
+
+    def read_tail(self, p, nbytes, *, quiet_missing=False):
+        self._refuse(p)
+
+    def listdir(self, p, *, quiet_missing=True):
+        self._refuse(p)
+        return []
+
+    def exists(self, p: str) -> bool:
+        return False
+
+    def readlink(self, p: str):
+        self._refuse(p)
+
+
 def view(sr: SysRoot, pid: int | None) -> SysRoot:
     """The SysRoot through which to read the files of process `pid`: `sr` itself unless the
-    process has a root of its own."""
+    process has a root of its own (a HiddenView where this user cannot enter it)."""
+    if pid and not sr.live and sr.path(f"/proc/{pid}/root").is_dir():  # what a snapshot kept
+        return RootView(sr, SnapshotRoot(pid, 0, 0, str(sr.path(f"/proc/{pid}/root")),
+                                         False, False))
     root = root_of(sr, pid) if pid else None
     if root is None:
-        return sr
+        return HiddenView(sr, pid) if pid and hidden(sr, pid) else sr
     try:
         return RootView(sr, root)
     except RootGone:

@@ -37,6 +37,9 @@ class ApplyPlan:
     steps: list[Step]
     notices: list[str] = field(default_factory=list)
     restart_pending: list[str] = field(default_factory=list)
+    # instances that need a restart apply cannot give them (their engine has no restart for
+    # them: a server in a root of its own, a manager whose API is unread): its advice says how
+    restart_unaided: list[str] = field(default_factory=list)
 
     @property
     def changes(self) -> list[Step]:

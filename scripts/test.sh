@@ -5,7 +5,9 @@
 # python3-venv, util-linux, procps, tuned, openssh-server, patroni and etcd-server (installed
 # without starting them), qemu-system-x86, debootstrap (the two-node guest's image, built once
 # into /var/tmp/hpadvise-guests by scripts/guest.sh), runc (the container runtime). Python: hpadvise with its [test] extras (ansible-core among them)
-# in a venv.
+# in a venv. Debian roots with newer server releases (sid: Oracle MySQL 9.7; trixie: MariaDB
+# 11.8, PostgreSQL 17), built once into /var/tmp/hpadvise-roots by scripts/roots.sh (about 2
+# minutes; a no-op once cached); tests/roots.py runs the servers inside them.
 # Live tests change real pools and THP knobs and restore them; they need root.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -40,6 +42,13 @@ if [ ${#missing[@]} -gt 0 ]; then
     "${missing[@]}" >/dev/null
   as_root rm -f /usr/sbin/policy-rc.d
   trap - EXIT
+fi
+
+# The Debian roots of newer server releases (scripts/roots.sh; a no-op once they are cached). A
+# build that fails (no mirror) does not stop the run: the lab's tests skip and say why.
+if [ "$(id -u)" = 0 ] || command -v sudo >/dev/null; then
+  as_root scripts/roots.sh build all >/dev/null \
+    || echo "test.sh: the Debian roots could not be built (above): their tests skip" >&2
 fi
 
 # Tests run hpadvise as the unprivileged user `nobody` too: it must be able to reach the venv

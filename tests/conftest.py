@@ -135,3 +135,30 @@ def java(classes):
         p.wait()
 
 
+
+
+@pytest.fixture
+def root_lab():
+    """Servers of newer releases in Debian roots of their own (tests/roots.py), destroyed in
+    teardown whatever happens: make(engine, options, cls=RootServer, **kw)."""
+    from pods import NoRuntime
+    from roots import SUITE, RootServer, root_path, why_no_root
+    if os.geteuid() != 0:
+        pytest.fail("the roots lab needs root (namespaces, chroot, the roots' server users)")
+    made = []
+
+    def make(engine, options, cls=RootServer, **kw):
+        if root_path(SUITE[engine]) is None:
+            pytest.skip(why_no_root(SUITE[engine]))
+        try:
+            s = cls(None, engine, options, **kw)
+        except NoRuntime as exc:
+            pytest.fail(str(exc)) if "runc not found" in str(exc) else pytest.skip(str(exc))
+        made.append(s)
+        return s
+
+    try:
+        yield make
+    finally:
+        for s in reversed(made):
+            s.destroy()

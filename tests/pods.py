@@ -46,6 +46,24 @@ class NoRuntime(Exception):
     """runc or a cgroup v2 hierarchy with the hugetlb controller is missing: the reason."""
 
 
+def runtime() -> tuple[str, str]:
+    """runc and the cgroup v2 hierarchy it is to use (with the hugetlb controller)."""
+    runc = shutil.which("runc")
+    if not runc:
+        raise NoRuntime("runc not found: run scripts/test.sh, which installs Debian's runc")
+    v2 = mounts(SysRoot("/")).get("v2")
+    if not v2 or "hugetlb" not in Path(f"{v2}/cgroup.controllers").read_text():
+        raise NoRuntime("no cgroup v2 hierarchy with the hugetlb controller")
+    return runc, v2
+
+
+def runc_argv(runc: str, v2: str, state: str, *args: str) -> list[str]:
+    """runc where /sys/fs/cgroup is the v2 hierarchy (see the module's docstring)."""
+    cmd = shlex.join([runc, "--root", state, *args])
+    inner = f"mount --bind {shlex.quote(v2)} /sys/fs/cgroup && exec {cmd}"
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", inner]
+
+
 class Pod:
     """One pod with one container, run by runc. `pod_limit` and `container_limit` are
     hugetlb.2MB.max in bytes (None: unlimited); the container's is applied by runc."""
@@ -53,12 +71,7 @@ class Pod:
     def __init__(self, pod_limit: int | None, container_limit: int | None,
                  writable: list[str], datadirs: tuple[str, ...] = (),
                  readonly: tuple[str, ...] = ()):
-        self.runc = shutil.which("runc")
-        if not self.runc:
-            raise NoRuntime("runc not found: run scripts/test.sh, which installs Debian's runc")
-        self.v2 = mounts(SysRoot("/")).get("v2")
-        if not self.v2 or "hugetlb" not in Path(f"{self.v2}/cgroup.controllers").read_text():
-            raise NoRuntime("no cgroup v2 hierarchy with the hugetlb controller")
+        self.runc, self.v2 = runtime()
         self.uid = str(uuid.uuid4())
         self.id = uuid.uuid4().hex  # a container ID as containerd writes them: 64 hex digits
         self.id += uuid.uuid4().hex
@@ -164,10 +177,7 @@ class Pod:
         (self.bundle / "config.json").write_text(json.dumps(config, indent=1))
 
     def _argv(self, *args: str) -> list[str]:
-        """runc where /sys/fs/cgroup is the v2 hierarchy (see the module's docstring)."""
-        cmd = shlex.join([self.runc, "--root", self.state, *args])
-        inner = f"mount --bind {shlex.quote(self.v2)} /sys/fs/cgroup && exec {cmd}"
-        return ["unshare", "--mount", "--propagation", "private", "sh", "-c", inner]
+        return runc_argv(self.runc, self.v2, self.state, *args)
 
     def _runc(self, *args: str, timeout: int = 120, out=None) -> subprocess.CompletedProcess:
         """runc, its output captured, or into the file `out`."""

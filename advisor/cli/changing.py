@@ -109,7 +109,7 @@ def rollback(
     output: OutputOpt = None,
 ):
     """Undo an apply exactly: every knob and file back, in reverse order; restart an instance
-    the apply restarted.
+    the apply restarted, if it runs (a stopped one stays stopped, its settings restored).
 
     Examples:
 

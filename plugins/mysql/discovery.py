@@ -9,6 +9,7 @@ warnings in their error log.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from urllib.parse import parse_qs, unquote, urlparse
@@ -25,7 +26,7 @@ from .conf import (FALLBACK_RE, QUERY_VARS, OptionFileError, OptionFiles, cmdlin
 from .findings import CODES
 from .layers import persisted, winning
 from .preflight import would_start
-from .sizing import allocations, describe, pages_needed
+from .sizing import allocations, bool_on, describe, pages_needed
 from .versions import model
 from .state import Server  # noqa: F401  (discovery makes them)
 
@@ -149,8 +150,9 @@ class Discovery:
                    flavour="mariadb" if p.comm == "mariadbd" else "mysql",
                    cwd=sr.readlink(f"/proc/{p.pid}/cwd"), fs=fs, root=proc_root(fs),
                    ns_pid=p.ns_pid)
-        if s.root is not None:  # the kernel names its cwd as the host sees it
-            s.cwd = _in_root(s.cwd, s.root.host_path)
+        if s.root is not None:  # the kernel names its cwd as the host sees it, and in a
+            # mount namespace of its own (a volume mounted there) not even that
+            s.cwd = None if s.root.own_mntns else _in_root(s.cwd, s.root.host_path)
         parent = Proc(sr, p.ppid) if p.ppid else None
         if parent is not None and parent.comm in ("mysqld_safe", "mariadbd-safe") \
                 and parent.cmdline:
@@ -251,6 +253,10 @@ class Discovery:
                 note = "offline audit of a snapshot"
             elif errors:
                 note = "option files unreadable: not connecting to a guessed socket"
+            elif getattr(s.fs, "hidden", False):  # roots.HiddenView: its root, not the host's
+                note = ("it runs in a root of its own, which only root can enter: its option "
+                        "files unread, and no socket of the same name on the host taken for "
+                        "its own (run as root)")
             else:
                 expected = s.datadir
                 fs = s.fs or sr  # both directories as the server sees them
@@ -287,7 +293,9 @@ class Discovery:
             inst.findings.append(CODES["my.no_connection"](
                 "Without a connection the values come from my.cnf and its includes and the "
                 "command line, and cache block counts are estimated. Pass --dsn "
-                "mysql://user:password@host:port/ to connect.", note, inst.id))
+                "mysql://user:password@host:port/ to connect.", note, inst.id,
+                title="Settings read from its command line only (its root is out of reach)"
+                if getattr(s.fs, "hidden", False) else None))
         if not errors:
             try:
                 self._observe(inst, s, sr, procs, host)
@@ -330,6 +338,8 @@ class Discovery:
                                             "innodb_log_buffer_size", "key_buffer_size",
                                             "aria_pagecache_buffer_size") if k in s.settings}
         shown["data_directory"] = s.datadir
+        if s.root is not None:  # its paths and users are those of its own root
+            shown["root"] = s.root.describe()
         shown["sources"] = {k: lay.where for k, lay in s.layers.items()}
         if s.port:
             shown["port"] = s.port
@@ -352,6 +362,9 @@ class Discovery:
             inst.backing, inst.backing_page_kb = b.kind, b.page_kb
             s.anon_huge_kb = sum(m.anon_huge_kb for m in maps)
         s.thp_enabled = p.status.get("THP_enabled")
+        where = model(s.flavour, s.vt).sizes_from
+        if s.root is not None and s.fs is not None and not s.fs.exists(where):
+            s.sizes_hidden = where
         inst.page_tables_kb = p.vm_pte_kb
         s.fallback = fallback_lines(sr, s)
 
@@ -369,4 +382,7 @@ class Discovery:
                              selectable=False, held_pages=held)
         s.allocations = allocs
         s.required_pages = pages_needed([a for a in allocs if not a.allowance], page_kb)
+        if inst.backing == "hugetlb" and held < s.required_pages and \
+                bool_on(s.settings.get("large_pages")):
+            inst.demand = dataclasses.replace(inst.demand, short=True)  # fell back in part
 

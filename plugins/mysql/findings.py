@@ -33,6 +33,8 @@ CODES = Codes(
     Code("my.no_innodb", "info", "InnoDB is not loaded", "information_schema.ENGINES"),
     Code("my.large_pages.fallback", "crit", "large_pages = ON fell back to normal pages",
          "mysys/my_largepage.c (continuing to smaller size)"),
+    Code("my.large_pages.no_sizes", "crit", "The server cannot see the huge page sizes: no "
+         "large pages at all", "mysys/my_largepage.c my_get_large_page_sizes"),
     Code("my.large_pages.active", "ok", "Buffers on huge pages", DOCS),
     Code("my.large_pages.off", "warn", "large_pages = OFF", DOCS),
     Code("my.log.unreadable", "info", "Cannot read the error log", DOCS),
@@ -85,6 +87,13 @@ def findings(inst: Instance, s: Server, host: HostFacts) -> list[Finding]:
         anon = [mp for mp in huge if not mp.path.startswith("/SYSV")]
         chunks = chunk_fallback(s.allocations, [mp.size_kb for mp in (anon or huge)],
                                 fallback) if lp and s.pid else None
+        if lp and s.sizes_hidden:
+            f.append(CODES["my.large_pages.no_sizes"](
+                f"The server learns the huge page sizes from {s.sizes_hidden} at start, which "
+                "its root does not show: it maps nothing on huge pages, whatever the pool holds, "
+                "and logs nothing. Make it visible there (mount /sys, read-only, in the "
+                "container or root) and restart it.",
+                f"{s.sizes_hidden}: missing in the root {s.root.describe()}", iid))
         if lp and (fallback or (inst.backing is not None and held_kb < want_kb)):
             ev = fallback[-1].strip()[-200:] if fallback else \
                 f"smaps: {fmt_bytes(held_kb * 1024)} on huge pages of " \

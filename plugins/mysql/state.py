@@ -48,6 +48,9 @@ class Server:
     fs: Any = None
     root: Any = None
     ns_pid: int | None = None
+    # where the server learns the huge page sizes, when its root does not show it (a root
+    # without /sys): it then takes no large pages at all (versions.Model.sizes_from)
+    sizes_hidden: str | None = None
 
     @property
     def vt(self) -> tuple[int, ...] | None:

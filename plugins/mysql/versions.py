@@ -41,6 +41,12 @@ RULES: tuple[Rule, ...] = (
          "large pages through mmap(MAP_HUGETLB), the largest page size each buffer can use "
          "several of; no memlock limit or hugetlb_shm_group needed",
          "MDEV-18851 (10.5); measured under ulimit -l 0", measured=True),
+    Rule("sizes_sys", "mariadb", (((10, 5), (999,)),),
+         "the huge page sizes are read from the directory /sys/kernel/mm/hugepages at start; "
+         "where the server cannot see it (a root or container without /sys) it uses no large "
+         "pages at all, and logs nothing",
+         "mysys/my_largepage.c my_get_large_page_sizes, my_large_virtual_alloc; measured on "
+         "11.8.9 in a root without /sys: 0 huge pages of 700 free, no log line", measured=True),
     Rule("chunks", "mariadb", (((0,), (10, 11, 12)), ((11, 0), (11, 4, 6)),
                                ((11, 5), (11, 8, 2))),
          "one mapping per buffer pool chunk (chunk + its block descriptors); a chunk that "
@@ -157,6 +163,11 @@ class Model:
         which differs per release): the measured bound where there is one, else 512, above
         every release we know."""
         return 504 if self.has("descriptor_504") else 512
+
+    @property
+    def sizes_from(self) -> str:
+        """Where the server learns the huge page sizes at start: without it, no large pages."""
+        return "/sys/kernel/mm/hugepages" if self.has("sizes_sys") else "/proc/meminfo"
 
     def instances(self, pool: int, chunk: int, cpus: int) -> int:
         """innodb_buffer_pool_instances when it is not set."""

@@ -14,6 +14,7 @@ from hpadvise.engines import Change, Engine, EngineOption, Finding, Instance, Ta
 from hpadvise.host import HostFacts
 from hpadvise.procs import ProcTable
 from hpadvise.profiles import Profile
+from hpadvise.roots import restart_advice
 
 from . import findings as _findings
 from .actions import PgRestart, PgSetting, spec_of
@@ -137,6 +138,12 @@ class PostgresEngine(Engine):
         out = [f"{inst.id}: {ch.target} = {ch.recommended} is not set by apply: {ch.blocked}"
                for ch in changes if ch.kind == "setting" and ch.instance == inst.id
                and ch.blocked]
+        if isinstance(c, Cluster) and c.root is not None and inst.running and \
+                (mine or inst.backing != "hugetlb"):
+            pg_ctl = f"{c.bindir}/pg_ctl" if c.bindir else "pg_ctl"
+            out.append(restart_advice(
+                inst.id, c.root, c.ns_pid == 1,
+                f"runuser -u {c.owner} -- {pg_ctl} -D {c.datadir} -m fast restart"))
         if isinstance(c, Cluster) and c.manager is not None and mine:
             if c.manager.api and c.manager.scope:
                 out.append(f"{inst.id} is managed by {c.manager.describe()}: its settings go "
@@ -151,6 +158,8 @@ class PostgresEngine(Engine):
     def restart_action(self, inst: Instance) -> PgRestart | None:
         c = inst.state
         if not isinstance(c, Cluster) or not inst.running or not c.owner:
+            return None
+        if c.root is not None:  # never behind its container runtime's back: advice says how
             return None
         if c.manager is not None:  # never pg_ctl behind a cluster manager's back
             m = c.manager

@@ -21,6 +21,7 @@ import subprocess
 
 from hpadvise.sysroot import SysRoot
 
+from .opts import parse
 from .state import Cluster
 
 
@@ -54,8 +55,8 @@ def major_of(bindir: str) -> int | None:
 def _opts_bindir(sr: SysRoot, datadir: str) -> str | None:
     """The directory of the binary postmaster.opts records (written by the postmaster at each
     start: its argv, the first word its path)."""
-    text = sr.read(f"{datadir}/postmaster.opts", quiet_missing=True)
-    word = (text or "").split(" ", 1)[0].strip().strip('"')
+    line = parse(sr.read(f"{datadir}/postmaster.opts", quiet_missing=True) or "")
+    word = line.binary if line else ""
     return os.path.dirname(word) if word.startswith("/") else None
 
 

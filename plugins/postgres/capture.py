@@ -59,6 +59,10 @@ class PgReload(Restart):
                 f"{shlex.quote(self.s['bindir'] + '/pg_ctl')} -D "
                 f"{shlex.quote(self.s['datadir'])} reload"]
 
+    def running(self) -> bool:
+        from .actions import read_pid
+        return read_pid(self.s["datadir"]) is not None
+
     def set(self, value) -> None:
         from hpadvise.benchmarks.target import check_run, run_as
         import pwd

@@ -30,6 +30,9 @@ PG_UNITS = {"B": 1, "kB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30, "TB": 1 << 40}
 # Default unit of the memory GUCs hpadvise reads (the "unit" column of pg_settings).
 GUC_UNIT_BYTES = {"shared_buffers": BLCKSZ, "wal_buffers": BLCKSZ, "huge_page_size": 1 << 10,
                   "min_dynamic_shared_memory": 1 << 20}
+# The integer settings sizing reads: checked where they are read, with the file and line.
+INT_GUCS = ("max_connections", "max_worker_processes", "max_wal_senders",
+            "autovacuum_max_workers", "max_locks_per_transaction", "max_prepared_transactions")
 # Defaults of PostgreSQL 15 (postgresql.conf.sample), used when a stopped cluster's config
 # does not set them.
 DEFAULTS = {"shared_buffers": "128MB", "max_connections": "100", "huge_pages": "try",

@@ -16,6 +16,7 @@ import re
 from hpadvise.engines import Instance, Targets, error_line, redact_dsn
 from hpadvise.host import HostFacts
 from hpadvise.procs import Proc, ProcTable, backing_of
+from hpadvise.roots import proc_root
 from hpadvise.sysroot import SysRoot
 
 from .actions import connect_socket, main_segment
@@ -132,7 +133,9 @@ class Discovery:
             if inst is not None:
                 extra.append(inst)
         self.bindirs = targets.get("pg_bindir")
-        seen = {os.path.realpath(c.datadir) for c in clusters if c.datadir}
+        # each running cluster's directory as the host reaches it (one in a root of its own
+        # is not the host's directory of the same name)
+        seen = {os.path.realpath(c.fs.path(c.datadir)) for c in clusters if c.datadir}
         for d in targets.get("pgdata"):
             if os.path.realpath(d) in seen:
                 continue
@@ -162,18 +165,20 @@ class Discovery:
         if datadir is None:
             env = pm.environ() or {}
             datadir = env.get("PGDATA")
-        c = Cluster(datadir=datadir or "?", pid=pm.pid, owner=procs.user(pm.uid),
-                    owner_uid=pm.uid, config_file=_arg(argv, "config_file"))
+        fs = procs.fs(pm.pid)  # its files as it sees them: its own root's, if it has one
+        c = Cluster(datadir=datadir or "?", pid=pm.pid, owner=procs.owner(pm),
+                    owner_uid=pm.uid, config_file=_arg(argv, "config_file"), fs=fs,
+                    root=proc_root(fs), ns_pid=pm.ns_pid)
         port = _arg(argv, "port", "-p")
         if datadir:
-            pidfile = sr.read(f"{datadir}/postmaster.pid", quiet_missing=True)
+            pidfile = fs.read(f"{datadir}/postmaster.pid", quiet_missing=True)
             if pidfile:
                 # Layout: src/include/utils/pidfile.h (LOCK_FILE_LINE_*).
                 lines = pidfile.splitlines()
                 if len(lines) >= 5:
                     port = port or lines[3].strip()
                     c.socket_dir = lines[4].strip() or None
-            ver = sr.read(f"{datadir}/PG_VERSION", quiet_missing=True)
+            ver = fs.read(f"{datadir}/PG_VERSION", quiet_missing=True)
             if ver and ver.strip().isdigit():
                 c.major = int(ver.strip())
         c.port = int(port) if port and port.isdigit() else None
@@ -184,7 +189,11 @@ class Discovery:
             from .libpq import Connection
             return Connection({"dbname": dsn, "connect_timeout": self.connect_timeout,
                                "application_name": "hpadvise"}, self.bindirs)
-        return connect_socket(c.socket_dir, c.port, c.owner, self.connect_timeout, c.bindir)
+        # a server in its own root: its socket there, and libpq from the host (the root's
+        # own library is built for the root's C library, not necessarily the host's)
+        return connect_socket(c.fs.path(c.socket_dir) if c.root and c.socket_dir
+                              else c.socket_dir, c.port, c.owner, self.connect_timeout,
+                              None if c.root else c.bindir)
 
     def _query(self, conn, c: Cluster) -> None:
         names = "{" + ",".join(QUERY_GUCS) + "}"  # a text[] literal of plain GUC names
@@ -251,7 +260,8 @@ class Discovery:
                                "and password (or PGPASSWORD / ~/.pgpass)")
             return inst
         for i, c in enumerate(clusters):
-            if c.datadir != "?" and os.path.realpath(c.datadir) == os.path.realpath(probe.datadir):
+            if c.datadir != "?" and c.root is None and \
+                    os.path.realpath(c.datadir) == os.path.realpath(probe.datadir):
                 dsn_for[i] = dsn
                 return None
         # A server this host does not run (remote, or another container): report its settings.
@@ -266,7 +276,8 @@ class Discovery:
 
     def _running(self, sr, procs, c: Cluster, host, dsn: str | None) -> Instance:
         c.bindir, c.bindir_source = binaries.find(sr, c, self.bindirs)
-        c.manager = manager_of(sr, procs, c.datadir, sr.live)
+        host_sr, sr = sr, c.fs or sr  # the cluster's files as it sees them
+        c.manager = manager_of(host_sr, procs, c.datadir, sr.live)
         note = None
         if not sr.live:  # an offline snapshot: the server it shows is not ours to talk to
             note = "offline audit of a snapshot"
@@ -279,7 +290,8 @@ class Discovery:
             try:
                 with self._connect(c, dsn) as conn:
                     self._query(conn, c)
-                if expected != "?" and os.path.realpath(c.datadir) != os.path.realpath(expected):
+                if expected != "?" and os.path.realpath(sr.path(c.datadir)) != \
+                        os.path.realpath(sr.path(expected)):
                     raise RuntimeError(f"the server on that socket serves {c.datadir}, "
                                        f"not {expected}")
             except Exception as exc:
@@ -333,7 +345,9 @@ class Discovery:
         cannot be asked, a syntax error or an include loop still says enough."""
         if not c.file_errors or not self.live:
             return
-        ok, why = would_start(c.bindir, c.datadir, c.config_file, c.owner_uid)
+        # a server in its own root: its binary runs there only (its libraries are its root's)
+        ok, why = (None, "") if c.root else would_start(c.bindir, c.datadir, c.config_file,
+                                                        c.owner_uid)
         if ok is None:
             hard = [e for e in c.file_errors if not e.endswith("setting could not be applied")]
             ok, why = (False, "; ".join(hard)) if hard else (True, "")
@@ -369,7 +383,11 @@ class Discovery:
                                    "(no PG_VERSION); give the directory initdb created")
                 return inst
             c.major = int(ver.strip())
+            from .opts import last_start, take
+            line = last_start(sr, datadir)  # its last start's options outrank its files
+            c.config_file = line.settings.get("config_file") if line else None
             self._read_files(sr, c)
+            take(c, line)
         except ConfError as exc:
             inst.errors.append(str(exc))
             return inst
@@ -426,6 +444,8 @@ class Discovery:
                                    "huge_pages_status")
                  if k in s}
         shown["data_directory"] = c.datadir
+        if c.root is not None:  # its paths and users are those of its own root
+            shown["root"] = c.root.describe()
         if c.port:
             shown["port"] = c.port
         if c.pending_restart:

@@ -175,6 +175,9 @@ class PatroniRestart(Restart):
     def restored(self, old=None) -> str | None:
         return PgRestart(**self.s).restored(old)
 
+    def running(self) -> bool:
+        return PgRestart(**self.s).running()
+
     def shell(self, new=True) -> list[str]:
         cfg = f"-c {shlex.quote(self.s['config'])} " if self.s.get("config") else ""
         return [f"patronictl {cfg}restart {shlex.quote(self.s.get('scope') or 'SCOPE')} "

@@ -24,11 +24,12 @@ from __future__ import annotations
 import contextlib
 import os
 import pwd
-import shlex
 import shutil
 import subprocess
 import tempfile
 from collections.abc import Iterator
+
+from .opts import parse
 
 # What a shadow data directory holds: the files the postmaster reads before the -C answer.
 SHADOW_FILES = ("PG_VERSION", "global/pg_control", "postgresql.auto.conf")
@@ -72,10 +73,10 @@ def start_args(datadir: str, config_file: str | None) -> list[str]:
     otherwise the directory holding postgresql.conf."""
     try:
         with open(os.path.join(datadir, "postmaster.opts")) as f:
-            words = shlex.split(f.read())
-        if len(words) > 1:
-            return words[1:]
-    except (OSError, ValueError):
+            line = parse(f.read())
+        if line is not None and line.args:
+            return list(line.args)
+    except OSError:
         pass
     return ["-D", os.path.dirname(config_file) if config_file else datadir]
 

@@ -3,7 +3,8 @@
 - PG >= 15 computes the count itself: shared_memory_size_in_huge_pages =
   floor(shared memory bytes / huge page size) + 1 (src/backend/storage/ipc/ipci.c,
   InitializeShmemGUCs). `postgres -C` reports it for a stopped cluster, as the cluster owner,
-  against a shadow of its data directory (preflight.py: the real one is never written).
+  against a shadow of its data directory (preflight.py: the real one is never written), with
+  the options of its last start (opts.py), which outrank its files.
 - PG <= 14 cannot report it, nor can a cluster whose major has no binary here: a per-major model
   fitted to the servers' own figures gives an estimate that errs high (estimate_bytes).
 """
@@ -22,6 +23,7 @@ from hpadvise.procs import Mapping
 from hpadvise.sizing import pages_for
 
 from .conf import BLCKSZ, DEFAULTS, GUC_UNIT_BYTES, ConfError, parse_int, parse_memory
+from .opts import as_args
 from .preflight import as_owner, shadow
 
 if TYPE_CHECKING:
@@ -259,8 +261,10 @@ def postgres_C(c: Cluster, page_kb: int | None, bindir: str | None, why: str,
         return None, f"run as root or as {c.owner} to ask PostgreSQL itself"
     # -D takes the directory holding postgresql.conf: /etc/postgresql/V/NAME on Debian.
     target = os.path.dirname(c.config_file) if c.config_file else c.datadir
-    cmd = [binary, "-D", target, "-c", f"data_directory={data}",
-           "-C", "shared_memory_size_in_huge_pages"] + (
+    # its last start's options as they were given (they outrank its files), then the shadow;
+    # the last -c of a name wins (the same source, PGC_S_ARGV)
+    cmd = [binary, "-D", target, *as_args(c.argv_settings, ("data_directory",)),
+           "-c", f"data_directory={data}", "-C", "shared_memory_size_in_huge_pages"] + (
         ["-c", f"huge_page_size={page_kb}kB"] if page_kb else [])
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=30, **kw)

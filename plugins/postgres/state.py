@@ -37,8 +37,16 @@ class Cluster:
     bindir: str | None = None  # its own major's binaries (binaries.find), or None
     bindir_source: str = ""  # where they were found, or why none fits
     manager: Any = None  # the cluster manager running it (patroni.Manager), or None
+    # what the command line of a stopped cluster's last start set (postmaster.opts, opts.py):
+    # they outrank its files, and postgres -C counts with them again
+    argv_settings: dict[str, str] = field(default_factory=dict)
     # where the settings the plan changes come from (layers.winning): name -> Layer
     layers: dict[str, Any] = field(default_factory=dict)
     # a member of a managed cluster another member of which will not take huge pages: the
     # cluster's configuration changes for all of them or none (why, naming that member)
     peer_held_back: str | None = None
+    # Its files as the server sees them (roots.view: the host's SysRoot, or its own root's),
+    # and that root where it is not hpadvise's (roots.ProcRoot, journaled with its actions)
+    fs: Any = None
+    root: Any = None
+    ns_pid: int | None = None  # the postmaster's PID in its own PID namespace

@@ -79,3 +79,14 @@ def test_a_process_sharing_our_root_is_read_through_the_host(tmp_path):
     sr = SysRoot("/")
     assert view(sr, os.getpid()) is sr
     assert view(SysRoot(tmp_path), 1).root == tmp_path  # a snapshot: no roots to enter
+
+
+def test_a_root_this_user_cannot_enter_is_not_read_as_the_hosts(tmp_path):
+    """A HiddenView refuses every read with a note, so that the host's file of the same name is
+    never taken for the server's own."""
+    from hpadvise.roots import HiddenView
+    host = SysRoot("/")
+    v = HiddenView(host, 4242)
+    assert v.read("/etc/passwd") is None and not v.exists("/etc/passwd")
+    assert v.listdir("/etc") == []
+    assert any("only root can read" in n.reason for n in host.notes)

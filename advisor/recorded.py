@@ -1,0 +1,87 @@
+"""What each apply recorded for the instances it planned: the pages it put in the pools for
+them, kept in its journal's header ("pages").
+
+A stopped instance's configuration need not say all that its next start takes: a server
+started with options of its own, files edited since. The apply that sized the pool for it
+counted it as it was then. So while that apply is active (not rolled back), the plan keeps
+at least those pages for the instance when it is stopped (plan._as_recorded), with the reason.
+Journals written before applies recorded this have no "pages": they roll back as ever, and
+keep nothing.
+"""
+
+from __future__ import annotations
+
+import os
+
+from .engines import Engine
+from .errors import InputError
+from .model import Instance, Recorded, Report
+
+
+def for_header(report: Report, instances: list[Instance]) -> list[dict]:
+    """For the journal's header: each instance the plan puts in a pool, with the paths its
+    engine names it by (a running server's ID is its port, a stopped one's its directory)
+    and its pages per size."""
+    out = []
+    for inst in instances:
+        p = report.placements.get(inst.id)
+        if p is None or p.status != "pool":
+            continue
+        eng = report.engines.get(inst.engine)
+        out.append({"instance": inst.id, "engine": inst.engine, "refs": _paths(eng, inst),
+                    "pages": {str(kb): n for kb, n in p.sizes().items()}})
+    return out
+
+
+def _paths(eng: Engine | None, inst: Instance) -> list[str]:
+    return [r for r in (eng.references(inst) if eng is not None else ()) if r.startswith("/")]
+
+
+def _active(directory: str) -> list[tuple[str, dict]]:
+    """(apply ID, record) of every apply not rolled back, the newest first. Nothing where the
+    journal cannot be read (not root) or is damaged (rollback and history say so)."""
+    from .journal import list_journals
+    try:
+        journals = list_journals(directory) if os.access(directory, os.R_OK | os.X_OK) else []
+    except InputError:
+        return []
+    return [(j.id, rec) for j in reversed(journals) if j.rolled_back is None
+            for rec in (j.header.get("pages") or ()) if isinstance(rec, dict)]
+
+
+def _pages(rec: dict) -> dict[int, int] | None:
+    try:
+        pages = {int(k): int(v) for k, v in rec["pages"].items()}
+    except (KeyError, AttributeError, TypeError, ValueError):
+        return None  # a header edited by hand: it records nothing
+    return pages if all(n >= 0 for n in pages.values()) else None
+
+
+def for_stopped(directory: str, instances: list[Instance], engines: dict[str, Engine]
+                ) -> dict[str, Recorded]:
+    """For each stopped instance, what the newest active apply that planned it recorded: the
+    same instance by ID, or by a path its engine names it by (its data directory)."""
+    found = _active(directory)
+    out: dict[str, Recorded] = {}
+    for inst in instances:
+        if inst.running:
+            continue
+        mine = {os.path.realpath(p) for p in _paths(engines.get(inst.engine), inst)}
+        for jid, rec in found:
+            refs = rec.get("refs") if isinstance(rec.get("refs"), list) else []
+            paths = {os.path.realpath(r) for r in refs if isinstance(r, str)
+                     and r.startswith("/")}
+            if rec.get("engine") != inst.engine or not (rec.get("instance") == inst.id
+                                                        or mine & paths):
+                continue
+            pages = _pages(rec)
+            if pages:  # else a damaged record: an older one may still say
+                out[inst.id] = Recorded(jid, str(rec.get("instance")), pages)
+                break
+    return out
+
+
+def why(instance: str, apply: str | None, pages: int, configured: int | None) -> str:
+    """The reason a stopped instance keeps more pages than its configuration gives."""
+    return (f"kept for {instance}: the active apply {apply} recorded {pages} pages; its files "
+            f"say {configured}")

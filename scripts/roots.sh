@@ -1,0 +1,185 @@
+#!/usr/bin/env bash
+# A server lab: Debian root file systems of newer suites, built once with debootstrap and
+# cached, in which the current server releases run as a container image holds them (the
+# host's Debian 12 has older ones). tests/roots.py starts servers inside them, in private
+# mount and PID namespaces or under runc.
+#
+#   scripts/roots.sh build SUITE            build and cache the root (sid, trixie or all);
+#                                           a root already built is kept (a fast no-op)
+#   scripts/roots.sh path SUITE             print the root's path (exit 1 if not built)
+#
+#   sid:    Oracle MySQL 9.7 (mysql-server-core, mysql-client-core; it needs sid's libc, so it
+#           runs only inside its root), with a mysql user and group added
+#   trixie: PostgreSQL 17 (postgresql-17, no cluster created) and MariaDB 11.8 (mariadb-server)
+#
+# Examples:
+#   sudo scripts/roots.sh build all
+#   chroot "$(scripts/roots.sh path trixie)" /usr/lib/postgresql/17/bin/postgres --version
+#
+# The cache is $HPADVISE_ROOTS (default /var/tmp/hpadvise-roots), outside any checkout: one
+# directory per suite, the root itself, whose /etc/hpadvise-root says what it holds and marks
+# it complete (a root is built in a temporary directory and renamed when done). The mirror is
+# $HPADVISE_ROOTS_MIRROR, else the host's own Debian mirror from /etc/apt/sources.list{,.d},
+# else http://deb.debian.org/debian; a frozen mirror's expired Release files are accepted
+# (Acquire::Check-Valid-Until "false"). Building needs root and debootstrap, and runs in
+# private mount and PID namespaces (unshare): nothing stays mounted and no process outlives
+# it. The packages' services are never started (a policy-rc.d that exits 101 stays in each
+# root). About 2 minutes for both suites here (sid 47 s, trixie 61 s).
+set -euo pipefail
+
+cache=${HPADVISE_ROOTS:-/var/tmp/hpadvise-roots}
+suites=(sid trixie)
+marker=etc/hpadvise-root
+
+die() { echo "roots.sh: $*" >&2; exit 2; }
+suite_ok() {
+  case "$1" in sid|trixie) ;; *) die "unknown suite '$1': sid, trixie (or all for build)";; esac
+}
+
+# The packages of each suite's second stage (installed with apt-get inside the root).
+packages() {
+  case "$1" in
+    sid) echo "mysql-server-core mysql-client-core" ;;
+    trixie) echo "postgresql-17 mariadb-server" ;;
+  esac
+}
+
+# The host's own Debian mirror: the first URI ending in /debian of an enabled apt source
+# (one-line .list or deb822 .sources), else Debian's redirector.
+mirror() {
+  if [ -n "${HPADVISE_ROOTS_MIRROR:-}" ]; then echo "$HPADVISE_ROOTS_MIRROR"; return; fi
+  local f uri
+  for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list \
+           /etc/apt/sources.list.d/*.sources; do
+    [ -f "$f" ] || continue
+    case "$f" in
+      *.sources) uri=$(awk 'tolower($1) == "uris:" { for (i = 2; i <= NF; i++) print $i }' "$f") ;;
+      *) uri=$(awk '$1 == "deb" { i = 2; if ($i ~ /^\[/) { while ($i !~ /\]$/ && i < NF) i++; i++ }
+                                  print $i }' "$f") ;;
+    esac
+    uri=$(printf '%s\n' "$uri" | grep -E '^(https?|file)://.*/debian/?$' | head -n 1 || true)
+    if [ -n "$uri" ]; then echo "${uri%/}"; return; fi
+  done
+  echo http://deb.debian.org/debian
+}
+
+built() { [ -f "$cache/$1/$marker" ]; }
+
+# Host PIDs of the processes whose root directory is inside $1.
+procs_in() {
+  local p r
+  for p in /proc/[0-9]*; do
+    r=$(readlink "$p/root" 2>/dev/null) || continue
+    case "$r" in "$1"|"$1"/*) echo "${p#/proc/}" ;; esac
+  done
+}
+
+# The second stage, run by `build` inside its own mount and PID namespaces (PID 1 there):
+# debootstrap, then the suite's packages with apt-get in a chroot with a fresh /proc.
+stage() {
+  local suite=$1 root=$2 url=$3
+  local frozen=(-o 'Acquire::Check-Valid-Until=false')
+  debootstrap --variant=minbase "$suite" "$root" "$url" \
+    || { tail -n 20 "$root/debootstrap/debootstrap.log" >&2 2>/dev/null || true
+         die "debootstrap $suite from $url failed (output above)"; }
+  printf '#!/bin/sh\n# hpadvise lab root: no service starts here\nexit 101\n' \
+    > "$root/usr/sbin/policy-rc.d"
+  chmod 755 "$root/usr/sbin/policy-rc.d"
+  printf 'Acquire::Check-Valid-Until "false";\n' > "$root/etc/apt/apt.conf.d/99hpadvise-frozen"
+  mount -t proc proc "$root/proc"
+  in_root() { chroot "$root" env DEBIAN_FRONTEND=noninteractive LC_ALL=C.UTF-8 "$@"; }
+  apt_install() { in_root apt-get install -y -q --no-install-recommends "${frozen[@]}" "$@"; }
+  in_root apt-get update -q "${frozen[@]}" || die "apt-get update failed in the $suite root"
+  case "$suite" in
+    trixie)
+      # postgresql-17's postinst would create and start a 'main' cluster: none, the tests
+      # make their own (postgresql-common first, then its createcluster.conf says so)
+      apt_install postgresql-common || die "installing postgresql-common in the trixie root failed"
+      local conf=$root/etc/postgresql-common/createcluster.conf
+      sed -i 's/^#* *create_main_cluster *=.*/create_main_cluster = false/' "$conf"
+      grep -qx 'create_main_cluster = false' "$conf" \
+        || echo 'create_main_cluster = false' >> "$conf"
+      ;;
+  esac
+  # shellcheck disable=SC2046
+  apt_install $(packages "$suite") \
+    || die "installing $(packages "$suite") in the $suite root failed"
+  case "$suite" in
+    sid)
+      # Debian's mysql-server-core creates no user (mysql-server's postinst would): add one,
+      # and the directory its --secure-file-priv default names
+      in_root groupadd --system mysql
+      in_root useradd --system --gid mysql --home-dir /nonexistent --no-create-home \
+        --shell /usr/sbin/nologin --comment "MySQL Server" mysql
+      # mysqld refuses to start without its secure_file_priv directory (compiled in)
+      in_root install -d -o mysql -g mysql -m 750 /var/lib/mysql-files
+      ;;
+  esac
+  in_root apt-get clean
+  rm -rf "$root"/var/lib/apt/lists/*_Packages "$root"/var/lib/apt/lists/*_Sources
+  umount "$root/proc"
+}
+
+build() {
+  local suite=$1 dir="$cache/$1"
+  built "$suite" && { echo "$dir"; return; }
+  [ "$(id -u)" = 0 ] || die "building a root needs root (debootstrap, chroot)"
+  command -v debootstrap >/dev/null || die "debootstrap is missing: apt-get install debootstrap"
+  command -v unshare >/dev/null || die "unshare is missing: apt-get install util-linux"
+  mkdir -p "$cache"
+  # one build of a suite at a time; the second waits and finds it built
+  exec 9>"$cache/.lock-$suite"
+  flock 9
+  built "$suite" && { exec 9>&-; echo "$dir"; return; }
+  local url start
+  url=$(mirror)
+  start=$(date +%s)
+  # global: the EXIT trap reads it after this function has returned
+  tmp=$(mktemp -d "$cache/.build-$suite.XXXXXX")
+  chmod 755 "$tmp"
+  cleanup() {
+    local p
+    for p in $(procs_in "$tmp"); do kill -KILL "$p" 2>/dev/null || true; done
+    rm -rf "$tmp"
+  }
+  trap cleanup EXIT
+  echo "roots.sh: building the $suite root in $tmp from $url (minutes; once)" >&2
+  # a mount and PID namespace of its own: /proc mounts and every process end with it
+  unshare --mount --pid --fork --propagation private --kill-child \
+    "$(realpath "$0")" _stage "$suite" "$tmp" "$url" > "$cache/$suite.log" 2>&1 \
+    || { tail -n 25 "$cache/$suite.log" >&2
+         die "building the $suite root failed (log: $cache/$suite.log)"; }
+  local left
+  left=$(procs_in "$tmp")
+  [ -z "$left" ] || die "processes left in the $suite root after its build: $left"
+  {
+    echo "hpadvise lab root (scripts/roots.sh): Debian $suite, debootstrap --variant=minbase"
+    echo "from $url, built $(date -u +%Y-%m-%dT%H:%M:%SZ) in $(( $(date +%s) - start )) s"
+    # shellcheck disable=SC2046
+    chroot "$tmp" dpkg-query -W -f '${Package} ${Version}\n' $(packages "$suite")
+  } > "$tmp/$marker.new"
+  mv "$tmp/$marker.new" "$tmp/$marker"
+  rm -rf "$dir"  # a root of an older layout, without the marker
+  mv "$tmp" "$dir"
+  trap - EXIT
+  exec 9>&-
+  echo "roots.sh: $suite root built in $(( $(date +%s) - start )) s" >&2
+  echo "$dir"
+}
+
+cmd=${1:-}; shift || true
+case "$cmd" in
+  build)
+    [ $# -eq 1 ] || die "usage: roots.sh build sid|trixie|all"
+    if [ "$1" = all ]; then for s in "${suites[@]}"; do build "$s"; done
+    else suite_ok "$1"; build "$1"; fi ;;
+  path)
+    [ $# -eq 1 ] || die "usage: roots.sh path sid|trixie"
+    suite_ok "$1"
+    built "$1" || { echo "roots.sh: no $1 root in $cache: run 'scripts/roots.sh build $1'" >&2
+                    exit 1; }
+    echo "$cache/$1" ;;
+  _stage) [ $# -eq 3 ] || die "usage: roots.sh _stage SUITE ROOT MIRROR (internal)"
+    stage "$@" ;;
+  *) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+esac

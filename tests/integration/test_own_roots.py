@@ -1,0 +1,242 @@
+"""Servers of the releases the field runs, each in a root of its own as a container holds it
+(tests/roots.py: MySQL 9.7 from Debian sid, MariaDB 11.8 and PostgreSQL 17 from trixie, in
+private mount and PID namespaces), beside the host's own MariaDB 10.11 and PostgreSQL 15:
+check names each server's own version, user and settings and counts it within 3% above what
+the server then takes; apply changes nothing outside the server's root but the host's pools
+and knobs, restarts nothing there and says how to; restarted on the pool the server takes its
+pages with no fallback; rollback leaves nothing. A MySQL pool too small for its chunks is found
+chunk by chunk; a MariaDB that cannot see /sys takes no large pages, and check says why; a
+server under runc is read through its container's root."""
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from support import check_json, run_cli
+
+pytestmark = [pytest.mark.integration, pytest.mark.live]
+POOL = "/sys/kernel/mm/hugepages/hugepages-2048kB"
+# What apply may change outside a server's root: the host's pools and knobs, and the files
+# that keep them over a reboot
+HOST_KNOBS = ("/etc/sysctl.d/60-hpadvise.conf",)
+# The host's own servers' files, which a plan for a server in a root must never touch
+HOST_FILES = ("/etc/mysql", "/etc/postgresql", "/var/lib/postgresql/15/main/postgresql.auto.conf",
+              "/var/lib/mysql/mysqld-auto.cnf")
+
+
+@pytest.fixture
+def journal(tmp_path):
+    """The journal directory of the test's applies; whatever happened, every apply in it is
+    rolled back in teardown (after the servers are gone: their pages free again), so that no
+    pool or /etc/sysctl.d file outlives a failed test."""
+    j = tmp_path / "journal"
+    yield j
+    if j.exists():
+        for _ in range(5):  # newest first, until none is left to undo
+            if run_cli("rollback", "--yes", "--journal-dir", str(j)).returncode != 0:
+                break
+    for f in HOST_KNOBS:
+        assert not os.path.exists(f), f"{f} left behind"
+
+
+def _digest(paths) -> dict[str, str]:
+    out = {}
+    for top in paths:
+        for p in ([Path(top)] if not Path(top).is_dir() else sorted(Path(top).rglob("*"))):
+            if p.is_file():
+                out[str(p)] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return out
+
+
+def _mine(report: dict, server) -> dict:
+    """The instance of `server` in a check report: the one whose process is the server's."""
+    hits = [i for i in report["instances"] if i.get("pid") == server.pid]
+    assert hits, f"{server.engine} pid {server.pid} not in " \
+                 f"{[(i['id'], i.get('pid')) for i in report['instances']]}"
+    return hits[0]
+
+
+def _codes(report: dict, iid: str) -> dict:
+    return {f["code"]: f for f in report["findings"] if f.get("instance") == iid}
+
+
+def _held(pid: int) -> int:
+    """2 MiB huge pages the process's mappings hold, touched or only reserved: the sizes of
+    its mappings on 2 MiB pages (smaps: Size, KernelPageSize)."""
+    kb = size = 0
+    for line in Path(f"/proc/{pid}/smaps").read_text().splitlines():
+        if line.startswith("Size:"):
+            size = int(line.split()[1])
+        elif line.startswith("KernelPageSize:") and int(line.split()[1]) == 2048:
+            kb += size
+    return kb // 2048
+
+
+def _apply_and_restart(server, iid: str, journal: Path) -> dict:
+    """apply --db ENGINE --instance ID --yes; the plan's file changes all inside the server's
+    root; nothing restarted (the advice says how); then the server restarted as its runtime
+    would, and checked again."""
+    engine = "postgres" if server.engine == "postgres" else "mysql"
+    before = _digest(HOST_FILES)
+    r = run_cli("apply", "--db", engine, "--instance", iid, "--yes", "--json",
+                "--journal-dir", str(journal), timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = json.loads(r.stdout)
+    assert out["status"] == "ok", out
+    for ch in out["changes"]:
+        assert ch["kind"] not in ("my_restart", "pg_restart"), ch  # never behind its runtime
+        if ch["kind"] in ("file", "symlink", "directory"):
+            assert ch["target"] in HOST_KNOBS or ch["target"].startswith("/etc/systemd"), ch
+    assert any("apply does not restart it" in n and iid in n for n in out["notices"]), \
+        out["notices"]
+    assert iid in out["restart_needed"]
+    assert _digest(HOST_FILES) == before  # the host's servers' files untouched
+    server.stop()
+    server.start()
+    report, _ = check_json("--db", engine)
+    return report
+
+
+def test_mysql_97_in_its_root(knobs, journal, root_lab):
+    s = root_lab("mysql", ["--innodb-buffer-pool-size=1G", "--large-pages=ON"])
+    knobs.pool(2048, 200)  # too small for its 8 chunks: each falls back alone
+    s.start()
+    report, _ = check_json("--db", "mysql")
+    i = _mine(report, s)
+    assert i["version"].startswith("9.7."), i["version"]  # its own, not the host's MariaDB
+    assert i["owner"] == "mysql" and i["settings"]["flavour"] == "mysql"
+    assert i["settings"]["innodb_buffer_pool_size"] == str(1 << 30)
+    assert "command line" in i["settings"]["sources"]["large_pages"]
+    held = _held(s.pid)
+    fb = _codes(report, i["id"])["my.large_pages.fallback"]
+    chunks_on = held // 66  # each 128 MiB chunk is 66 pages of 2 MiB (measured)
+    assert fb["title"] == f"{8 - chunks_on} of 8 buffer pool chunks fell back to 4 KiB pages"
+    assert "large_page_aligned_alloc" in fb["evidence"]
+    need = i["demand"]["pages"]["2048"]
+    knobs.pool(2048, 0)
+    report = _apply_and_restart(s, i["id"], journal)
+    i = _mine(report, s)
+    held = _held(s.pid)
+    assert i["backing"] == "hugetlb" and held == 8 * 66, held
+    assert "my.large_pages.fallback" not in _codes(report, i["id"])
+    assert held <= need <= held * 1.03, (need, held)  # within 3% above what it takes
+    s.stop()
+    r = run_cli("rollback", "--yes", "--journal-dir", str(journal))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert Path(f"{POOL}/nr_hugepages").read_text().strip() == "0"
+    assert not os.path.exists(HOST_KNOBS[0])
+
+
+def test_mariadb_118_in_its_root(knobs, journal, root_lab):
+    s = root_lab("mariadb", ["--innodb-buffer-pool-size=1G", "--large-pages=ON"])
+    s.start()
+    report, _ = check_json("--db", "mysql")
+    i = _mine(report, s)
+    assert i["version"].startswith("11.8."), i["version"]
+    assert i["owner"] == "mysql" and i["settings"]["flavour"] == "mariadb"
+    assert i["settings"]["innodb_buffer_pool_size"] == str(1 << 30)
+    need = i["demand"]["pages"]["2048"]
+    report = _apply_and_restart(s, i["id"], journal)
+    i = _mine(report, s)
+    held = _held(s.pid)
+    # one buffer pool mapping (MDEV-29445), its two log buffers and the MyISAM/Aria caches
+    assert i["backing"] == "hugetlb" and held >= 512 + 8 + 8, held
+    assert "my.large_pages.fallback" not in _codes(report, i["id"])
+    assert held <= need <= held * 1.03, (need, held)
+    s.stop()
+    r = run_cli("rollback", "--yes", "--journal-dir", str(journal))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert Path(f"{POOL}/nr_hugepages").read_text().strip() == "0"
+
+
+def test_mariadb_without_sys_takes_no_large_pages_and_check_says_why(knobs, root_lab):
+    s = root_lab("mariadb", ["--innodb-buffer-pool-size=256M", "--large-pages=ON"],
+                 no_sys=True)
+    knobs.pool(2048, 400)
+    s.start()
+    assert _held(s.pid) == 0  # a pool with room, and nothing taken
+    report, _ = check_json("--db", "mysql")
+    i = _mine(report, s)
+    f = _codes(report, i["id"])["my.large_pages.no_sizes"]
+    assert f["severity"] == "crit" and "/sys/kernel/mm/hugepages" in f["evidence"]
+
+
+def test_postgres_17_in_its_root(knobs, journal, root_lab):
+    s = root_lab("postgres", {"shared_buffers": "1GB", "huge_pages": "try"})
+    s.start()
+    report, _ = check_json("--db", "postgres")
+    i = _mine(report, s)
+    assert i["version"].startswith("17."), i["version"]
+    # the root's postgres (uid 100), which the host calls messagebus
+    assert i["owner"] == "postgres"
+    own = int(s.sql("show shared_memory_size_in_huge_pages").strip())
+    assert i["demand"]["pages"]["2048"] == own and i["demand"]["exact"]
+    assert i["settings"]["huge_pages_status"] == "off"
+    auto = s.host(f"{s.datadir}/postgresql.auto.conf")
+    old = auto.read_bytes()
+    report = _apply_and_restart(s, i["id"], journal)
+    assert "huge_pages = 'on'" in auto.read_text()  # its own file, in its root
+    i = _mine(report, s)
+    assert i["backing"] == "hugetlb" and i["settings"]["huge_pages_status"] == "on"
+    assert _held(s.pid) <= own
+    s.stop()
+    r = run_cli("rollback", "--yes", "--journal-dir", str(journal))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert auto.read_bytes() == old
+    assert Path(f"{POOL}/nr_hugepages").read_text().strip() == "0"
+
+
+def test_postgres_under_runc_is_read_in_its_container(knobs, root_lab):
+    from roots import RootContainer
+    s = root_lab("postgres", {"shared_buffers": "256MB", "huge_pages": "try"},
+                 cls=RootContainer)
+    s.start()
+    report, _ = check_json("--db", "postgres")
+    i = _mine(report, s)
+    assert i["version"].startswith("17.") and i["owner"] == "postgres"
+    assert i["demand"]["pages"]["2048"] == int(s.sql("show shared_memory_size_in_huge_pages"))
+    r = run_cli("apply", "--db", "postgres", "--instance", i["id"], "--dry-run")
+    assert r.returncode == 0, r.stdout + r.stderr
+    # the server is its container's first process: its runtime restarts it, not hpadvise
+    assert "restart its container through its runtime" in r.stdout, r.stdout
+
+
+def test_as_a_user_who_cannot_enter_the_roots_nothing_is_borrowed(root_lab):
+    """As nobody, /proc/PID/root of another user's server cannot be entered: its files are not
+    read, its uid not named by the host's passwd, and no socket of the same name on the host
+    (the host's MariaDB's, the host's PostgreSQL's) is taken for its own."""
+    my = root_lab("mysql", ["--innodb-buffer-pool-size=256M"])
+    pg = root_lab("postgres", {"shared_buffers": "256MB"})
+    my.start()
+    pg.start()
+    report, r = check_json("--db", "mysql,postgres", user="nobody")
+    assert report["instances"], r.stderr
+    m, p = _mine(report, my), _mine(report, pg)
+    assert m["version"] is None or m["version"].startswith("9.7."), m["version"]
+    assert "MariaDB" not in (m["version"] or "") and m["settings"]["flavour"] == "mysql"
+    assert m["settings"]["innodb_buffer_pool_size"] in ("256M", str(256 << 20))  # its argv
+    assert "only root can enter" in _codes(report, m["id"])["my.no_connection"]["evidence"]
+    assert p["owner"] != "messagebus" and p["version"] in (None, "17") \
+        or p["version"].startswith("17."), (p["owner"], p["version"])
+
+
+def test_a_snapshot_keeps_the_roots_own_files_for_the_offline_audit(root_lab, tmp_path):
+    """`snapshot` keeps what it read of a server's root under proc/PID/root, and `check --root`
+    reads that back as the server's own: Debian's /etc/mysql/my.cnf of trixie (through its
+    alternatives link, resolved inside the root), not the host's."""
+    s = root_lab("mariadb", ["--innodb-buffer-pool-size=256M"])
+    s.start()
+    snap = tmp_path / "snap"
+    r = run_cli("snapshot", str(snap))
+    assert r.returncode == 0, r.stdout + r.stderr
+    kept = snap / f"proc/{s.pid}/root/etc/mysql/my.cnf"
+    theirs = s.host("/etc/mysql/mariadb.cnf").read_text()
+    assert kept.read_text() == theirs and theirs != Path("/etc/mysql/my.cnf").read_text()
+    report, r = check_json("--root", str(snap), "--db", "mysql")
+    i = _mine(report, s)
+    assert i["settings"]["flavour"] == "mariadb" and "snapshot" in i["settings"]["root"]
+    assert i["settings"]["innodb_buffer_pool_size"] in ("256M", str(256 << 20))
+    assert i["owner"] == "mysql"

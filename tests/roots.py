@@ -1,0 +1,673 @@
+"""Servers of newer releases than the host's, run as a container holds them, for the live tests:
+each in a Debian root built once by scripts/roots.sh (sid: Oracle MySQL 9.7; trixie: MariaDB
+11.8 and PostgreSQL 17), with the root's own binaries, libraries and users.
+
+RootServer runs one in private mount and PID namespaces (unshare --mount --pid --fork
+--propagation private --kill-child): a fresh /proc, the host's /dev (with a private /dev/shm)
+and /sys, host temp directories bound over the root's /run and /tmp (so /run/mysqld and
+/run/postgresql are the server's own), then chroot into the root and the server in the
+foreground as the root's own server user (uids of the root's /etc/passwd: trixie's postgres
+is uid 100, which the host calls messagebus). A shell is the namespace's PID 1, as an init in a
+container: when the unshare process dies, the kernel kills it and with it every process of
+the namespace, whatever user they run as. From the host the server is a process whose
+/proc/PID/root is the root and whose NSpid has two numbers.
+
+RootContainer runs the same server under runc: the root is the OCI bundle's read-only rootfs,
+with the server's directory (/var/lib/hplab/NAME), /run and /tmp bound writable, in a cgroup
+of the host's v2 hierarchy (runc driven as tests/pods.py drives it).
+
+Each server gets a fresh data directory inside the root, /var/lib/hplab/NAME/data, initialised
+inside the root (mysqld --initialize-insecure, mariadb-install-db, initdb), and its log beside
+it, /var/lib/hplab/NAME/server.log; destroy() stops the server, kills whatever is left of its
+namespace or container, and removes the directory and the temp directories. Servers of other
+sessions in the same root are left alone (only processes of this server's own PID namespace or
+container are killed)."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import shlex
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+from hpadvise.benchmarks.target import free_port
+from pods import CAPS, runc_argv, runtime
+
+CACHE = Path(os.environ.get("HPADVISE_ROOTS", "/var/tmp/hpadvise-roots"))
+SUITE = {"mysql": "sid", "mariadb": "trixie", "postgres": "trixie"}
+COMM = {"mysql": "mysqld", "mariadb": "mariadbd", "postgres": "postgres"}
+USER = {"mysql": "mysql", "mariadb": "mysql", "postgres": "postgres"}
+RUNDIR = {"mysql": "/run/mysqld", "mariadb": "/run/mysqld", "postgres": "/run/postgresql"}
+PG_BIN = "/usr/lib/postgresql/17/bin"
+LAB = "/var/lib/hplab"
+MARKER = "etc/hpadvise-root"
+
+
+class NoRoot(Exception):
+    """The suite's root is not built: the reason (scripts/roots.sh builds it)."""
+
+
+def root_path(suite: str) -> Path | None:
+    """The cached root of `suite`, or None when it is not built (why_no_root says why)."""
+    root = CACHE / suite
+    return root if (root / MARKER).is_file() else None
+
+
+def why_no_root(suite: str) -> str:
+    log = CACHE / f"{suite}.log"
+    tail = ""
+    if log.is_file():
+        tail = ": its last build ended with: " + " | ".join(
+            log.read_text(errors="replace").strip().splitlines()[-3:])
+    return (f"no Debian {suite} root in {CACHE} (scripts/roots.sh build {suite} makes it; "
+            f"scripts/test.sh runs it){tail}")
+
+
+def root_user(root: Path, name: str) -> tuple[int, int]:
+    """uid and gid of `name` in the root's own /etc/passwd (not the host's)."""
+    for line in (root / "etc/passwd").read_text().splitlines():
+        f = line.split(":")
+        if f[0] == name:
+            return int(f[2]), int(f[3])
+    raise NoRoot(f"no user {name!r} in {root}/etc/passwd")
+
+
+def ns_of(pid: int) -> str | None:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/pid")
+    except OSError:
+        return None
+
+
+def _status(pid: int) -> dict[str, str]:
+    try:
+        text = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return {}
+    return dict(line.split(":\t", 1) for line in text.splitlines() if ":\t" in line)
+
+
+def alive(pid: int) -> bool:
+    """The process exists and is not a zombie."""
+    return _status(pid).get("State", "Z")[:1] not in ("Z", "X")
+
+
+def procs_in(root: Path) -> list[int]:
+    """Host PIDs of every process whose root directory is `root` or inside it."""
+    out = []
+    r = str(root)
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            link = os.readlink(f"/proc/{d}/root")
+        except OSError:
+            continue
+        if link == r or link.startswith(r + "/"):
+            out.append(int(d))
+    return out
+
+
+class RootServer:
+    """One server in a root, in private mount and PID namespaces (see the module's docstring).
+
+    `options`: for MySQL and MariaDB, command-line options ("--innodb-buffer-pool-size=1G",
+    "--large-pages=ON") or a dict {name: value} made into --name=value. For PostgreSQL, a dict
+    of settings written to postgresql.conf, or a list of postgres command-line options
+    (["-c", "shared_buffers=1GB"]), which postmaster.opts records. `no_sys=True` leaves the
+    root's /sys empty, as in containers that do not mount it. `pg_ctl=True` starts
+    PostgreSQL with `pg_ctl -o OPTIONS start`, as an entrypoint that daemonises it does; the
+    postmaster is then a child of the namespace's PID 1, not of a foreground command."""
+
+    def __init__(self, suite_root: Path | None, engine: str, options: list[str] | dict | None
+                 = None, name: str | None = None, pg_ctl: bool = False, no_sys: bool = False):
+        if engine not in SUITE:
+            raise ValueError(f"unknown engine {engine!r}: mysql, mariadb or postgres")
+        root = suite_root if suite_root is not None else root_path(SUITE[engine])
+        if root is None or not (Path(root) / MARKER).is_file():
+            raise NoRoot(why_no_root(SUITE[engine]))
+        self.root = Path(root).resolve()
+        self.engine = engine
+        self.name = name or f"{engine}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self.dir = f"{LAB}/{self.name}"  # the server's directory, inside the root
+        self.datadir = f"{self.dir}/data"
+        self.log = f"{self.dir}/server.log"
+        self.port = free_port()
+        self.pg_ctl = pg_ctl
+        self.no_sys = no_sys  # a root without /sys, as some containers are
+        self.uid, self.gid = root_user(self.root, USER[engine])
+        self.options, self.settings = self._options(options)
+        self.pid: int | None = None  # the server's host PID, once started
+        self.proc: subprocess.Popen | None = None  # unshare
+        self.ns: str | None = None  # its PID namespace, pid:[inode]
+        self.made_dir = False  # the server's directory in the root is ours to remove
+        self.tmp = tempfile.mkdtemp(prefix=f"hplab-{self.name}-")
+        os.chmod(self.tmp, 0o755)
+        try:
+            self._prepare()
+        except BaseException:
+            self.destroy()
+            raise
+
+    # ---- paths
+    def host(self, path: str) -> Path:
+        """A path inside the root, as the host sees it."""
+        return self.root / path.lstrip("/")
+
+    @property
+    def run_dir(self) -> str:
+        return RUNDIR[self.engine]
+
+    @property
+    def socket(self) -> str:
+        return "/run/mysqld/mysqld.sock" if self.engine != "postgres" else \
+            f"/run/postgresql/.s.PGSQL.{self.port}"
+
+    def _options(self, options) -> tuple[list[str], dict]:
+        if self.engine == "postgres":
+            if isinstance(options, dict):
+                return [], dict(options)
+            return list(options or []), {}
+        if isinstance(options, dict):
+            return [f"--{k}={v}" for k, v in options.items()], {}
+        return list(options or []), {}
+
+    # ---- setting up
+    def _prepare(self) -> None:
+        # the host's side of /run and /tmp, and the server's directory in the root
+        run, tmp = Path(self.tmp, "run"), Path(self.tmp, "tmp")
+        run.mkdir()
+        tmp.mkdir()
+        os.chmod(tmp, 0o1777)
+        own = run / self.run_dir.removeprefix("/run/")
+        own.mkdir()
+        os.chown(own, self.uid, self.gid)
+        os.chmod(own, 0o2775 if self.engine == "postgres" else 0o755)
+        lab = self.host(LAB)
+        lab.mkdir(exist_ok=True)
+        d = self.host(self.dir)
+        d.mkdir()  # never another server's: a name in use fails here
+        self.made_dir = True
+        os.chown(d, self.uid, self.gid)
+        log = self.host(self.log)
+        log.touch()
+        os.chown(log, self.uid, self.gid)
+        os.chmod(log, 0o640)
+        self._init_datadir()
+
+    def _init_datadir(self) -> None:
+        if self.engine == "mysql":
+            argv = ["mysqld", "--initialize-insecure",
+                    f"--datadir={self.datadir}", f"--log-error={self.dir}/init.log"]
+            user = True
+        elif self.engine == "mariadb":
+            argv = ["mariadb-install-db", "--user=mysql", f"--datadir={self.datadir}",
+                    "--auth-root-authentication-method=socket", "--skip-test-db"]
+            user = False  # run as root inside the root: it chowns to mysql
+        else:
+            argv = [f"{PG_BIN}/initdb", "-D", self.datadir, "-U", "postgres", "-A", "trust",
+                    "--no-sync", "-E", "UTF8", "--locale=C"]
+            user = True
+        r = subprocess.run(self._enter(argv, as_user=user), capture_output=True, text=True,
+                           timeout=300, start_new_session=True)
+        if r.returncode != 0:
+            extra = ""
+            init = self.host(f"{self.dir}/init.log")
+            if init.is_file():
+                extra = init.read_text(errors="replace")[-1500:]
+            raise RuntimeError(f"initialising {self.datadir} in {self.root} failed (rc "
+                               f"{r.returncode}): {(r.stdout + r.stderr)[-1500:]} {extra}")
+        if self.engine == "postgres":
+            conf = {"port": self.port, "unix_socket_directories": "/run/postgresql",
+                    "listen_addresses": "", **self.settings}
+            with open(self.host(f"{self.datadir}/postgresql.conf"), "a") as f:
+                f.write("\n# hpadvise lab (tests/roots.py)\n")
+                for k, v in conf.items():
+                    f.write(f"{k} = '{str(v).replace(chr(39), chr(39) * 2)}'\n")
+
+    def _mounts(self) -> str:
+        """Shell commands that make the root a container's: run in the new namespaces."""
+        r = shlex.quote(str(self.root))
+        run, tmp = shlex.quote(f"{self.tmp}/run"), shlex.quote(f"{self.tmp}/tmp")
+        return "\n".join([
+            "set -e",
+            f"mount -t proc -o nosuid,nodev,noexec proc {r}/proc",
+            f"mount --rbind /dev {r}/dev",
+            f"mount -t tmpfs -o nosuid,nodev,mode=1777 shm {r}/dev/shm",
+            *([] if self.no_sys else [f"mount --rbind /sys {r}/sys"]),
+            f"mount --bind {run} {r}/run",
+            f"mount --bind {tmp} {r}/tmp",
+        ])
+
+    def _chroot(self, argv: list[str], as_user: bool = True) -> list[str]:
+        user = [f"--userspec={self.uid}:{self.gid}", f"--groups={self.gid}"] if as_user else []
+        return ["chroot", *user, str(self.root), "/usr/bin/env", "-i",
+                "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                "LC_ALL=C.UTF-8", "HOME=/", *argv]
+
+    def _enter(self, argv: list[str], as_user: bool = True, init: str | None = None
+               ) -> list[str]:
+        """argv in the root, in new mount and PID namespaces; `init` (shell) instead of a
+        plain run keeps a shell as PID 1 around it."""
+        body = init if init is not None else shlex.join(self._chroot(argv, as_user))
+        script = self._mounts() + "\n" + body
+        return ["unshare", "--mount", "--pid", "--fork", "--propagation", "private",
+                "--kill-child", "sh", "-c", script]
+
+    # ---- the server
+    def server_argv(self) -> list[str]:
+        if self.engine == "mysql":
+            return ["mysqld", f"--datadir={self.datadir}", "--mysqlx=OFF",
+                    f"--port={self.port}", "--bind-address=127.0.0.1",
+                    f"--socket={self.socket}", f"--log-error={self.log}",
+                    f"--pid-file={self.run_dir}/mysqld.pid", *self.options]
+        if self.engine == "mariadb":
+            return ["mariadbd", f"--datadir={self.datadir}",
+                    f"--port={self.port}", "--bind-address=127.0.0.1",
+                    f"--socket={self.socket}", f"--log-error={self.log}",
+                    f"--pid-file={self.run_dir}/mariadbd.pid", *self.options]
+        return [f"{PG_BIN}/postgres", "-D", self.datadir, *self.options]
+
+    def _init_script(self) -> str:
+        """The namespace's PID 1: the server in the foreground, its output in its log; with
+        pg_ctl, the daemonised postmaster (a child of this shell once pg_ctl has left)."""
+        log = shlex.quote(str(self.host(self.log)))
+        if self.engine == "postgres" and self.pg_ctl:
+            start = self._chroot([f"{PG_BIN}/pg_ctl", "-D", self.datadir, "-l", self.log,
+                                  "-o", shlex.join(self.options), "-W", "start"])
+            return (f"{shlex.join(start)} >> {log} 2>&1\n"
+                    "trap 'exit 0' TERM\nwhile :; do sleep 1; done")
+        # not the shell's last command: it stays PID 1 (dash would exec a last command)
+        return f"{shlex.join(self._chroot(self.server_argv()))} >> {log} 2>&1\nexit $?"
+
+    def start(self, timeout: int = 120) -> None:
+        """Start the server; back when it accepts connections."""
+        if self.proc is not None and self.proc.poll() is None:
+            raise RuntimeError(f"{self.name} is running already")
+        self.ns = self.pid = None  # a restart: a new namespace, a new server process
+        # the namespace's own output (mounts, the shell) in a file: no pipe to fill
+        with open(Path(self.tmp, "ns.log"), "a") as out:
+            self.proc = subprocess.Popen(self._enter([], init=self._init_script()),
+                                         stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+                                         start_new_session=True)
+        self._wait_ready(timeout)
+
+    def _init_pid(self) -> int | None:
+        """Host PID of the namespace's PID 1 (unshare's child)."""
+        try:
+            kids = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children").read_text()
+        except OSError:
+            return None
+        return int(kids.split()[0]) if kids.split() else None
+
+    def find_pid(self) -> int | None:
+        """Host PID of the server: a process of this namespace whose root is the root, named
+        mysqld/mariadbd/postgres, a child of the namespace's PID 1."""
+        init = self._init_pid()
+        if init is None:
+            return None
+        self.ns = self.ns or ns_of(init)
+        for pid in procs_in(self.root):  # its root is the root or inside it
+            st = _status(pid)
+            if st.get("Name") == COMM[self.engine] and st.get("PPid") == str(init) \
+                    and ns_of(pid) == self.ns:
+                return pid
+        return None
+
+    def _wait_ready(self, timeout: int) -> None:
+        deadline = time.time() + timeout
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.engine} in {self.root} exited (rc "
+                                   f"{self.proc.returncode}) before accepting connections: "
+                                   f"{self._ns_log()[-800:]} {self.log_text()[-1500:]}")
+            self.pid = self.pid if self.pid and alive(self.pid) else self.find_pid()
+            if self.pid and self._ping():
+                return
+            if time.time() > deadline:
+                log = self.log_text()[-1500:]
+                self.stop()
+                raise RuntimeError(f"{self.engine} in {self.root} did not accept connections "
+                                   f"within {timeout} s: {log}")
+            time.sleep(0.3)
+
+    def _ping(self) -> bool:
+        if self.engine == "postgres":
+            argv = [f"{PG_BIN}/pg_isready", "-q", "-h", "/run/postgresql", "-p", str(self.port),
+                    "-U", "postgres", "-d", "postgres"]
+        else:
+            tool = "mysqladmin" if self.engine == "mysql" else "mariadb-admin"
+            argv = [tool, f"--socket={self.socket}", "-uroot", "ping"]
+        try:
+            return self.exec(argv, timeout=20).returncode == 0
+        except subprocess.TimeoutExpired:
+            return False
+
+    # ---- inside
+    def exec_argv(self, argv: list[str], user: bool = False) -> list[str]:
+        """argv run inside the server's namespaces and root (nsenter), as root or, with
+        `user`, as the server's user."""
+        ids = ["-S", str(self.uid), "-G", str(self.gid)] if user else []
+        return ["nsenter", "-t", str(self.pid), "-m", "-p", "-r", "--wd=/", *ids, "--",
+                "/usr/bin/env", "-i", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin",
+                "LC_ALL=C.UTF-8", "HOME=/", *argv]
+
+    def exec(self, argv: list[str], user: bool = False, timeout: int = 120
+             ) -> subprocess.CompletedProcess:
+        if not self.pid:
+            raise RuntimeError(f"{self.name} is not running")
+        return subprocess.run(self.exec_argv(argv, user), capture_output=True, text=True,
+                              timeout=timeout, stdin=subprocess.DEVNULL)
+
+    def client_argv(self, query: str) -> tuple[list[str], bool]:
+        if self.engine == "postgres":
+            return [f"{PG_BIN}/psql", "-X", "-A", "-t", "-q", "-v", "ON_ERROR_STOP=1", "-h",
+                    "/run/postgresql", "-p", str(self.port), "-U", "postgres", "-d",
+                    "postgres", "-c", query], True
+        tool = "mysql" if self.engine == "mysql" else "mariadb"
+        # root over the socket: no password (MySQL: --initialize-insecure), or unix_socket
+        # authentication as the OS root (MariaDB)
+        return [tool, f"--socket={self.socket}", "-uroot", "-N", "-B",
+                "-e", query], False
+
+    def sql(self, query: str, timeout: int = 120) -> str:
+        """The query run by the root's own client inside the server's namespaces: its
+        output (tab-separated rows for MySQL/MariaDB, |-separated for PostgreSQL)."""
+        argv, user = self.client_argv(query)
+        r = self.exec(argv, user=user, timeout=timeout)
+        if r.returncode != 0:
+            raise RuntimeError(f"{argv[0]} in {self.name}: rc {r.returncode}: "
+                               f"{(r.stderr or r.stdout).strip()[-800:]}")
+        return r.stdout
+
+    def _ns_log(self) -> str:
+        try:
+            return Path(self.tmp, "ns.log").read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def log_text(self) -> str:
+        try:
+            return self.host(self.log).read_text(errors="replace")
+        except OSError:
+            return ""
+
+    # ---- ending
+    def _stop_signal(self) -> int:
+        return signal.SIGINT if self.engine == "postgres" else signal.SIGTERM  # fast shutdown
+
+    def stop(self, timeout: int = 60) -> None:
+        """Clean shutdown (the server's own signal to its host PID), then the namespace goes."""
+        pid = self.pid if self.pid and alive(self.pid) else (self.find_pid() if
+                                                                self._running() else None)
+        if pid:
+            try:
+                os.kill(pid, self._stop_signal())
+            except ProcessLookupError:
+                pass
+            deadline = time.time() + timeout
+            while alive(pid) and time.time() < deadline:
+                time.sleep(0.1)
+        self._end_namespace()
+        self.pid = None
+
+    def _running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def _end_namespace(self) -> None:
+        """The unshare process and its group killed: the namespace's PID 1 dies with it, and
+        the kernel kills every process left in the namespace; any straggler of the namespace
+        is killed by PID."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            pass
+        self.proc = None
+        self._kill_ns()
+
+    def _kill_ns(self) -> None:
+        if not self.ns:
+            return
+        for _ in range(100):
+            left = [p for p in procs_in(self.root) if ns_of(p) == self.ns and alive(p)]
+            if not left:
+                return
+            for p in left:
+                try:
+                    os.kill(p, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.1)
+
+    def processes(self) -> list[int]:
+        """Host PIDs of this server's processes still alive (its namespace's, in the root)."""
+        return [p for p in procs_in(self.root) if self.ns and ns_of(p) == self.ns and alive(p)]
+
+    def destroy(self) -> None:
+        """Stop; remove the server's directory in the root and its temp directories. No
+        process of it is left; its mounts were the namespace's and went with it."""
+        try:
+            self.stop()
+        finally:
+            self._end_namespace()
+            if self.made_dir:
+                shutil.rmtree(self.host(self.dir), ignore_errors=True)
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+class RootContainer(RootServer):
+    """The same server under runc: the root is the bundle's read-only rootfs; the server's
+    directory, /run and /tmp are writable binds; its own PID, mount, IPC and UTS namespaces
+    and a cgroup /hplab-ID in the host's v2 hierarchy. `hugepage_limit` (bytes) is the
+    container's hugetlb.2MB.max, as the kubelet asks a runtime for it. The data directory is
+    initialised as RootServer does (in a namespace), then the container runs the server."""
+
+    def __init__(self, suite_root: Path | None, engine: str,
+                 options: list[str] | dict | None = None, name: str | None = None,
+                 pg_ctl: bool = False, hugepage_limit: int | None = None):
+        self.runc, self.v2 = runtime()
+        self.id = f"hplab-{uuid.uuid4().hex}"
+        self.state = tempfile.mkdtemp(prefix="hplab-runc-state-")
+        self.bundle = Path(tempfile.mkdtemp(prefix="hplab-runc-bundle-"))
+        self.hugepage_limit = hugepage_limit
+        self.enabled: list[Path] = []  # subtree_control without hugetlb before the start
+        self.started = False
+        try:
+            super().__init__(suite_root, engine, options, name, pg_ctl)
+        except BaseException:
+            self._remove_runtime()
+            raise
+
+    @property
+    def cgroup(self) -> Path:
+        return Path(self.v2) / self.id
+
+    def _runc(self, *args: str, timeout: int = 120, out=None) -> subprocess.CompletedProcess:
+        io = {"stdout": out, "stderr": out} if out else {"capture_output": True}
+        return subprocess.run(runc_argv(self.runc, self.v2, self.state, *args), text=True,
+                              timeout=timeout, stdin=subprocess.DEVNULL, **io)
+
+    def _bundle(self) -> None:
+        binds = [(self.host(self.dir), self.dir), (Path(self.tmp, "run"), "/run"),
+                 (Path(self.tmp, "tmp"), "/tmp")]
+        mounts_ = [
+            {"destination": "/proc", "type": "proc", "source": "proc"},
+            {"destination": "/dev", "type": "tmpfs", "source": "tmpfs",
+             "options": ["nosuid", "strictatime", "mode=755", "size=65536k"]},
+            {"destination": "/dev/shm", "type": "tmpfs", "source": "shm",
+             "options": ["nosuid", "noexec", "nodev", "mode=1777", "size=65536k"]},
+            {"destination": "/dev/pts", "type": "devpts", "source": "devpts",
+             "options": ["nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"]},
+            {"destination": "/sys", "type": "sysfs", "source": "sysfs",
+             "options": ["nosuid", "noexec", "nodev", "ro"]},
+            {"destination": "/sys/fs/cgroup", "type": "cgroup", "source": "cgroup",
+             "options": ["nosuid", "noexec", "nodev", "relatime", "ro"]},
+        ] + [{"destination": dst, "type": "bind", "source": str(src),
+              "options": ["rbind", "rw"]} for src, dst in binds]
+        resources: dict = {"devices": [{"allow": False, "access": "rwm"}]}
+        if self.hugepage_limit is not None:
+            resources["hugepageLimits"] = [{"pageSize": "2MB", "limit": self.hugepage_limit}]
+        if self.engine == "postgres" and self.pg_ctl:
+            start = shlex.join([f"{PG_BIN}/pg_ctl", "-D", self.datadir, "-l", self.log, "-o",
+                                shlex.join(self.options), "-W", "start"])
+            cmd = f"{start} >> {shlex.quote(self.log)} 2>&1 && exec sleep infinity"
+        else:
+            cmd = f"exec {shlex.join(self.server_argv())} >> {shlex.quote(self.log)} 2>&1"
+        # no more open files than runc itself may have (raising it is refused)
+        nofile = min(65536, resource.getrlimit(resource.RLIMIT_NOFILE)[1])
+        config = {
+            "ociVersion": "1.0.2",
+            "process": {
+                "terminal": False, "user": {"uid": self.uid, "gid": self.gid},
+                "args": ["/bin/sh", "-c", cmd],
+                "env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                        "HOME=/", "LC_ALL=C.UTF-8"],
+                "cwd": "/",
+                "capabilities": {k: CAPS for k in ("bounding", "effective", "permitted")},
+                "rlimits": [{"type": "RLIMIT_NOFILE", "hard": nofile, "soft": nofile}],
+            },
+            "root": {"path": str(self.root), "readonly": True},
+            "hostname": self.engine,
+            "mounts": mounts_,
+            "linux": {
+                "namespaces": [{"type": t} for t in ("pid", "mount", "ipc", "uts", "cgroup")],
+                "cgroupsPath": f"/{self.id}",
+                "resources": resources,
+            },
+        }
+        (self.bundle / "config.json").write_text(json.dumps(config, indent=1))
+
+    def start(self, timeout: int = 120) -> None:
+        if self.started:
+            raise RuntimeError(f"{self.name} is running already")
+        # runc enables every controller of the hierarchy in the root's subtree_control for
+        # the container's cgroup (fs2.CreateCgroupPath): put back what it was, afterwards
+        ctl = Path(self.v2, "cgroup.subtree_control")
+        if "hugetlb" not in ctl.read_text().split():
+            if self.hugepage_limit is not None:
+                ctl.write_text("+hugetlb")
+            self.enabled.append(ctl)
+        self._bundle()
+        log = self.bundle / "run.log"
+        with open(log, "w") as out:  # detached: the container keeps its stdio
+            r = self._runc("run", "-d", "--bundle", str(self.bundle), self.id, out=out)
+        self.started = True
+        if r.returncode != 0:
+            raise RuntimeError(f"runc run failed: {log.read_text().strip()[-600:]}")
+        deadline = time.time() + timeout
+        while True:
+            st = self.container_state()
+            if st.get("status") != "running":
+                raise RuntimeError(f"{self.engine} container {st.get('status')} before "
+                                   f"accepting connections: {self.log_text()[-1500:]}")
+            self.pid = self.pid if self.pid and alive(self.pid) else self.find_pid()
+            if self.pid and self._ping():
+                return
+            if time.time() > deadline:
+                raise RuntimeError(f"{self.engine} container did not accept connections "
+                                   f"within {timeout} s: {self.log_text()[-1500:]}")
+            time.sleep(0.3)
+
+    def container_state(self) -> dict:
+        r = self._runc("state", self.id, timeout=30)
+        return json.loads(r.stdout) if r.returncode == 0 else {}
+
+    def pids(self) -> list[int]:
+        try:
+            return [int(x) for x in (self.cgroup / "cgroup.procs").read_text().split()]
+        except OSError:
+            return []
+
+    def find_pid(self) -> int | None:
+        """The server's host PID: the container's init once the shell exec'd it; with pg_ctl,
+        the postmaster (the postgres child of the container's init)."""
+        init = self.container_state().get("pid")
+        if not init:
+            return None
+        self.ns = self.ns or ns_of(init)
+        for pid in [init, *self.pids()]:
+            st = _status(pid)
+            if st.get("Name") == COMM[self.engine] and (pid == init or st.get("PPid") ==
+                                                       str(init)):
+                return pid
+        return None
+
+    def exec_argv(self, argv: list[str], user: bool = False) -> list[str]:
+        who = f"{self.uid}:{self.gid}" if user else "0:0"
+        return runc_argv(self.runc, self.v2, self.state, "exec", "--user", who, self.id, *argv)
+
+    def _running(self) -> bool:
+        return self.started
+
+    def processes(self) -> list[int]:
+        return [p for p in self.pids() if alive(p)]
+
+    def _end_namespace(self) -> None:
+        """runc delete -f, then whatever its cgroup still holds killed (its processes' roots
+        read "/" from the host: the container pivoted into the root)."""
+        if self.started:
+            self._runc("delete", "-f", self.id)
+            self.started = False
+        for _ in range(100):
+            left = self.processes()
+            if not left:
+                break
+            for p in left:
+                try:
+                    os.kill(p, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.1)
+
+    def _remove_runtime(self) -> None:
+        for _ in range(100):  # the cgroup goes once its processes have
+            if not self.cgroup.exists():
+                break
+            try:
+                self.cgroup.rmdir()
+            except OSError:
+                time.sleep(0.1)
+        enabled, self.enabled = self.enabled, []
+        for ctl in enabled:
+            try:
+                ctl.write_text("-hugetlb")
+            except OSError:
+                pass
+        shutil.rmtree(self.state, ignore_errors=True)
+        shutil.rmtree(self.bundle, ignore_errors=True)
+
+    def destroy(self) -> None:
+        try:
+            super().destroy()
+        finally:
+            self._remove_runtime()
+
+
+def mysql97(options: list[str] | dict | None = None, **kw) -> RootServer:
+    """Oracle MySQL 9.7 in the sid root."""
+    return RootServer(None, "mysql", options, **kw)
+
+
+def maria118(options: list[str] | dict | None = None, **kw) -> RootServer:
+    """MariaDB 11.8 in the trixie root."""
+    return RootServer(None, "mariadb", options, **kw)
+
+
+def pg17(settings: dict | list[str] | None = None, **kw) -> RootServer:
+    """PostgreSQL 17 in the trixie root: a settings dict (postgresql.conf) or command-line
+    options."""
+    return RootServer(None, "postgres", settings, **kw)

@@ -15,50 +15,26 @@ import re
 
 from hpadvise.engines import Instance, Targets, error_line, redact_dsn
 from hpadvise.host import HostFacts
-from hpadvise.procs import Proc, ProcTable, backing_of
+from hpadvise.procs import Proc, ProcTable
 from hpadvise.roots import proc_root
 from hpadvise.sysroot import SysRoot
 
-from .actions import connect_socket, main_segment
-from .conf import (DEFAULTS, QUERY_GUCS, ConfError, ConfUnreadable, parse_int,
-                   parse_memory, read_conf, with_unit)
+from .actions import connect_socket
+from .conf import DEFAULTS, ConfError, ConfUnreadable, parse_int, parse_memory, read_conf
 from .findings import CODES
 from . import binaries
 from .layers import winning
 from .layouts import debian_conf, found_datadirs, live_pidfile
+from .observed import observe
+from .opts import settings_of
 from .patroni import manager_of
 from .preflight import would_start
-from .sizing import page_kb_of, size_running, size_stopped
+from .reported import query, source_of
+from .sizing import size_running, size_stopped
 from .state import Cluster  # noqa: F401  (discovery makes them)
 
 NAME = "postgres"
 PLANNED = ("huge_pages", "huge_page_size")  # the settings the plan may change
-
-
-def _same(name: str, file_value: str | None, running: str | None) -> bool:
-    """Whether a file's value is the one running (memory settings compared in bytes)."""
-    if file_value is None or running is None:
-        return False
-    if file_value == running:
-        return True
-    try:
-        return parse_memory(name, file_value) == parse_memory(name, running)
-    except ConfError:
-        return False
-
-
-def _arg(argv: tuple[str, ...], guc: str, short: str | None = None) -> str | None:
-    """Value of `-D dir`, `-Ddir` or `-c guc=value` / `--guc=value` on a postgres command line."""
-    for i, a in enumerate(argv):
-        if short and a == short and i + 1 < len(argv):
-            return argv[i + 1]
-        if short and a.startswith(short) and len(a) > 2:
-            return a[2:]
-        if a == "-c" and i + 1 < len(argv) and argv[i + 1].startswith(guc + "="):
-            return argv[i + 1].split("=", 1)[1]
-        if a.startswith(f"--{guc}="):
-            return a.split("=", 1)[1]
-    return None
 
 
 def _postmasters(procs: ProcTable) -> list[Proc]:
@@ -71,18 +47,6 @@ def dsn_error(exc: Exception, dsn: str | None) -> str:
     """A driver's error as one line without the DSN's password, whatever the driver echoed."""
     from .libpq import password_of
     return error_line(exc, dsn, password_of(dsn) if dsn else None)
-
-
-def source_of(source: str | None, sfile: str | None = None, sline: str | None = None) -> str:
-    """Where a setting comes from, in words: pg_settings' source, with the file and line
-    where it shows them (superusers and pg_read_all_settings; "Viewing Settings",
-    pg_settings); postgresql.auto.conf is what ALTER SYSTEM writes."""
-    if source == "configuration file" or (source is None and sfile):
-        where = f"{sfile}:{sline}" if sfile else "a configuration file"
-        return f"ALTER SYSTEM ({where})" if (sfile or "").endswith("postgresql.auto.conf") \
-            else where
-    return {"override": "set by the server itself", "environment variable": "environment",
-            None: "unknown"}.get(source, source or "unknown")
 
 
 def _hold_back_together(insts: list[Instance]) -> None:
@@ -161,15 +125,17 @@ class Discovery:
 
     def _from_process(self, sr: SysRoot, procs: ProcTable, pm: Proc) -> Cluster:
         argv = pm.cmdline
-        datadir = _arg(argv, "data_directory", "-D")
+        # its own arguments, as the postmaster read them (opts.settings_of: the last wins)
+        given, ddir = settings_of(argv[1:])
+        datadir = given.get("data_directory") or ddir
         if datadir is None:
             env = pm.environ() or {}
             datadir = env.get("PGDATA")
         fs = procs.fs(pm.pid)  # its files as it sees them: its own root's, if it has one
         c = Cluster(datadir=datadir or "?", pid=pm.pid, owner=procs.owner(pm),
-                    owner_uid=pm.uid, config_file=_arg(argv, "config_file"), fs=fs,
+                    owner_uid=pm.uid, config_file=given.get("config_file"), fs=fs,
                     root=proc_root(fs), ns_pid=pm.ns_pid)
-        port = _arg(argv, "port", "-p")
+        port = given.get("port")
         if datadir:
             pidfile = fs.read(f"{datadir}/postmaster.pid", quiet_missing=True)
             if pidfile:
@@ -195,64 +161,11 @@ class Discovery:
                               else c.socket_dir, c.port, c.owner, self.connect_timeout,
                               None if c.root else c.bindir)
 
-    def _query(self, conn, c: Cluster) -> None:
-        names = "{" + ",".join(QUERY_GUCS) + "}"  # a text[] literal of plain GUC names
-        rows = conn.execute(
-            "SELECT name, setting, unit, pending_restart, source, sourcefile, sourceline, "
-            "boot_val FROM pg_settings WHERE name = ANY($1::text[])", (names,))
-        flagged = {}  # the server's pending_restart: name -> (running, built-in default)
-        argv = set()  # set on the postmaster's command line (Patroni sets several there)
-        for name, setting, unit, pend, source, sfile, sline, boot in rows:
-            c.settings[name] = with_unit(setting, unit)
-            c.origins[name] = "command line" if source == "command line" else "server"
-            c.sources[name] = source_of(source, sfile, sline)
-            if source in ("command line", "override"):
-                argv.add(name)
-            elif pend == "t":
-                flagged[name] = (setting, boot)
-        pending = list(flagged)
-        try:
-            # pending_restart flips only at a reload; pg_file_settings re-reads the files now,
-            # so an ALTER SYSTEM not yet reloaded shows too ("applied" false = needs restart).
-            # Earlier lines overridden by later ones are "not applied" too: last one per name.
-            # A file line under a command-line value is "not applied" for ever: the command
-            # line outranks the files (GucSource order, guc.h: PGC_S_FILE < PGC_S_ARGV), so it
-            # is no pending change; nor is one whose value is the running one.
-            rows = list(conn.execute(
-                "SELECT DISTINCT ON (name) name, setting, applied, error FROM pg_file_settings "
-                "WHERE name = ANY($1::text[]) ORDER BY name, seqno DESC", (names,)))
-            # A line removed from the files flags pending_restart too, even where the
-            # built-in default it falls back to is the running value (guc.c,
-            # ProcessConfigFileInternal: "the removal can't be effective without a
-            # restart"); a restart changes nothing then, so it is no pending change.
-            in_files = {r[0] for r in rows}
-            pending = [n for n in pending if n in in_files or flagged[n][0] != flagged[n][1]]
-            # A postmaster-context change reads "setting could not be applied" (guc-file.l).
-            pending += [n for n, value, applied, err in rows
-                        if applied != "t" and n not in pending and n not in argv
-                        and err in (None, "setting could not be applied")
-                        and not _same(n, value, c.settings.get(n))]
-            c.file_errors = tuple(
-                f"{f or '?'}:{ln or '?'}: {err}" for f, ln, err in conn.execute(
-                    "SELECT sourcefile, sourceline, error FROM pg_file_settings "
-                    "WHERE error IS NOT NULL ORDER BY seqno"))
-        except Exception:
-            pass  # needs superuser or pg_read_all_settings
-        c.pending_restart = tuple(pending)
-        c.connected_as = conn.user
-        if c.settings.get("data_directory"):
-            c.datadir = c.settings["data_directory"]
-        if c.settings.get("port", "").isdigit():
-            c.port = int(c.settings["port"])
-        vnum = c.settings.get("server_version_num", "")
-        if vnum.isdigit():
-            c.major = int(vnum) // 10000
-
     def _from_dsn(self, dsn, clusters, dsn_for, host, procs) -> Instance | None:
         probe = Cluster(datadir="?")
         try:
             with self._connect(probe, dsn) as conn:
-                self._query(conn, probe)
+                query(conn, probe)
         except Exception as exc:
             inst = Instance(NAME, f"postgres:{redact_dsn(dsn)}", redact_dsn(dsn), running=False)
             inst.errors.append(f"cannot connect to {redact_dsn(dsn)}: "
@@ -289,7 +202,7 @@ class Discovery:
             expected = c.datadir
             try:
                 with self._connect(c, dsn) as conn:
-                    self._query(conn, c)
+                    query(conn, c)
                 if expected != "?" and os.path.realpath(sr.path(c.datadir)) != \
                         os.path.realpath(sr.path(expected)):
                     raise RuntimeError(f"the server on that socket serves {c.datadir}, "
@@ -333,7 +246,7 @@ class Discovery:
             inst.errors.append(f"{inst.id}: cannot size it as this user ({unreadable}); run as "
                                f"root or as {c.owner}, or pass --dsn")
             c.settings.clear()
-        self._observe(inst, c, procs, host)
+        observe(inst, c, procs, host)
         size_running(inst, c, host, c.shm_mapping)
         return inst
 
@@ -468,36 +381,3 @@ class Discovery:
         return Instance(NAME, iid, f"{c.datadir} (port {c.port or '?'})", running,
                         pid=c.pid, owner=c.owner, version=version, settings=shown,
                         state=c)
-
-    def _observe(self, inst: Instance, c: Cluster, procs: ProcTable, host: HostFacts) -> None:
-        pm = Proc(procs.sr, inst.pid) if inst.pid else None
-        if pm is None:
-            return
-        maps = pm.shared_mappings
-        if maps is None:
-            c.observe_note = ("smaps unreadable: run as root or as "
-                                            f"{inst.owner} to verify the backing")
-        else:
-            m = main_segment(maps)
-            if m is not None:
-                c.shm_mapping = m
-                b = backing_of([m], host.thp.pmd_size_kb, host.base_page_bytes // 1024)
-                inst.backing, inst.backing_page_kb = b.kind, b.page_kb
-        members = [pm] + procs.children(inst.pid)
-        ptes = [p.vm_pte_kb for p in members if p.vm_pte_kb is not None]
-        if ptes:
-            inst.page_tables_kb = sum(ptes)
-            # Page-table cost of the shared memory each backend touched: one 8-byte PTE per
-            # 4 KiB page (x86-64 paging) = RssShmem / 512; on huge pages one entry per huge page.
-            huge_kb = page_kb_of(0, host) or 2048
-            est = 0.0
-            for p in members:
-                pte, shm = p.vm_pte_kb or 0, p.rss_shmem_kb or 0
-                if inst.backing == "hugetlb":
-                    est += pte
-                else:
-                    est += max(0.0, pte - shm / 512) + shm * 8 / (huge_kb * 1024)
-            inst.page_tables_huge_kb = int(est)
-            inst.settings["processes"] = len(members)
-
-    # ---- sizing

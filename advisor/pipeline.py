@@ -60,6 +60,10 @@ def inspect(sr: SysRoot, profile_name: str = "oltp", targets: Targets | None = N
     _unique_ids(instances, engines)
     if len(facts.numa_nodes) > 1:
         bind_nodes(facts, procs, instances)
+    if sr.live:  # what the active applies planned that is not running now keeps its pages
+        from .journal import journal_dir
+        from .recorded import absent
+        instances += absent(journal_dir(journal), instances, engines)
     recorded = _recorded(sr, journal, instances, engines)
     report = build(facts, instances, profile, engines, recorded)
     if measure_limits and facts.cgroup_hidden:

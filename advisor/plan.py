@@ -96,7 +96,9 @@ def _place(r: Report, inst: Instance, eng: Engine | None) -> Placement:
     """Where the instance's memory goes: the one place this is decided."""
     if inst.found and not inst.running:  # stopped, found but not named: kept, not changed
         d = inst.demand
-        if d is None or eng is None or not eng.needs_pages_at_start(inst) \
+        # one only a journal knows (recorded.absent): what that apply planned is what it takes
+        journaled = inst.state is None and d is not None
+        if d is None or eng is None or not (journaled or eng.needs_pages_at_start(inst)) \
                 or d.page_kb not in d.pages:
             return Placement(inst.id, "stopped", None, 0, f"stopped (found: {inst.found}); it "
                              "takes no huge pages when it starts, so none are kept for it")

@@ -15,7 +15,7 @@ import os
 
 from .engines import Engine
 from .errors import InputError
-from .model import Instance, Recorded, Report
+from .model import Demand, Instance, Recorded, Report
 
 
 def for_header(report: Report, instances: list[Instance]) -> list[dict]:
@@ -85,3 +85,36 @@ def why(instance: str, apply: str | None, pages: int, configured: int | None) ->
     """The reason a stopped instance keeps more pages than its configuration gives."""
     return (f"kept for {instance}: the active apply {apply} recorded {pages} pages; its files "
             f"say {configured}")
+
+
+def absent(directory: str, instances: list[Instance], engines: dict[str, Engine]
+           ) -> list[Instance]:
+    """The instances active applies planned that no engine found now (a stopped server its
+    engine does not look for when stopped, a MySQL server whose unit or script is not
+    running): each a stopped instance found in the journal, whose recorded pages the pool
+    keeps for its next start, the newest apply's record first."""
+    known = {(i.engine, i.id) for i in instances}
+    paths = {(i.engine, os.path.realpath(p)) for i in instances
+             for p in _paths(engines.get(i.engine), i)}
+    out: list[Instance] = []
+    for jid, rec in _active(directory):
+        engine, iid = rec.get("engine"), rec.get("instance")
+        refs = rec.get("refs") if isinstance(rec.get("refs"), list) else []
+        # the same server found under another ID: the same data directory (a socket's path
+        # is no server's own: a server in a root of its own may name the host's socket path)
+        if not isinstance(engine, str) or not isinstance(iid, str) or (engine, iid) in known \
+                or any((engine, os.path.realpath(r)) in paths for r in refs
+                       if isinstance(r, str) and r.startswith("/") and os.path.isdir(r)):
+            continue
+        pages = _pages(rec)
+        if not pages or engine not in engines:
+            continue
+        known.add((engine, iid))
+        kb = max(pages)  # its largest page size; `split` holds every size it recorded
+        inst = Instance(engine, iid, f"{iid} (not running; the active apply {jid} planned it)",
+                        running=False, found=f"the active apply {jid}")
+        inst.demand = Demand(iid, None, kb, {kb: pages[kb]}, True,
+                             f"recorded by the active apply {jid}",
+                             split=pages if len(pages) > 1 else None)
+        out.append(inst)
+    return out

@@ -240,3 +240,32 @@ def test_a_snapshot_keeps_the_roots_own_files_for_the_offline_audit(root_lab, tm
     assert i["settings"]["flavour"] == "mariadb" and "snapshot" in i["settings"]["root"]
     assert i["settings"]["innodb_buffer_pool_size"] in ("256M", str(256 << 20))
     assert i["owner"] == "mysql"
+
+
+def test_a_stopped_mysql_keeps_its_pages_through_another_apply(knobs, journal, root_lab,
+                                                                 pg_factory):
+    """MySQL, found only while it runs, stopped after its apply: the journal's record keeps its
+    pages in the pool when another server is applied, and it starts on them again."""
+    s = root_lab("mysql", ["--innodb-buffer-pool-size=256M", "--large-pages=ON"])
+    s.start()
+    i = _mine(check_json("--db", "mysql")[0], s)
+    iid, need = i["id"], i["demand"]["pages"]["2048"]
+    r = run_cli("apply", "--db", "mysql", "--instance", iid, "--yes", "--json",
+                "--journal-dir", str(journal), "--no-persist")
+    assert r.returncode == 0, r.stdout + r.stderr
+    s.stop()  # its operator's maintenance
+    report, _ = check_json(env={"HPADVISE_JOURNAL_DIR": str(journal)})
+    kept = _codes(report, iid)["pool.kept"]
+    assert f"{need} pages" in kept["title"] and "active apply" in kept["evidence"]
+    b = pg_factory({"shared_buffers": "128MB", "huge_pages": "try"})
+    b.start()
+    r = run_cli("apply", "--db", "postgres", "--instance", str(b.port), "--yes", "--json",
+                "--journal-dir", str(journal), "--no-persist")
+    assert r.returncode == 0, r.stdout + r.stderr
+    [pool] = [ch for ch in json.loads(r.stdout)["changes"] if ch["kind"] == "pool"]
+    assert pool["after"] >= need + int(b.psql("SHOW shared_memory_size_in_huge_pages"))
+    b.stop()
+    s.start()  # it takes its pages again
+    report, _ = check_json("--db", "mysql")
+    assert _held(s.pid) == need and "my.large_pages.fallback" not in _codes(report, iid)
+    s.stop()

@@ -187,3 +187,30 @@ def test_rollback_does_not_start_a_stopped_server(tmp_path, toy):
     assert journal.plan_rollback(j) == ["restart toy:1"]
     journal.rollback(j)
     assert STARTS == ["toy:1", "toy:1", "toy:1"]
+
+
+def test_an_instance_only_the_journal_knows_keeps_its_pages(tmp_path, hosts, toy):
+    """A server its engine does not find now (stopped, and not looked for when stopped):
+    the active apply's record makes it a stopped instance whose pages the pool keeps; found
+    under its ID or its data directory it is not made up twice; a socket's path is no
+    server's own (a server in a root of its own names the host's socket path too)."""
+    from hpadvise.recorded import absent
+    d = tmp_path / "journal"
+    d.mkdir()
+    datadir = tmp_path / "data"
+    datadir.mkdir()
+    journal_with(d, "20260101-000001-1", {"pages": [
+        {"instance": "toy:3307", "engine": "toy", "refs": ["/run/mysqld/mysqld.sock"],
+         "pages": {"2048": 528}},
+        {"instance": "toy:5433", "engine": "toy", "refs": [str(datadir)],
+         "pages": {"2048": 537}},
+        {"instance": "gone:1", "engine": "gone", "refs": [], "pages": {"2048": 9}}]})
+    host_server = inst("toy:3306", "/run/mysqld/mysqld.sock", 198, True)
+    by_dir = inst("toy:/moved", str(datadir), 72, False)
+    [a] = absent(str(d), [host_server, by_dir], toy)
+    assert (a.id, a.running, a.found) == ("toy:3307", False, "the active apply 20260101-000001-1")
+    assert a.demand.pages == {2048: 528} and a.demand.exact
+    r = build(hosts, [host_server, a], toy)
+    assert r.placements[a.id].status == "kept" and r.placements[a.id].pages == 528
+    assert r.pools[0].demand_pages == 528 + 198
+    assert absent(str(d), [host_server, by_dir, inst("toy:3307", "/x", 1, True)], toy) == []

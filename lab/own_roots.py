@@ -18,7 +18,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
-from roots import RootServer  # noqa: E402
+from roots import RootServer, held_pages  # noqa: E402
 
 POOL = Path("/proc/sys/vm/nr_hugepages")
 
@@ -31,16 +31,6 @@ def check(pid: int) -> tuple[dict, list]:
     return inst, [f for f in report["findings"] if f.get("instance") == inst["id"]]
 
 
-def held(pid: int) -> int:
-    kb = size = 0
-    for line in Path(f"/proc/{pid}/smaps").read_text().splitlines():
-        if line.startswith("Size:"):
-            size = int(line.split()[1])
-        elif line.startswith("KernelPageSize:") and int(line.split()[1]) == 2048:
-            kb += size
-    return kb // 2048
-
-
 def case(engine: str, options, pool: int | None = None, **kw) -> dict:
     s = RootServer(None, engine, options, **kw)
     try:
@@ -51,7 +41,7 @@ def case(engine: str, options, pool: int | None = None, **kw) -> dict:
         s.stop()
         s.start()
         inst, found = check(s.pid)
-        took = held(s.pid)
+        took = held_pages(s.pid)
         log = [ln for ln in s.log_text().splitlines()
                if "large_page" in ln or "continuing to smaller size" in ln]
         s.stop()

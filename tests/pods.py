@@ -42,6 +42,25 @@ CAPS = ["CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_DAC_READ_SEARCH", "CAP_FOWNER", "C
         "CAP_SETUID", "CAP_SETGID", "CAP_SYS_PTRACE", "CAP_IPC_LOCK"]
 
 
+def base_mounts(devpts: bool = False) -> list[dict]:
+    """The mounts every container here gets, as `runc spec` writes them: /proc, a /dev of
+    its own (and /dev/pts), /sys and the cgroup tree read-only."""
+    return [
+        {"destination": "/proc", "type": "proc", "source": "proc"},
+        {"destination": "/dev", "type": "tmpfs", "source": "tmpfs",
+         "options": ["nosuid", "strictatime", "mode=755", "size=65536k"]},
+        {"destination": "/dev/shm", "type": "tmpfs", "source": "shm",
+         "options": ["nosuid", "noexec", "nodev", "mode=1777", "size=65536k"]},
+        *([{"destination": "/dev/pts", "type": "devpts", "source": "devpts",
+            "options": ["nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"]}]
+          if devpts else []),
+        {"destination": "/sys", "type": "sysfs", "source": "sysfs",
+         "options": ["nosuid", "noexec", "nodev", "ro"]},
+        {"destination": "/sys/fs/cgroup", "type": "cgroup", "source": "cgroup",
+         "options": ["nosuid", "noexec", "nodev", "relatime", "ro"]},
+    ]
+
+
 class NoRuntime(Exception):
     """runc or a cgroup v2 hierarchy with the hugetlb controller is missing: the reason."""
 
@@ -136,15 +155,7 @@ class Pod:
         binds = [(p, "ro") for p in (*READ_ONLY, str(REPO), *readonly) if os.path.exists(p)]
         binds += [(p, "rw") for p in writable]
         mounts_ = [
-            {"destination": "/proc", "type": "proc", "source": "proc"},
-            {"destination": "/dev", "type": "tmpfs", "source": "tmpfs",
-             "options": ["nosuid", "strictatime", "mode=755", "size=65536k"]},
-            {"destination": "/dev/shm", "type": "tmpfs", "source": "shm",
-             "options": ["nosuid", "noexec", "nodev", "mode=1777", "size=65536k"]},
-            {"destination": "/sys", "type": "sysfs", "source": "sysfs",
-             "options": ["nosuid", "noexec", "nodev", "ro"]},
-            {"destination": "/sys/fs/cgroup", "type": "cgroup", "source": "cgroup",
-             "options": ["nosuid", "noexec", "nodev", "relatime", "ro"]},
+            *base_mounts(),
             {"destination": "/tmp", "type": "tmpfs", "source": "tmpfs",
              "options": ["nosuid", "nodev", "mode=1777"]},
             {"destination": "/run", "type": "tmpfs", "source": "tmpfs",

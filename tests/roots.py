@@ -38,7 +38,7 @@ import uuid
 from pathlib import Path
 
 from hpadvise.benchmarks.target import free_port
-from pods import CAPS, runc_argv, runtime
+from pods import CAPS, base_mounts, runc_argv, runtime
 
 CACHE = Path(os.environ.get("HPADVISE_ROOTS", "/var/tmp/hpadvise-roots"))
 SUITE = {"mysql": "sid", "mariadb": "trixie", "postgres": "trixie"}
@@ -97,6 +97,32 @@ def _status(pid: int) -> dict[str, str]:
 def alive(pid: int) -> bool:
     """The process exists and is not a zombie."""
     return _status(pid).get("State", "Z")[:1] not in ("Z", "X")
+
+
+def kill_all(left, tries: int = 100) -> None:
+    """SIGKILL what `left()` lists until it lists nothing (10 s at most)."""
+    for _ in range(tries):
+        pids = left()
+        if not pids:
+            return
+        for p in pids:
+            try:
+                os.kill(p, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.1)
+
+
+def held_pages(pid: int, page_kb: int = 2048) -> int:
+    """Huge pages of `page_kb` a process's mappings hold, touched or only reserved: the sizes
+    of its mappings on such pages (smaps: Size, KernelPageSize)."""
+    kb = size = 0
+    for line in Path(f"/proc/{pid}/smaps").read_text().splitlines():
+        if line.startswith("Size:"):
+            size = int(line.split()[1])
+        elif line.startswith("KernelPageSize:") and int(line.split()[1]) == page_kb:
+            kb += size
+    return kb // page_kb
 
 
 def procs_in(root: Path) -> list[int]:
@@ -442,16 +468,7 @@ class RootServer:
     def _kill_ns(self) -> None:
         if not self.ns:
             return
-        for _ in range(100):
-            left = [p for p in procs_in(self.root) if ns_of(p) == self.ns and alive(p)]
-            if not left:
-                return
-            for p in left:
-                try:
-                    os.kill(p, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            time.sleep(0.1)
+        kill_all(lambda: [p for p in procs_in(self.root) if ns_of(p) == self.ns and alive(p)])
 
     def processes(self) -> list[int]:
         """Host PIDs of this server's processes still alive (its namespace's, in the root)."""
@@ -504,19 +521,7 @@ class RootContainer(RootServer):
     def _bundle(self) -> None:
         binds = [(self.host(self.dir), self.dir), (Path(self.tmp, "run"), "/run"),
                  (Path(self.tmp, "tmp"), "/tmp")]
-        mounts_ = [
-            {"destination": "/proc", "type": "proc", "source": "proc"},
-            {"destination": "/dev", "type": "tmpfs", "source": "tmpfs",
-             "options": ["nosuid", "strictatime", "mode=755", "size=65536k"]},
-            {"destination": "/dev/shm", "type": "tmpfs", "source": "shm",
-             "options": ["nosuid", "noexec", "nodev", "mode=1777", "size=65536k"]},
-            {"destination": "/dev/pts", "type": "devpts", "source": "devpts",
-             "options": ["nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"]},
-            {"destination": "/sys", "type": "sysfs", "source": "sysfs",
-             "options": ["nosuid", "noexec", "nodev", "ro"]},
-            {"destination": "/sys/fs/cgroup", "type": "cgroup", "source": "cgroup",
-             "options": ["nosuid", "noexec", "nodev", "relatime", "ro"]},
-        ] + [{"destination": dst, "type": "bind", "source": str(src),
+        mounts_ = base_mounts(devpts=True) + [{"destination": dst, "type": "bind", "source": str(src),
               "options": ["rbind", "rw"]} for src, dst in binds]
         resources: dict = {"devices": [{"allow": False, "access": "rwm"}]}
         if self.hugepage_limit is not None:
@@ -622,16 +627,7 @@ class RootContainer(RootServer):
         if self.started:
             self._runc("delete", "-f", self.id)
             self.started = False
-        for _ in range(100):
-            left = self.processes()
-            if not left:
-                break
-            for p in left:
-                try:
-                    os.kill(p, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            time.sleep(0.1)
+        kill_all(self.processes)
 
     def _remove_runtime(self) -> None:
         for _ in range(100):  # the cgroup goes once its processes have

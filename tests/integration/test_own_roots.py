@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from roots import held_pages
 from support import check_json, run_cli
 
 pytestmark = [pytest.mark.integration, pytest.mark.live]
@@ -63,18 +64,6 @@ def _codes(report: dict, iid: str) -> dict:
     return {f["code"]: f for f in report["findings"] if f.get("instance") == iid}
 
 
-def _held(pid: int) -> int:
-    """2 MiB huge pages the process's mappings hold, touched or only reserved: the sizes of
-    its mappings on 2 MiB pages (smaps: Size, KernelPageSize)."""
-    kb = size = 0
-    for line in Path(f"/proc/{pid}/smaps").read_text().splitlines():
-        if line.startswith("Size:"):
-            size = int(line.split()[1])
-        elif line.startswith("KernelPageSize:") and int(line.split()[1]) == 2048:
-            kb += size
-    return kb // 2048
-
-
 def _apply_and_restart(server, iid: str, journal: Path) -> dict:
     """apply --db ENGINE --instance ID --yes; the plan's file changes all inside the server's
     root; nothing restarted (the advice says how); then the server restarted as its runtime
@@ -110,7 +99,7 @@ def test_mysql_97_in_its_root(knobs, journal, root_lab):
     assert i["owner"] == "mysql" and i["settings"]["flavour"] == "mysql"
     assert i["settings"]["innodb_buffer_pool_size"] == str(1 << 30)
     assert "command line" in i["settings"]["sources"]["large_pages"]
-    held = _held(s.pid)
+    held = held_pages(s.pid)
     fb = _codes(report, i["id"])["my.large_pages.fallback"]
     chunks_on = held // 66  # each 128 MiB chunk is 66 pages of 2 MiB (measured)
     assert fb["title"] == f"{8 - chunks_on} of 8 buffer pool chunks fell back to 4 KiB pages"
@@ -119,7 +108,7 @@ def test_mysql_97_in_its_root(knobs, journal, root_lab):
     knobs.pool(2048, 0)
     report = _apply_and_restart(s, i["id"], journal)
     i = _mine(report, s)
-    held = _held(s.pid)
+    held = held_pages(s.pid)
     assert i["backing"] == "hugetlb" and held == 8 * 66, held
     assert "my.large_pages.fallback" not in _codes(report, i["id"])
     assert held <= need <= held * 1.03, (need, held)  # within 3% above what it takes
@@ -141,7 +130,7 @@ def test_mariadb_118_in_its_root(knobs, journal, root_lab):
     need = i["demand"]["pages"]["2048"]
     report = _apply_and_restart(s, i["id"], journal)
     i = _mine(report, s)
-    held = _held(s.pid)
+    held = held_pages(s.pid)
     # one buffer pool mapping (MDEV-29445), its two log buffers and the MyISAM/Aria caches
     assert i["backing"] == "hugetlb" and held >= 512 + 8 + 8, held
     assert "my.large_pages.fallback" not in _codes(report, i["id"])
@@ -157,7 +146,7 @@ def test_mariadb_without_sys_takes_no_large_pages_and_check_says_why(knobs, root
                  no_sys=True)
     knobs.pool(2048, 400)
     s.start()
-    assert _held(s.pid) == 0  # a pool with room, and nothing taken
+    assert held_pages(s.pid) == 0  # a pool with room, and nothing taken
     report, _ = check_json("--db", "mysql")
     i = _mine(report, s)
     f = _codes(report, i["id"])["my.large_pages.no_sizes"]
@@ -181,7 +170,7 @@ def test_postgres_17_in_its_root(knobs, journal, root_lab):
     assert "huge_pages = 'on'" in auto.read_text()  # its own file, in its root
     i = _mine(report, s)
     assert i["backing"] == "hugetlb" and i["settings"]["huge_pages_status"] == "on"
-    assert _held(s.pid) <= own
+    assert held_pages(s.pid) <= own
     s.stop()
     r = run_cli("rollback", "--yes", "--journal-dir", str(journal))
     assert r.returncode == 0, r.stdout + r.stderr
@@ -267,5 +256,5 @@ def test_a_stopped_mysql_keeps_its_pages_through_another_apply(knobs, journal, r
     b.stop()
     s.start()  # it takes its pages again
     report, _ = check_json("--db", "mysql")
-    assert _held(s.pid) == need and "my.large_pages.fallback" not in _codes(report, iid)
+    assert held_pages(s.pid) == need and "my.large_pages.fallback" not in _codes(report, iid)
     s.stop()

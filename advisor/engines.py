@@ -153,9 +153,10 @@ class Engine:
 
     # ---- capture (a workload recorded for validate --replay)
     def capture(self, inst: Instance, out_dir: str, duration_s: int, journal_dir: str,
-                base: bool, say, progress) -> dict:
+                base: bool, say, progress, yes: bool = False) -> dict:
         """Record the instance's statements into out_dir for duration_s seconds, every
-        change journaled and put back at the end; returns what was recorded."""
+        change journaled and put back at the end; returns what was recorded. `yes`: the
+        user accepts that the statements also stay where the engine cannot keep them out."""
         from .errors import InputError
         raise InputError(f"capture does not support engine {self.name}")
 

@@ -130,13 +130,23 @@ class Pgbench:
     def _base(self) -> list[str]:
         return [self.binary, "-h", self.host, "-p", str(self.port), "-U", self.user]
 
-    def trial(self) -> None:
+    def trial(self, seconds: float) -> None:
         """One transaction of a user's script by one client (pgbench -t 1): a script that
-        fails on this data is bad input, said before anything is measured."""
+        fails on this data is bad input, said before anything is measured; so is one whose
+        transaction does not end within `seconds` (a run's deadline: pgbench -T ends a run
+        only between transactions, and it parses a long script slowly: a 40 MB script of
+        200,000 SELECTs was still being parsed after 250 s here)."""
         from hpadvise.errors import InputError
-        r = subprocess.run(self._base() + ["-n", "-f", self.script, "-t", "1", "-c", "1",
-                                           self.dbname], capture_output=True, text=True,
-                           cwd="/", **self.run_as)
+        try:
+            r = subprocess.run(self._base() + ["-n", "-f", self.script, "-t", "1", "-c", "1",
+                                               self.dbname], capture_output=True, text=True,
+                               cwd="/", timeout=seconds, **self.run_as)
+        except subprocess.TimeoutExpired:  # run() killed it
+            raise InputError(f"--script {os.path.basename(self.script)}: one transaction of "
+                             f"it on one client did not end within {seconds:.0f} s (a run's "
+                             "warm-up, measured seconds and grace), so no run could end in "
+                             "its time: give a shorter script (a transaction, not a "
+                             "session)") from None
         said = [ln for ln in (r.stderr + r.stdout).splitlines()
                 if "error" in ln.lower() or "fatal" in ln.lower()]
         if r.returncode != 0 or said:

@@ -146,7 +146,9 @@ class Validation:
         self.bench = t.driver(o.bench, o.scale)
         self.load_s = round(time.time() - loading, 1)
         if o.script:
-            self.bench.trial()  # a script that fails here is bad input, said now
+            # a script that fails here, or whose one transaction outlasts a run's deadline
+            # (measure.run_clients), is bad input, said now
+            self.bench.trial(o.warm_s + o.run_s + o.run_grace_s)
         if resets(self.bench):  # a replay: its length and errors, before any copy is made
             calibrate(self)
         if self.design != "restart":

@@ -184,3 +184,17 @@ def summary(samples: list) -> dict:
             "steal_pct_max": max((s.steal_pct for s in samples if s.steal_pct is not None),
                                  default=None),
             "backing": samples[-1].backing}
+
+
+def finite(obj):
+    """`obj` with every NaN or infinity (an effect of fewer than two epochs has no interval:
+    paired_effect) written as null: JSON has no NaN (RFC 8259, section 6), and strict parsers
+    (JSON.parse, jq) refuse the document that holds one. The writer then dumps with
+    allow_nan=False, so one that slips through is an error, never a document."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite(v) for v in obj]
+    return obj

@@ -82,10 +82,10 @@ class Sysbench:
             return [self.binary, self.script, *opts]
         return [self.binary, LUA, *opts, f"--scale={self.scale}", f"--tables={self.tables}"]
 
-    def _cmd(self, command: str, threads: int = 1, extra: list[str] | None = None
-             ) -> subprocess.CompletedProcess:
+    def _cmd(self, command: str, threads: int = 1, extra: list[str] | None = None,
+             timeout: float | None = None) -> subprocess.CompletedProcess:
         r = subprocess.run(self._base() + [f"--threads={threads}", *(extra or []), command],
-                           capture_output=True, text=True, cwd="/")
+                           capture_output=True, text=True, cwd="/", timeout=timeout)
         if r.returncode != 0:
             raise RuntimeError(f"sysbench {self.script or 'tpcc'} {command} failed: "
                                f"{_why(r.stdout + r.stderr)}")
@@ -98,15 +98,25 @@ class Sysbench:
             # a user's script needs no prepare of its own: sysbench says "... does not
             # implement the 'prepare' command" (sysbench 1.0.20) and the run uses the data
             # as it is
-            if not (self.script and "does not implement the 'prepare'" in str(exc)):
+            if not self.script:
                 raise
+            if "does not implement the 'prepare'" not in str(exc):  # the user's script
+                from hpadvise.errors import InputError
+                raise InputError(f"--script {os.path.basename(self.script)}: {exc}; fix "
+                                 "the script (sysbench runs Lua scripts)") from None
 
-    def trial(self) -> None:
-        """One event of a user's script on one thread: a script that fails on this data is
-        bad input, said before anything is measured."""
+    def trial(self, seconds: float) -> None:
+        """One event of a user's script on one thread: a script that fails on this data, or
+        whose event does not end within `seconds` (a run's deadline), is bad input, said
+        before anything is measured."""
         from hpadvise.errors import InputError
         try:
-            self._cmd("run", threads=1, extra=["--events=1", "--time=0"])
+            self._cmd("run", threads=1, extra=["--events=1", "--time=0"], timeout=seconds)
+        except subprocess.TimeoutExpired:
+            raise InputError(f"--script {os.path.basename(self.script or LUA)}: one event of "
+                             f"it on one thread did not end within {seconds:.0f} s (a run's "
+                             "warm-up, measured seconds and grace): give a shorter "
+                             "script") from None
         except RuntimeError as exc:
             raise InputError(f"--script {os.path.basename(self.script or LUA)}: {exc}; fix "
                              "the script") from None

@@ -41,6 +41,9 @@ wheels="" bindir="" pgdata="" buffers=1GB hps="" duration=5m out=/tmp/hpadvise-f
 parts=()
 while [ $# -gt 0 ]; do
   case $1 in
+    --wheels|--bindir|--pgdata|--buffers|--huge-page-size|--duration|--out)
+      [ $# -ge 2 ] && [ -n "$2" ] && [ "${2#--}" = "$2" ] || {
+        echo "field.sh: $1 needs a value (see the head of this script)" >&2; exit 2; } ;;&
     --wheels) wheels=$2; shift ;;
     --bindir) bindir=$2; shift ;;
     --pgdata) pgdata=$2; shift ;;
@@ -54,6 +57,16 @@ while [ $# -gt 0 ]; do
   shift
 done
 [ ${#parts[@]} -gt 0 ] || parts=(check apply probe rollback)
+# what is named must be there: a typo is one line and exit 2, never another cluster's binaries
+if [ -n "$bindir" ] && [ ! -x "$bindir/initdb" ] && [ ! -x "$bindir/postgres" ]; then
+  echo "field.sh: --bindir $bindir: no PostgreSQL binaries there (initdb, postgres)" >&2; exit 2
+fi
+if [ -n "$pgdata" ] && [ ! -f "$pgdata/PG_VERSION" ]; then
+  echo "field.sh: --pgdata $pgdata: not a PostgreSQL data directory (no PG_VERSION)" >&2; exit 2
+fi
+if [ -n "$pgdata" ] && [ ! -f "$pgdata/postmaster.pid" ]; then
+  echo "field.sh: --pgdata $pgdata: the cluster is not running; start it, or leave out --pgdata" >&2; exit 2
+fi
 [ "$(id -u)" = 0 ] || { echo "field.sh: run it as root (apply and validate change the host)" >&2; exit 2; }
 mkdir -p "$out"; summary=$out/summary.md
 work=$(mktemp -d /tmp/hpadvise-field-XXXXXX); chmod 755 "$work"

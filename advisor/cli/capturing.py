@@ -32,6 +32,9 @@ def capture(
     journal_dir: Annotated[Optional[str], typer.Option(
         metavar="DIR", help="Journal directory (the settings changed are journaled there: "
              "`hpadvise rollback` undoes a capture that was killed).")] = None,
+    yes: Annotated[bool, typer.Option(
+        "--yes", "-y", help="Capture also where the statements stay in the server's own "
+             "log after the capture (no logging collector: its stderr file).")] = False,
 ):
     """Record a running server's statements for `validate --replay`: a base backup first,
     then every statement for DURATION (the logging settings pgreplay needs, set with ALTER
@@ -50,6 +53,8 @@ def capture(
     from ..pipeline import inspect, select
     from ..sysroot import SysRoot
     seconds = parse_duration(duration)
+    if not output.strip():
+        raise InputError("--output: empty; name a new directory")
     out = os.path.abspath(output)
     if os.path.lexists(out):
         raise InputError(f"--output {output}: exists already; name a new directory")
@@ -80,7 +85,7 @@ def capture(
     interrupted = False
     try:
         meta = engine.capture(inst, out, seconds, jr.journal_dir(journal_dir), not no_base,
-                              say=print, progress=progress)
+                              say=print, progress=progress, yes=yes)
     except KeyboardInterrupt:
         interrupted, meta = True, None
     finally:
@@ -88,8 +93,7 @@ def capture(
         if tty:
             print(file=sys.stderr)
     if meta is None:
-        print(f"hpadvise: capture interrupted; the logging settings are restored; what was "
-              f"recorded is in {out}", file=sys.stderr)
+        print(f"hpadvise: capture interrupted; {_left(out)}", file=sys.stderr)
         raise typer.Exit(130)
     print(f"captured {meta.get('bytes', 0) / 1e6:,.1f} MB of statement log in {out} "
           f"({meta['log'].rsplit('/', 1)[-1]}"
@@ -99,3 +103,18 @@ def capture(
         print(f"hpadvise: error: could not restore {e}", file=sys.stderr)
     if meta.get("restore_errors") or interrupted:
         raise typer.Exit(1)
+
+
+def _left(out: str) -> str:
+    """What an interrupted capture left, as it reads now: only what happened is said."""
+    import json
+    try:
+        with open(os.path.join(out, "capture.json")) as f:
+            errors = json.load(f).get("restore_errors")
+    except (OSError, ValueError):
+        return ("nothing was recorded and no setting was changed" if not os.path.exists(out)
+                else f"what was recorded is in {out}")
+    if errors:
+        return ("could not put back " + "; ".join(map(str, errors))
+                + f"; what was recorded is in {out}")
+    return f"the logging settings are put back; what was recorded is in {out}"

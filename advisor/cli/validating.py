@@ -167,13 +167,22 @@ def validate(
         raise typer.Exit(1) from None
     finally:
         live.stop()
+    if val.interrupted and not val.samples:  # no report of a run that measured nothing
+        errors = val.meta.get("restore_errors") or []
+        for e in errors:
+            print(f"hpadvise: error: could not restore {e}", file=sys.stderr)
+        print("hpadvise: validate interrupted before anything was measured"
+              + ("" if errors else "; every knob is restored"), file=sys.stderr)
+        raise typer.Exit(1 if errors else 130)
     result = val.result()
     rep.render_terminal(result, console)
     if report:
         emit(rep.render_html(result), report, "--html")
         console.print(f"report: {report}")
     if form == "json":
-        emit(json.dumps(result, indent=2, default=str) + "\n", output)
+        from ..benchmarks.stats import finite
+        emit(json.dumps(finite(result), indent=2, default=str, allow_nan=False) + "\n",
+             output)
     for e in result["meta"].get("restore_errors", []):
         print(f"hpadvise: error: could not restore {e}", file=sys.stderr)
     if result["meta"].get("restore_errors"):

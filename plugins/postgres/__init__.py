@@ -19,6 +19,7 @@ from hpadvise.roots import restart_advice
 from . import findings as _findings
 from .actions import PgRestart, PgSetting, spec_of
 from .capture import PgReload
+from .capture_log import CaptureDir, PgLogSetting
 from .patroni_actions import PatroniParams, PatroniRestart
 from .discovery import Discovery
 from .state import Cluster
@@ -37,7 +38,8 @@ class PostgresEngine(Engine):
     process_names = ("postgres", "postmaster")
     profile_schema = {"huge_pages": (str, ("on", "try", "off"), "on")}
     codes = _findings.CODES
-    action_kinds = (PgSetting, PgRestart, PatroniParams, PatroniRestart, PgReload)
+    action_kinds = (PgSetting, PgRestart, PatroniParams, PatroniRestart, PgReload,
+                    PgLogSetting, CaptureDir)
     benches = ("pgbench", "tpcc", "replay")
     validate_default = True
     options = (EngineOption("--pgdata", "Also plan for a stopped PostgreSQL cluster in this "
@@ -169,9 +171,10 @@ class PostgresEngine(Engine):
                                   member=m.member, role=m.role, config=m.config)
         return PgRestart(**spec_of(c, inst.id))
 
-    def capture(self, inst, out_dir, duration_s, journal_dir, base, say, progress):
+    def capture(self, inst, out_dir, duration_s, journal_dir, base, say, progress,
+                yes=False):
         from .capture import capture
-        return capture(inst, out_dir, duration_s, journal_dir, base, say, progress)
+        return capture(inst, out_dir, duration_s, journal_dir, base, say, progress, yes)
 
     def capture_privacy(self, out_dir: str) -> str:
         from .capture import PRIVACY

@@ -8,7 +8,10 @@ reloadable settings (context sighup or superuser; PostgreSQL docs, chapter 20.8)
 changes them with ALTER SYSTEM and a reload, journaled as apply's changes are (a capture
 killed midway is undone by `hpadvise rollback`), and puts them back the same way at its end.
 log_destination can add csvlog only where the logging collector runs (logging_collector is a
-restart-only setting): elsewhere the capture reads the server's stderr file, with the prefix.
+restart-only setting): there the capture gives the server a log directory of its own, so the
+statements reach no log but the capture's; elsewhere it reads the server's stderr file, with
+the prefix, after the user's --yes (capture_log.py). A capture stacked on one not rolled back
+is refused (hpadvise.stacked).
 
 Before the log starts, the capture takes a base backup (copying.base_backup): pgreplay
 replays onto "a clone of the database cluster that generated the logs from the time
@@ -31,10 +34,10 @@ from typing import Callable
 from hpadvise.actions import Restart
 from hpadvise.errors import InputError
 
-from .actions import PgSetting, connect_socket
+from .actions import connect_socket
+from .capture_log import (PREFIX, OWN_FILE, CaptureDir, Follower, PgLogSetting,  # noqa: F401
+                          log_route, own_dir, server_logs, wait_log_in)
 
-PREFIX = "%m|%u|%d|%c|"  # the stderr prefix pgreplay parses (pgreplay(1))
-_PREFIXED = re.compile(rb"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+ [^|]*\|")
 # The settings a capture needs (pgreplay(1)); stderr adds log_line_prefix, csv adds csvlog.
 NEEDED = {"log_statement": "all", "log_connections": "on", "log_disconnections": "on",
           "log_min_error_statement": "log", "lc_messages": "C"}
@@ -70,144 +73,57 @@ class PgReload(Restart):
                   **run_as(pwd.getpwnam(self.s["owner"])))
 
 
-def log_route(c) -> tuple[str, str | None]:
-    """How the capture will read the log: ("csv", None) where the logging collector runs,
-    else ("stderr", the file the postmaster's standard error goes to). One line of bad input
-    where it goes to a pipe or socket (journald, syslog)."""
-    with connect_socket(c.socket_dir, c.port, c.owner, 5, c.bindir) as conn:
-        collector = conn.execute("SHOW logging_collector")[0][0]
-    if collector == "on":
-        return "csv", None
-    pid = _postmaster(c.datadir)
-    try:
-        path = os.readlink(f"/proc/{pid}/fd/2")
-    except OSError:
-        path = ""
-    if not (path.startswith("/") and os.path.isfile(path)):
-        raise InputError(f"the cluster in {c.datadir} writes its log to {path or 'nowhere'}, "
-                         "not to a file: set logging_collector = on (takes a restart) and "
-                         "capture again")
-    return "stderr", path
+def steps_for(c, spec: dict, fmt: str, own: str | None) -> list[tuple[PgLogSetting, dict]]:
+    """The settings pgreplay needs, in the order they are set. With a log directory of the
+    capture's own (`own`), the log's place comes first (capture_log's docstring)."""
+    want = {"log_directory": own, "log_filename": OWN_FILE,
+            "log_destination": "csvlog"} if own else {}
+    want |= NEEDED
+    if fmt == "stderr":
+        want["log_line_prefix"] = PREFIX
+    elif not own:
+        with connect_socket(c.socket_dir, c.port, c.owner, 5, c.bindir) as conn:
+            dest = conn.execute("SHOW log_destination")[0][0]
+        if "csvlog" not in dest.split(","):
+            want["log_destination"] = f"{dest},csvlog"
+    return [(PgLogSetting(k, v, **spec), {"value": v}) for k, v in want.items()]
 
 
-def _postmaster(datadir: str) -> int:
-    from .actions import read_pid
-    pid = read_pid(datadir)
-    if pid is None:
-        raise InputError(f"the cluster in {datadir} is not running; start it and capture again")
-    return pid
-
-
-def current_log(datadir: str, kind: str = "csvlog") -> str | None:
-    """The log file of `kind` the server writes now, from current_logfiles in its data
-    directory (written by the logging collector; PostgreSQL docs, 73.1 "Database File
-    Layout")."""
-    try:
-        with open(os.path.join(datadir, "current_logfiles")) as f:
-            for line in f:
-                k, _, path = line.strip().partition(" ")
-                if k == kind:
-                    return path if path.startswith("/") else os.path.join(datadir, path)
-    except OSError:
-        pass
+def stays_in(c, fmt: str, stderr_path: str | None) -> str | None:
+    """Where the statements will stay beside the capture, or None where they land in the
+    capture alone (a logging collector, and a server in the host's own root)."""
+    if fmt == "stderr":
+        return f"the server's log file {stderr_path}, which it opened when it started"
+    if c.root is not None:  # its log directory is in its own root: the capture cannot
+        return "the server's own log directory (in its container's root)"  # give it one
     return None
 
 
-def csv_name(stderr_file: str) -> str:
-    """The csvlog file beside a stderr log file: log_filename with .log replaced by .csv, or
-    .csv appended (PostgreSQL docs, 20.8.1, log_destination)."""
-    return (stderr_file[:-4] if stderr_file.endswith(".log") else stderr_file) + ".csv"
-
-
-def steps_for(c, spec: dict, fmt: str) -> list[tuple[PgSetting, dict]]:
-    want = dict(NEEDED)
-    with connect_socket(c.socket_dir, c.port, c.owner, 5, c.bindir) as conn:
-        if fmt == "csv":
-            dest = conn.execute("SHOW log_destination")[0][0]
-            if "csvlog" not in dest.split(","):
-                want["log_destination"] = f"{dest},csvlog"
-        else:
-            want["log_line_prefix"] = PREFIX
-    return [(PgSetting(k, v, **spec), {"value": v}) for k, v in want.items()]
-
-
-def _size(path: str | None) -> int:
-    try:
-        return os.path.getsize(path) if path else 0
-    except OSError:
-        return 0
-
-
-class Follower:
-    """The bytes the server appends to its log from now on, copied into `out`; for csvlog,
-    across the collector's rotations (current_logfiles names the new file)."""
-
-    def __init__(self, out: str, fmt: str, datadir: str, stderr_path: str | None):
-        self.fmt, self.datadir, self.bytes, self.keep = fmt, datadir, 0, False
-        self.path = stderr_path if fmt == "stderr" else current_log(datadir)
-        self.offset = _size(self.path)
-        # the csvlog file a reload will open may be there already (a fixed log_filename):
-        # what it holds now is from before the capture
-        stderr_file = current_log(datadir, "stderr") if fmt == "csv" else None
-        self.before = {csv_name(stderr_file): _size(csv_name(stderr_file))} if stderr_file \
-            else {}
-        self.out = open(out, "wb")
-        os.chmod(out, 0o600)
-
-    def pump(self) -> None:
-        if self.fmt == "csv":
-            now = current_log(self.datadir)
-            if now != self.path:
-                if self.path:
-                    self._copy()  # the rest of the file rotated away
-                self.path, self.offset = now, self.before.pop(now, 0)
-        if self.path:
-            self._copy()
-
-    def _copy(self) -> None:
-        try:
-            with open(self.path, "rb") as f:
-                f.seek(self.offset)
-                data = f.read()
-        except OSError:
-            return
-        end = data.rfind(b"\n") + 1  # whole lines only: the rest comes with the next pump
-        kept = data[:end] if self.fmt == "csv" else self.prefixed(data[:end])
-        self.out.write(kept)
-        self.offset += end
-        self.bytes += len(kept)
-
-    def prefixed(self, data: bytes) -> bytes:
-        """stderr lines written with pgreplay's prefix, and their continuation lines (a
-        statement's further lines start with a tab): a server's lines from before the reload,
-        or from a process that has not reloaded yet, carry the old prefix and are left out."""
-        out = []
-        for line in data.splitlines(keepends=True):
-            if _PREFIXED.match(line):
-                self.keep = True
-            elif not line.startswith(b"\t"):
-                self.keep = False
-            if self.keep:
-                out.append(line)
-        return b"".join(out)
-
-    def close(self) -> None:
-        self.out.close()
-
-
 def capture(inst, out_dir: str, duration_s: int, journal_dir: str, base: bool,
-            say: Callable[[str], None], progress: Callable[[str], None]) -> dict:
+            say: Callable[[str], None], progress: Callable[[str], None],
+            yes: bool = False) -> dict:
     """Record `inst`'s statements for duration_s seconds into out_dir (see the module's
     docstring); every setting put back at the end, also on Ctrl-C and SIGTERM."""
     from hpadvise import journal as jr
     from hpadvise.benchmarks.target import run_as
+    from hpadvise.stacked import refuse_stacked
     import pwd
     from .actions import spec_of
     from .copying import base_backup_into, data_bytes, source_settings
     c = inst.state
     spec = spec_of(c, inst.id)
     fmt, stderr_path = log_route(c)
-    steps = steps_for(c, spec, fmt)
+    stays = stays_in(c, fmt, stderr_path)
+    if stays and not yes:
+        raise InputError(f"the statements captured (passwords in ALTER ROLE ... PASSWORD "
+                         f"among them) would stay in {stays} after the capture; give --yes "
+                         "to capture anyway, or set logging_collector = on (a restart) and "
+                         "the capture keeps them in its own log")
+    own = None if stays else own_dir()
+    logdir = [(CaptureDir(own, c.owner, inst.id), "present")] if own else []
+    steps = steps_for(c, spec, fmt, own)
+    jr.open_dir(journal_dir)
+    refuse_stacked(journal_dir, [a for a, _ in logdir + steps], "capture")
     os.makedirs(out_dir, mode=0o700)
     meta = {"instance": inst.id, "datadir": c.datadir, "format": fmt, "major": c.major,
             "log": f"statements.{'csv' if fmt == 'csv' else 'log'}", "base": None}
@@ -224,26 +140,41 @@ def capture(inst, out_dir: str, duration_s: int, journal_dir: str, base: bool,
         if base:
             say(f"taking a base backup of {inst.id} ({meta['data_bytes'] / 1e6:,.0f} MB) ...")
             base_backup_into(c.bindir, c.socket_dir, c.port, c.owner,
-                             os.path.join(out_dir, "base"), run_as(pwd.getpwnam(c.owner)))
+                             os.path.join(out_dir, "base"), run_as(pwd.getpwnam(c.owner)),
+                             exclude=server_logs(c, stderr_path))
             meta["base"] = "base"
-        jr.open_dir(journal_dir)
         with jr.Lock(journal_dir):
+            refuse_stacked(journal_dir, [a for a, _ in logdir + steps], "capture")
             j = jr.Journal.create(journal_dir, {"argv": sys.argv[1:], "command": "capture",
                                                 "instances": [inst.id]})
     except BaseException:
         shutil.rmtree(out_dir, ignore_errors=True)
         raise
     reload = PgReload(**spec)
-    follower = None
-    try:
-        for action, new in steps:
-            e = j.intent(action, action.get(), new)
-            action.set(new)
-            j.done(e, action.get())
+    follower, done = None, []
+
+    def change(action, new) -> None:
+        e = j.intent(action, action.get(), new)
+        action.set(new)
+        j.done(e, action.get())
+        done.append((e, action))
+
+    def reloaded() -> None:
         e = j.intent(reload, None, True)
-        follower = Follower(os.path.join(out_dir, meta["log"]), fmt, c.datadir, stderr_path)
         reload.set(True)
         j.done(e, True)
+    try:
+        for action, new in logdir + steps[:3 if own else 0]:
+            change(action, new)
+        if own:  # the log's new place first: no statement is logged before it is there
+            reloaded()
+            if not wait_log_in(c.datadir, own, inside=True):
+                raise InputError(f"the logging collector of {inst.id} did not open a log in "
+                                 f"{own} within 10 s; nothing was captured")
+        for action, new in steps[3 if own else 0:]:
+            change(action, new)
+        follower = Follower(os.path.join(out_dir, meta["log"]), fmt, c.datadir, stderr_path)
+        reloaded()
         j.finish("capture", "logging settings on until the capture ends")
         meta["started"] = time.time()
         say(f"capturing the statements of {inst.id} for {duration_s} s into {out_dir}")
@@ -253,14 +184,24 @@ def capture(inst, out_dir: str, duration_s: int, journal_dir: str, base: bool,
             progress(f"{follower.bytes / 1e6:,.1f} MB captured, "
                      f"{time.time() - meta['started']:.0f} of {duration_s} s")
     finally:
+        if own and len(done) > 3:  # the statements off first, while the log is still ours
+            try:
+                for e, action in reversed(done[3:]):
+                    action.restore(e.old)
+                reload.set(True)
+                time.sleep(1)  # what the server logged before the reload reaches the file
+            except Exception:
+                pass  # the rollback below puts them back, and says what it could not
         if follower is not None:
             follower.pump()
             follower.close()
             meta["bytes"] = follower.bytes
         meta["ended"] = time.time()
         with jr.Lock(journal_dir):
-            done, errors = jr.rollback(j)
+            _, errors = jr.rollback(j)
             j.mark_rolled_back(errors)
+        if own and not errors and not wait_log_in(c.datadir, own, inside=False):
+            errors.append(f"the server still logs into {own}")
         meta["restore_errors"] = errors
         with open(os.path.join(out_dir, "capture.json"), "w") as f:
             json.dump(meta, f, indent=2)

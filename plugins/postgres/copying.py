@@ -98,20 +98,32 @@ def base_backup(bindir: str, socket_dir: str, port: int, owner: str, dest: str,
 
 
 def base_backup_into(bindir: str, socket_dir: str, port: int, owner: str, dest: str,
-                     run_as: dict) -> None:
+                     run_as: dict, exclude: list[str] = ()) -> None:
     """A base backup streamed as one tar to standard output (pg_basebackup -D - -Ft, with the
     WAL it needs fetched into it: streaming WAL cannot go to standard output; PostgreSQL docs,
     pg_basebackup) and unpacked by root into `dest`: for a directory the cluster's owner may
-    not reach (a capture directory under root's own). Files keep the owner the tar names."""
+    not reach (a capture directory under root's own). Files keep the owner the tar names.
+    `exclude`: paths in the data directory left out (the server's own log: it holds
+    statements, and their passwords; pg_basebackup has no option for it, tar's --exclude
+    does, anchored at the archive's top)."""
     os.makedirs(dest, mode=0o700)
     pg = subprocess.Popen([f"{bindir}/pg_basebackup", "-h", socket_dir, "-p", str(port),
                            "-U", owner, "-D", "-", "-Ft", "-X", "fetch", "-c", "fast"],
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd="/", **run_as)
-    tar = subprocess.run(["tar", "-x", "--same-owner", "-C", dest], stdin=pg.stdout,
-                         capture_output=True, text=True)
-    pg.stdout.close()
-    err = pg.stderr.read().decode(errors="replace")
-    if pg.wait() != 0 or tar.returncode != 0:
+    try:
+        tar = subprocess.run(["tar", "-x", "--same-owner", "-C", dest, "--anchored",
+                              *(f"--exclude={p}" for p in exclude),
+                              *(f"--exclude=./{p}" for p in exclude)],
+                             stdin=pg.stdout, capture_output=True, text=True)
+        pg.stdout.close()
+        err = pg.stderr.read().decode(errors="replace")
+        failed = pg.wait() != 0 or tar.returncode != 0
+    except BaseException:  # Ctrl-C, SIGTERM: nothing goes on writing into dest
+        pg.kill()
+        pg.wait()
+        shutil.rmtree(dest, ignore_errors=True)
+        raise
+    if failed:
         shutil.rmtree(dest, ignore_errors=True)
         why = (err.strip().splitlines() or tar.stderr.strip().splitlines() or ["?"])[-1]
         raise InputError(f"pg_basebackup of the cluster on port {port} failed: {why[:300]}; "

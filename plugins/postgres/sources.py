@@ -64,6 +64,11 @@ class CopySource:
     def __init__(self, opts):
         self.capture = read_capture(opts.replay) if opts.replay else None
         self.running = None
+        if opts.copy and self.capture is not None and self.capture.get("base"):
+            # its statements ran on the data before its log, which it holds: a copy of the
+            # instance now is other data (every statement that conflicts with it fails)
+            raise InputError(f"--replay {opts.replay} holds its own base backup, the data its "
+                             "log ran on: leave out --instance and --copy to replay on it")
         if opts.copy:
             self.running = find_instance(opts, restarts=False)
             c = self.running

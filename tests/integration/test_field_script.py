@@ -30,3 +30,22 @@ def test_field_script_from_a_wheel(knobs, tmp_path):
     assert host_state() == before
     assert {f for f in os.listdir("/tmp") if f.startswith("hpadvise-field-")} == left
     assert not list(root.iterdir())  # what apply persisted is gone again
+
+
+def test_field_script_refuses_what_is_not_there(pg_factory, tmp_path):
+    """Table row 10 of the capture/replay review: a data directory that is missing or
+    stopped, binaries that are not there, an option without its value: one line and exit 2
+    each, before anything is installed or started (it used to run Debian's binaries for a
+    missing --bindir, and report 'cluster: MISSING (named)' with exit 0)."""
+    stopped = pg_factory()
+    left = {f for f in os.listdir("/tmp") if f.startswith("hpadvise-field-")}
+    cases = [(["--pgdata", str(tmp_path / "MISSING"), "check"], "no PG_VERSION"),
+             (["--pgdata", stopped.datadir, "check"], "not running"),
+             (["--bindir", "/nonexistent", "check"], "no PostgreSQL binaries"),
+             (["--out"], "--out needs a value")]
+    for args, said in cases:
+        r = subprocess.run([str(REPO / "scripts/field.sh"), *args], capture_output=True,
+                           text=True, timeout=60)
+        assert r.returncode == 2 and said in r.stderr and len(r.stderr.splitlines()) == 1, \
+            (args, r.stdout, r.stderr)
+    assert {f for f in os.listdir("/tmp") if f.startswith("hpadvise-field-")} == left

@@ -139,7 +139,7 @@ def test_copy_of_an_instance_replays_a_stderr_log(knobs, pg_factory, tmp_path):
     pgreplay's prefix), no base backup; replayed with --instance --copy as an A/A run."""
     c = shop(pg_factory, collector=False)
     out = tmp_path / "cap"
-    capture(c, tmp_path, out, 10, "--no-base")
+    capture(c, tmp_path, out, 10, "--no-base", "--yes")
     meta = json.loads((out / "capture.json").read_text())
     assert meta["format"] == "stderr" and meta["base"] is None
     assert (out / "statements.log").read_text().startswith("20")  # '%m|...' lines
@@ -236,7 +236,7 @@ def test_what_is_refused_leaves_nothing(knobs, pg_factory, tmp_path):
     failing = tmp_path / "failing.sql"
     failing.write_text("SELECT * FROM no_such_table;\n")
     cap = tmp_path / "cap"
-    capture(c, tmp_path, cap, 5, "--no-base")
+    capture(c, tmp_path, cap, 5, "--no-base", "--yes")
     dirs, host = scratch_dirs(), host_state()
     cases = [
         (["--instance", c.datadir, "--copy", "--replay", str(bad)], "not a statement log"),
@@ -258,7 +258,7 @@ def test_what_is_refused_leaves_nothing(knobs, pg_factory, tmp_path):
     closed.start()
     before = logging_state(closed)
     r = run_cli("capture", "--instance", closed.datadir, "--duration", "10s", "--output",
-                str(tmp_path / "nocap"), "--journal-dir", str(tmp_path / "journal"))
+                str(tmp_path / "nocap"), "--journal-dir", str(tmp_path / "journal"), "--yes")
     assert r.returncode == 2 and "pg_basebackup" in r.stderr and "max_wal_senders" in r.stderr
     assert not (tmp_path / "nocap").exists() and logging_state(closed) == before
 

@@ -76,10 +76,15 @@ def _engine_actions(hosts) -> list:
             ra = eng.restart_action(inst) if inst.running else None
             if ra is not None:
                 out.append((eng, ra, True))
-            if inst.engine == "postgres" and inst.running:  # capture's reload, made by no plan
+            if inst.engine == "postgres" and inst.running:  # capture's, made by no plan
                 from hpadvise.plugins.postgres.actions import spec_of
                 from hpadvise.plugins.postgres.capture import PgReload
-                out.append((eng, PgReload(**spec_of(inst.state, inst.id)), True))
+                from hpadvise.plugins.postgres.capture_log import CaptureDir, PgLogSetting
+                spec = spec_of(inst.state, inst.id)
+                out += [(eng, PgReload(**spec), True),
+                        (eng, PgLogSetting("log_statement", "all", **spec), {"value": "all"}),
+                        (eng, CaptureDir("/tmp/hpadvise-capture-1-2", "postgres", inst.id),
+                         "present")]
     return out
 
 

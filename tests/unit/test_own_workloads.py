@@ -11,7 +11,7 @@ from hpadvise.benchmarks.options import Options
 from hpadvise.benchmarks.own import check_own, file_hash, origins
 from hpadvise.benchmarks.report import origin_lines
 from hpadvise.errors import InputError
-from hpadvise.plugins.postgres.capture import Follower, csv_name
+from hpadvise.plugins.postgres.capture_log import Follower, csv_name
 from hpadvise.plugins.postgres.copying import (CONFIG_FILES, conf_value, kept, reset_data,
                                                source_settings)
 from hpadvise.plugins.postgres.replay import (ReplayMismatch, log_format, log_span,

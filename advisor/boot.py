@@ -239,7 +239,8 @@ def path_knob(path: str) -> str | None:
     """The knob a sysfs path sets."""
     if path.startswith(THP + "/"):
         rest = path[len(THP) + 1:]
-        if rest in ("enabled", "defrag", "shmem_enabled"):
+        if rest in ("enabled", "defrag", "shmem_enabled") or \
+                re.fullmatch(r"hugepages-\d+kB/(enabled|shmem_enabled)", rest):
             return f"thp.{rest}"
     mt = re.fullmatch(r"/sys/kernel/mm/hugepages/hugepages-(\d+)kB/nr_hugepages", path)
     return f"pool.{mt.group(1)}" if mt else None

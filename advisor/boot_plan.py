@@ -29,6 +29,16 @@ def plan_knobs(r: Report) -> dict[str, str]:
         value = thp.get(knob) or getattr(r.host.thp, knob).value
         if want != "keep" and value:
             out[f"thp.{knob}"] = str(value)
+    # per-size knobs (hugepages-<kB>/enabled...): the ones the plan changes (thp_policy.py),
+    # and the ones it changed before that something else would set otherwise at boot
+    sizes = {c.knob: c.recommended for c in r.changes if c.kind == "thp" and "/" in c.knob}
+    b = r.host.boot
+    for kb, d in r.host.thp.mthp.items() if b is not None else ():
+        for k, v in d.items():
+            s = b.at_boot(f"thp.hugepages-{kb}kB/{k}")
+            if v is not None and s is not None and s.value != v:
+                sizes.setdefault(f"hugepages-{kb}kB/{k}", v)
+    out.update({f"thp.{k}": str(v) for k, v in sizes.items()})
     return out
 
 
@@ -38,7 +48,11 @@ def knob_now(host: HostFacts, knob: str) -> str | None:
         pool = next((p for p in host.pools if f"pool.{p.size_kb}" == knob), None)
         return None if pool is None or pool.persistent_pages is None else \
             str(pool.persistent_pages)
-    return getattr(host.thp, knob.split(".", 1)[1]).value
+    name = knob.split(".", 1)[1]
+    if "/" in name:  # a per-size knob, hugepages-<kB>kB/<file>
+        kb, _, k = name.partition("/")
+        return host.thp.mthp.get(int(kb[10:-2]), {}).get(k)
+    return getattr(host.thp, name).value
 
 
 def findings(r: Report) -> None:
@@ -123,6 +137,7 @@ def view(r: Report) -> list[dict]:
         return []
     plan = plan_knobs(r)
     knobs = [f"pool.{p.size_kb}" for p in r.host.pools] + [f"thp.{k}" for k in THP_KNOBS]
+    knobs += [k for k in plan if "/" in k]  # per-size THP knobs the plan sets
     out = []
     for knob in knobs:
         s = b.at_boot(knob)

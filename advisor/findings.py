@@ -125,6 +125,8 @@ CORE = Codes(
     Code("thp.shmem_enabled", "info", "THP shmem_enabled differs from the profile", TRANSHUGE,
          ("warn",)),
     Code("thp.unavailable", "info", "THP knobs not readable", TRANSHUGE),
+    Code("thp.size_override", "warn", "A per-size THP knob overrides the top-level mode",
+         TRANSHUGE, ("info",)),
     Code("cmdline.hugepages", "info", "Kernel command line reserves huge pages at boot",
          KERNEL_PARAMS),
     Code("cmdline.hugepagesz", "info", "Kernel command line names a huge page size",

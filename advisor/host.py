@@ -20,6 +20,7 @@ from .cgroups import (HugetlbLimit, MemoryLimit, hidden_ancestors, hugetlb_accou
                       memory_limit)
 from .cgroups import limits as cgroup_limits
 from .sysroot import Note, SysRoot, kb
+from .thp_policy import ThpUser, read_thp_users
 
 if TYPE_CHECKING:
     from .limitprobe import MeasuredLimit
@@ -180,6 +181,8 @@ class HostFacts:
     memory_limit: MemoryLimit | None = None  # the tightest memory limit on hpadvise itself
     # check --measure-limits: what faulting free huge pages from hpadvise's cgroup found
     limit_measured: tuple[MeasuredLimit, ...] = ()
+    # processes with shared or file memory on THP now (thp_policy.py)
+    thp_users: tuple[ThpUser, ...] = ()
 
     def pool(self, size_kb: int) -> HugePool | None:
         return next((p for p in self.pools if p.size_kb == size_kb), None)
@@ -454,6 +457,7 @@ def collect(sr: SysRoot) -> HostFacts:
         pools=read_pools(sr, nodes),
         numa_nodes=nodes,
         thp=read_thp(sr),
+        thp_users=read_thp_users(sr),
         cmdline=cmdline.strip() if cmdline else None,
         cmdline_params=parse_cmdline(cmdline),
         sysctls={k: sr.read_int(p, quiet_missing=True) for k, p in SYSCTLS.items()},

@@ -12,6 +12,7 @@ from .cgroups import verdict as cgroup_verdict
 from .findings import CORE
 from .model import Change, Instance
 from .sizing import cmdline_kb, fmt_bytes, fmt_page, k8s_resource, pool_label
+from .thp_policy import plan_sizes, shmem_need
 
 if TYPE_CHECKING:
     from .engines import Engine
@@ -52,6 +53,10 @@ def thp(r: Report, engines: dict[str, Engine] | None = None) -> None:
         if eng is not None:
             for knob, need in eng.thp_needs(inst, p).items():
                 needs.setdefault(knob, []).append(need)
+    shmem = shmem_need(r.host.thp_users)  # never take shmem THP from a process that has it
+    if shmem is not None:
+        needs.setdefault("shmem_enabled", []).append(shmem)
+    planned: dict[str, str | None] = {}
     for knob in THP_KNOBS:
         want, cur = getattr(p, f"thp_{knob}"), getattr(t, knob).value
         if cur is None:
@@ -71,6 +76,7 @@ def thp(r: Report, engines: dict[str, Engine] | None = None) -> None:
                     f"{pick} is what every instance here can live with.", why,
                     title=f"THP {knob}: {pick} instead of {base}"))
                 want = pick
+        planned[knob] = cur if want == "keep" else want
         if want == "keep" or cur == want:
             continue
         r.changes.append(Change("thp", f"transparent_hugepage/{knob}", cur, want,
@@ -79,6 +85,7 @@ def thp(r: Report, engines: dict[str, Engine] | None = None) -> None:
         r.findings.append(CORE[f"thp.{knob}"](
             _THP_WHY[knob], f"/sys/kernel/mm/transparent_hugepage/{knob} = {cur}",
             title=f"THP {knob} is {cur}; profile {p.name} wants {want}", severity=sev))
+    plan_sizes(r, planned)
 
 
 def host(r: Report) -> None:

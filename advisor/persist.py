@@ -56,7 +56,8 @@ def persist_steps(ap: ApplyPlan, root: str) -> None:
     p = report.profile
     changing = {c.knob for c in report.changes if c.kind == "thp"}
     tuned = dict(per.tuned) if per else {}
-    for knob in THP_KNOBS:
+    sizes = [k[4:] for k in knobs if k.startswith("thp.") and "/" in k]  # per-size knobs
+    for knob in (*THP_KNOBS, *sizes):
         want = knobs.get(f"thp.{knob}")  # the plan's value, resolved against the instances
         if want and f"thp.{knob}" not in tuned:  # not sysctls: a unit or the command line
             boot.append(BootValue(want, thp=knob))

@@ -24,7 +24,8 @@ from hpadvise.findings import Code, Codes
 from hpadvise.host import HostFacts
 from hpadvise.procs import Proc, ProcTable, backing_of, binary_version
 from hpadvise.profiles import Profile
-from hpadvise.sizing import fmt_bytes
+from hpadvise.sizing import fmt_bytes, fmt_page
+from hpadvise.thp_policy import thp_sizes
 
 REDIS_DOCS = "redis.io, Diagnosing latency issues"
 MONGO8 = ("MongoDB 8.0 Manual, TCMalloc Performance Optimization for a Self-Managed Deployment: "
@@ -108,18 +109,28 @@ class RedisEngine(Engine):
 
     def findings(self, inst: Instance, host: HostFacts, profile: Profile) -> list[Finding]:
         en = host.thp.enabled.value
-        if en != "always":
+        # what its memory (private anonymous, never madvise()d) gets: a per-size knob at
+        # always gives it THP of that size whatever `enabled` says (thp_policy.py)
+        sizes = thp_sizes(host.thp, "enabled", advised=False)
+        if not sizes:
             return [REDIS_CODES["redis.thp.ok"]("Redis only objects to always.", f"enabled={en}",
                                                 inst.id, title=f"THP enabled={en} suits Redis")]
+        per = en != "always"
+        what = "enabled=always" if not per else "per-size " + ", ".join(
+            f"hugepages-{kb}kB/enabled=always" for kb in sizes) + f" under enabled={en}"
         seen: Observed = inst.state or Observed(None)
         off = seen.thp_enabled == "0"
         return [REDIS_CODES["redis.thp.always"](
-            "THP always makes fork-based persistence (BGSAVE, AOF rewrite) copy 2 MiB pages "
-            "and adds latency spikes; set enabled=madvise." + (
+            f"THP always ({what}) makes fork-based persistence (BGSAVE, AOF rewrite) copy "
+            "huge pages and adds latency spikes; set " + ("those sizes to inherit or never"
+                                                          if per else "enabled=madvise") + "." + (
                 " This Redis disabled THP for its own process (disable-thp yes), but the "
                 "host setting still affects its forks' neighbours." if off else ""),
-            f"enabled=always; AnonHugePages {fmt_bytes((seen.anon_huge_kb or 0) * 1024)}",
-            inst.id, title="THP is always" + (" (Redis turned it off for itself)" if off else ""),
+            f"{what}; AnonHugePages {fmt_bytes((seen.anon_huge_kb or 0) * 1024)}",
+            inst.id, title=("THP is always" if not per else
+                            f"THP is always for {', '.join(fmt_page(kb) for kb in sizes)} "
+                            "pages (a per-size knob)")
+            + (" (Redis turned it off for itself)" if off else ""),
             severity="info" if off else "warn")]
 
 

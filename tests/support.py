@@ -39,6 +39,8 @@ class KernelKnobs:
         for k in ("enabled", "defrag", "shmem_enabled"):
             text = Path(f"{THP}/{k}").read_text()
             self.saved[f"{THP}/{k}"] = text.split("[")[1].split("]")[0]
+        for p in glob.glob(f"{THP}/hugepages-*kB/*enabled"):  # per-size THP knobs, as found
+            self.saved[p] = Path(p).read_text().split("[")[1].split("]")[0]
 
     @staticmethod
     def writable() -> bool:
@@ -64,7 +66,8 @@ class KernelKnobs:
 
     def restore(self) -> None:
         # THP first, then pools; a pool shrink only frees pages nobody holds.
-        for path, value in sorted(self.saved.items(), key=lambda kv: "hugepages" in kv[0]):
+        for path, value in sorted(self.saved.items(),
+                                  key=lambda kv: kv[0].startswith("/sys/kernel/mm/hugepages")):
             try:
                 self.set(path, value)
             except OSError:
@@ -241,6 +244,8 @@ def host_state(cluster=None, persist_root=None) -> dict:
         state[p] = Path(p).read_text()
     for k in ("enabled", "defrag", "shmem_enabled"):
         state[f"{THP}/{k}"] = Path(f"{THP}/{k}").read_text()
+    for p in sorted(glob.glob(f"{THP}/hugepages-*kB/*enabled")):
+        state[p] = Path(p).read_text()
     if cluster:
         p = f"{cluster.datadir}/postgresql.auto.conf"
         state[p] = Path(p).read_bytes()

@@ -34,7 +34,9 @@ from hpadvise.procs import Proc, ProcTable, backing_of, hugetlb_pages, memfd_byt
 from hpadvise.profiles import Profile
 from hpadvise.sizing import fmt_bytes, fmt_page, pages_for
 
-from .thp import read_release, stack_risk
+from hpadvise.thp_policy import ADVISED, thp_sizes
+
+from .thp import heap_on_thp, read_release, stack_risk
 from .flags import (DOCS, KNOWN, MiB, JvmFlags, jcmd_flags, java_home, java_major, layout,  # noqa: F401
                     probe, read_flags, reservations, split)
 
@@ -53,6 +55,12 @@ class Jvm:
     held: dict[int, int] = field(default_factory=dict)  # hugetlb pages mapped, per size (kB)
     regions: list = field(default_factory=list)  # (what, bytes, page kB or None) as sized
     anon_huge_kb: int | None = None
+    # THP in the mappings that hold the heap (thp.heap_on_thp), the knob governing them, how
+    # it was read, and whether the process switched THP off for itself (prctl)
+    heap_thp_kb: int | None = None
+    heap_knob: str = "enabled"
+    heap_evidence: str = ""
+    prctl_off: bool = False
     observe_note: str | None = None
     # Thread stacks THP enabled=always would page in whole (JDK-8312182), as evidence; None
     # when they are safe (small stacks, or a JDK with THPStackMitigation) or unknown.
@@ -157,6 +165,8 @@ class JvmEngine(Engine):
             j.held = hugetlb_pages(maps, memfd_bytes(sr, p.pid, maps))
             j.hugetlb_kb = sum(kb * n for kb, n in j.held.items())
             j.anon_huge_kb = sum(m.anon_huge_kb for m in maps)
+            j.heap_knob, j.heap_thp_kb, j.heap_evidence = heap_on_thp(maps, f.gc, heap)
+        j.prctl_off = p.status.get("THP_enabled") == "0"
         inst.page_tables_kb = p.vm_pte_kb
         self._size(inst, j, host)
         return inst
@@ -253,8 +263,12 @@ class JvmEngine(Engine):
                                 f"{inst.id}: under always, {j.stack_risk}")}
         if static:
             return {}
-        return {"enabled": ({"madvise", "always"},
+        need = {"enabled": ({"madvise", "always"},
                             f"{inst.id} uses -XX:+UseTransparentHugePages (madvise on its heap)")}
+        if j.flags.gc == "Z":  # its heap is a memfd: shared memory (thp.heap_on_thp)
+            need["shmem_enabled"] = (set(ADVISED["shmem_enabled"]), f"{inst.id}: ZGC's heap is "
+                                     "a shared memfd, on THP only under shmem_enabled advise")
+        return need
 
     def findings(self, inst: Instance, host: HostFacts, profile: Profile) -> list[Finding]:
         f: list[Finding] = []
@@ -326,18 +340,20 @@ class JvmEngine(Engine):
                     iid, title="Heap and code cache on " + " and ".join(
                         f"{fmt_page(kb)}" for kb in sorted(j.held, reverse=True)) + " pages"))
         elif fl.thp:
-            if host.thp.enabled.value == "never":
+            knob = j.heap_knob  # the heap's mapping decides: a ZGC heap is shared memory
+            if not thp_sizes(host.thp, knob, advised=True, prctl_off=j.prctl_off):
+                why = "the process switched THP off (prctl, THP_enabled: 0)" if j.prctl_off \
+                    else f"{knob} = {getattr(host.thp, knob).value} (and no size of its own)"
                 f.append(CODES["jvm.thp.never"](
-                    "The JVM madvise()s its heap for THP; with enabled=never nothing happens. "
-                    "Set enabled=madvise.", "transparent_hugepage/enabled = never", iid))
-            elif j.anon_huge_kb == 0 and inst.backing is not None:
+                    f"The JVM madvise()s its heap for THP; with {why} nothing happens. Set "
+                    f"{knob}={ADVISED[knob][0]}.", f"transparent_hugepage/{knob}: {why}", iid))
+            elif not j.heap_thp_kb and inst.backing is not None:
                 f.append(CODES["jvm.thp.none"](
-                    "No AnonHugePages in the JVM: memory too fragmented, or defrag too lazy to "
-                    "collapse the heap yet.", "smaps: AnonHugePages 0 kB", iid))
-            else:
+                    "No THP in the heap's mapping: memory too fragmented, defrag too lazy to "
+                    "collapse it yet, or a heap not yet touched.", j.heap_evidence, iid))
+            elif inst.backing is not None:
                 f.append(CODES["jvm.thp.active"](
-                    "Running with transparent huge pages.",
-                    f"AnonHugePages {fmt_bytes((j.anon_huge_kb or 0) * 1024)}", iid))
+                    "Running with transparent huge pages.", j.heap_evidence, iid))
         else:
             static = self.wants_static(j, profile)
             f.append(CODES["jvm.huge_pages.none"](

@@ -63,3 +63,38 @@ def stack_risk(stack: int | None, major: int | None, release: str | None, home: 
     how = f"-Xss {fmt_bytes(stack)}" if stack else f"the default {fmt_bytes(size)}"
     return (f"thread stacks {how} >= the THP size {fmt_bytes(pmd_kb * 1024)}; JDK "
             f"{major or '?'} at {home} has no THPStackMitigation (its libjvm.so)")
+
+
+# ---- the heap's own mapping on THP -----------------------------------------------------------
+# ZGC (JDK 15+) maps its heap from a memfd named "java_heap" (ZPhysicalMemoryBacking_linux.cpp,
+# memfd_create(ZFILENAME_HEAP)): shared memory, on THP only through shmem_enabled, and counted
+# in smaps as ShmemPmdMapped once per view (JDK 17's ZGC maps it three times). The other
+# collectors reserve the heap as one range of private anonymous memory (ReservedHeapSpace),
+# split by smaps into VMAs as it is committed, with the CDS archive's heap objects (classes.jsa)
+# mapped inside it (JDK 12+): AnonHugePages, under `enabled`.
+def heap_on_thp(maps, gc: str | None, heap_bytes: int) -> tuple[str, int | None, str]:
+    """(knob that governs the heap, THP kB in the heap's mappings or None when they are not
+    found, evidence)."""
+    if gc == "Z":
+        heap = [m for m in maps if m.shared and "java_heap" in m.path]
+        kb = sum(m.shmem_pmd_kb for m in heap)
+        return "shmem_enabled", (kb if heap else None), (
+            f"smaps of the heap's memfd (java_heap, {len(heap)} mapping(s)): ShmemPmdMapped "
+            f"{fmt_bytes(kb * 1024)}" if heap else "no java_heap memfd mapping in smaps")
+    runs: list[list] = []  # adjacent private mappings of the heap's kinds: candidate heaps
+    for m in sorted((m for m in maps if not m.shared and (not m.path or m.path.endswith(".jsa"))),
+                    key=lambda m: m.start):
+        if runs and runs[-1][-1].end == m.start:
+            runs[-1].append(m)
+        else:
+            runs.append([m])
+
+    def size(r: list) -> int:
+        return sum(m.size_kb for m in r) * 1024
+    fits = [r for r in runs if size(r) >= heap_bytes // 2 and any(not m.path for m in r)]
+    if not fits:
+        return "enabled", None, "no anonymous range of the heap's size in smaps"
+    run = min(fits, key=lambda r: abs(size(r) - heap_bytes))  # the reservation is -Xmx
+    kb = sum(m.anon_huge_kb for m in run if not m.path)
+    return "enabled", kb, (f"smaps of the heap's range {run[0].start:x}-{run[-1].end:x}: "
+                           f"AnonHugePages {fmt_bytes(kb * 1024)}")

@@ -35,6 +35,8 @@ CASES = [
     ("pg-hugetlb", None),
     ("mariadb-jvm", None),
     ("thp-always", None),
+    ("zgc-thp", None),                                              # shmem THP user kept
+    ("mthp-always", None),                                          # a per-size override
 ]
 
 

@@ -1,0 +1,154 @@
+"""THP as Linux 6.x decides it: per page size, per kind of mapping, per process.
+
+Documentation/admin-guide/mm/transhuge.rst:
+- anonymous memory follows `enabled`, shared memory (memfd, SysV, MAP_SHARED|MAP_ANONYMOUS:
+  the kernel's internal shmem mount) follows `shmem_enabled`;
+- since 6.8 (anonymous) and 6.11 (shmem) each THP size has its own knob,
+  hugepages-<size>kB/enabled and .../shmem_enabled; a size at `inherit` follows the top-level
+  knob, any other value is that size's mode whatever the top level says. Fresh kernels have
+  the PMD size at `inherit` and the others at `never`;
+- a process that called prctl(PR_SET_THP_DISABLE) shows `THP_enabled: 0` in /proc/PID/status
+  (Documentation/filesystems/proc.rst) and gets no THP at all.
+
+The same functions serve check (which sizes a region can get) and the plan (which per-size
+knobs to change, and whether shmem_enabled may go below advise)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from .findings import CORE
+from .model import Change
+from .sizing import fmt_bytes, fmt_page
+
+if TYPE_CHECKING:
+    from .host import THPFacts
+    from .model import Report
+    from .sysroot import SysRoot
+
+# How much THP each mode gives, per knob (transhuge.rst): `madvise`/`advise` only to ranges
+# that asked with madvise(MADV_HUGEPAGE); `within_size` only inside i_size; `deny` is `never`
+# for every mount, `force` is `always` for every mount (top-level shmem_enabled only).
+RANK = {"enabled": {"never": 0, "madvise": 1, "always": 2},
+        "shmem_enabled": {"deny": 0, "never": 0, "advise": 1, "within_size": 2, "always": 3,
+                          "force": 4}}
+# the modes under which a madvise()d range gets THP
+ADVISED = {"enabled": ("madvise", "always"),
+           "shmem_enabled": ("advise", "within_size", "always", "force")}
+SIZE_KNOBS = ("enabled", "shmem_enabled")
+
+
+def effective(thp: THPFacts, knob: str) -> dict[int, str]:
+    """Each THP size's mode for `knob` ("enabled": anonymous, "shmem_enabled": shared memory):
+    its own value, or the top level's where it is `inherit`. A kernel without per-size knobs
+    (before 6.8) has one size, the PMD size, under the top-level knob."""
+    top = getattr(thp, knob).value
+    out = {kb: top if d.get(knob) == "inherit" else d.get(knob)
+           for kb, d in thp.mthp.items() if d.get(knob) is not None}
+    if not any(d.get(knob) is not None for d in thp.mthp.values()) and thp.pmd_size_kb:
+        out[thp.pmd_size_kb] = top
+    return {kb: v for kb, v in sorted(out.items()) if v is not None}
+
+
+def thp_sizes(thp: THPFacts, knob: str, advised: bool, prctl_off: bool = False) -> tuple[int, ...]:
+    """The THP sizes (kB) a region can get: anonymous (`enabled`) or shared (`shmem_enabled`),
+    madvise()d or not, in a process that switched THP off for itself (prctl) or not."""
+    if prctl_off:
+        return ()
+    return tuple(kb for kb, mode in effective(thp, knob).items()
+                 if mode in (ADVISED[knob] if advised else ("always", "force")))
+
+
+# ---- who uses shared-memory THP now ---------------------------------------------------------
+
+@dataclass(frozen=True)
+class ThpUser:
+    """A process with PMD-mapped THP of shared or file memory (smaps_rollup, proc.rst)."""
+    pid: int
+    comm: str
+    shmem_pmd_kb: int
+    file_pmd_kb: int
+
+
+_FIELD = re.compile(r"^(ShmemPmdMapped|FilePmdMapped):\s+(\d+) kB", re.M)
+
+
+def read_thp_users(sr: SysRoot) -> tuple[ThpUser, ...]:
+    """Processes whose shared or file mappings sit on PMD-mapped THP now. Only looked for when
+    /proc/meminfo's ShmemPmdMapped or FilePmdMapped says someone does (smaps_rollup walks a
+    process's page tables; proc.rst)."""
+    meminfo = sr.read("/proc/meminfo", quiet_missing=True) or ""
+    if not any(int(n) for _, n in _FIELD.findall(meminfo)):
+        return ()
+    out = []
+    for name in sr.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        text = sr.read(f"/proc/{name}/smaps_rollup", quiet_missing=True)
+        f = {k: int(v) for k, v in _FIELD.findall(text or "")}
+        if any(f.values()):
+            comm = (sr.read(f"/proc/{name}/comm", quiet_missing=True) or "?").strip()
+            out.append(ThpUser(int(name), comm, f.get("ShmemPmdMapped", 0),
+                               f.get("FilePmdMapped", 0)))
+    return tuple(sorted(out, key=lambda u: u.pid))
+
+
+def shmem_need(users: tuple[ThpUser, ...]) -> tuple[set[str], str] | None:
+    """What shmem_enabled must stay at while these processes run: a memfd or shmem THP user
+    (ZGC's heap, for one) got its huge pages through madvise under `advise` or better, and
+    loses them at its next fault or restart under `never` (transhuge.rst, shmem_enabled).
+    FilePmdMapped users are counted too: `advise` costs nothing to processes that do not ask."""
+    if not users:
+        return None
+    who = ", ".join(f"pid {u.pid} ({u.comm}): "
+                    + " + ".join(f"{fmt_bytes(kb * 1024)} {w}" for kb, w in (
+                        (u.shmem_pmd_kb, "ShmemPmdMapped"), (u.file_pmd_kb, "FilePmdMapped"))
+                        if kb)
+                    for u in users[:5]) + (f" and {len(users) - 5} more" if len(users) > 5 else "")
+    return set(ADVISED["shmem_enabled"]), f"shared memory on THP now: {who}"
+
+
+# ---- the per-size knobs in the plan ---------------------------------------------------------
+
+def plan_sizes(r: Report, planned: dict[str, str | None]) -> None:
+    """Per-size knobs that would defeat the planned top-level mode: a finding for each, and a
+    change back to the plan. The PMD size goes back to `inherit` (its fresh value: it then
+    follows the plan); another size keeps its own knob, lowered to the planned mode, so a
+    deliberate mTHP choice within the plan stays (transhuge.rst)."""
+    t, p = r.host.thp, r.profile
+    for knob in SIZE_KNOBS:
+        top = planned.get(knob)
+        want_top = getattr(p, f"thp_{knob}")
+        rank = RANK[knob]
+        if top is None or want_top == "keep" or top not in rank:
+            continue
+        for kb, d in sorted(t.mthp.items()):
+            cur = d.get(knob)
+            if cur in (None, "inherit"):
+                continue
+            pmd = kb == t.pmd_size_kb
+            if pmd and cur != top:
+                want = "inherit"
+            elif rank.get(cur, 0) > rank[top]:
+                want = {"deny": "never", "force": "always"}.get(top, top)  # no such size modes
+            else:
+                continue
+            name = f"hugepages-{kb}kB/{knob}"
+            mem = "anonymous" if knob == "enabled" else "shared"
+            more = rank.get(cur, 0) > rank[top]
+            gets = {"always": f"every {mem} mapping gets", "force": f"every {mem} mapping gets",
+                    "within_size": f"{mem} files get", "madvise": "madvise()d ranges get",
+                    "advise": "madvise()d ranges get"}.get(cur, "nothing gets")
+            r.findings.append(CORE["thp.size_override"](
+                f"A size not at inherit follows its own knob whatever the top level says "
+                f"(transhuge.rst): {gets} {fmt_page(kb)} THP"
+                + (" although the top level says " if more else " where the plan gives ")
+                + f"{top}. The plan sets it to {want}.",
+                f"/sys/kernel/mm/transparent_hugepage/{name} = {cur}; {knob} planned {top}",
+                title=f"THP {name} = {cur} overrides {knob} = {top} for {fmt_page(kb)} pages",
+                severity="warn" if cur in ("always", "force") and more else "info"))
+            r.changes.append(Change(
+                "thp", f"transparent_hugepage/{name}", cur, want,
+                f"per-size override of {knob} (planned {top})", knob=name))

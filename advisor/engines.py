@@ -163,6 +163,12 @@ class Engine:
     def capture_privacy(self, out_dir: str) -> str:
         return f"a statement log holds data: keep {out_dir} private"
 
+    def not_running(self, ref: str) -> str | None:
+        """Where `ref` names none of the instances found but one of this engine's that is
+        stopped (its data directory): what is there, for the message that says so instead
+        of "no instance"; None otherwise."""
+        return None
+
     # ---- validate
     def bench_target(self, opts: Any) -> Any:
         """The server `validate` measures (hpadvise.benchmarks.target.BenchTarget): a scratch

@@ -43,8 +43,16 @@ class Benchmark:
     logs: bool  # writes per-transaction logs (percentiles) into a directory of the server's
     needs: tuple[str, str] | None = None  # (executable, Debian package) that must be installed
     rate: str = "TPS"  # what a run's figure counts per second, as the report names it
+    # what its driver does before the runs where it loads no data of its own (a replay)
+    prepares: str = ""
 
     def loading(self, scale: int) -> str:
+        """The progress line while the driver is made: scale 0 is the user's copied data,
+        which nothing loads."""
+        if self.prepares:
+            return self.prepares
+        if scale == 0:
+            return f"preparing {self.name} on the copied data"
         return f"loading {self.name} data ({self.unit} {scale})"
 
     def about(self, workload: str) -> str:
@@ -72,5 +80,6 @@ BENCHMARKS = {b.name: b for b in (
     Benchmark("replay", ("replay",), (
         ("replay", "a replay of a captured statement log: the user's own statements, each "
                    "run one replay of the whole log on data as it was before it"),),
-        0, "", False, ("pgreplay", "pgreplay"), "statements/s"),
+        0, "", False, ("pgreplay", "pgreplay"), "statements/s",
+        "parsing the statement log for pgreplay (its replay file)"),
 )}

@@ -179,9 +179,11 @@ def check(o: Options, sr: SysRoot):
             raise InputError(f"{servers} cop{'ies' if servers > 1 else 'y'} of "
                              f"{fmt_bytes(copied)} of data" + (" and one kept for resets"
                                                                if o.replay else "") +
-                             f" need ~{fmt_bytes(need)} of disk in {tempfile.gettempdir()}, "
-                             f"{fmt_bytes(free)} is free; set TMPDIR to a larger disk, or "
-                             "give --design restart (one server)")
+                             f" need{'' if servers > 1 or o.replay else 's'} "
+                             f"~{fmt_bytes(need)} of disk in {tempfile.gettempdir()}, "
+                             f"{fmt_bytes(free)} is free; set TMPDIR to a larger disk" +
+                             (", or give --design restart (one server)" if servers > 1
+                              else ""))
     if need > free and not scale_given and copied is None:
         # the default scale fills 3/4 of the buffers; where the disk cannot hold every
         # server's copy of that, the data shrinks to what it holds (said in the report)

@@ -65,7 +65,12 @@ def capture(
                          "run it as root (sudo)")
     engine = registry.get(db)
     report = inspect(SysRoot("/"), "oltp", Targets(), [engine.name])
-    inst = select(report, [engine.name], [instance])[0]
+    try:
+        inst = select(report, [engine.name], [instance])[0]
+    except InputError:
+        if stopped := engine.not_running(instance):  # a stopped server's data directory
+            raise InputError(f"{stopped}; start it and capture again") from None
+        raise
     if not inst.running:
         raise InputError(f"instance {inst.id} is not running; start it and capture again")
     print("hpadvise: warning: " + engine.capture_privacy(out), file=sys.stderr)

@@ -180,6 +180,10 @@ class PostgresEngine(Engine):
         from .capture import PRIVACY
         return PRIVACY.format(dir=out_dir)
 
+    def not_running(self, ref: str) -> str | None:
+        from .sources import stopped_at
+        return stopped_at(ref)
+
     def bench_target(self, opts):
         from .bench import PgTarget
         return PgTarget(opts)

@@ -27,9 +27,9 @@ def find_instance(opts, restarts: bool = True):
     try:
         inst = select(report, ["postgres"], [opts.instance])[0]
     except InputError:
-        if os.path.exists(os.path.join(opts.instance, "PG_VERSION")):
-            raise InputError(f"the cluster in {opts.instance} is not running; start it, "
-                             "or leave out --instance to use a scratch cluster") from None
+        if stopped := stopped_at(opts.instance):
+            raise InputError(f"{stopped}; start it, or leave out --instance to use a "
+                             "scratch cluster") from None
         raise
     c = inst.state
     if not inst.running or c is None or not c.owner:
@@ -44,6 +44,14 @@ def find_instance(opts, restarts: bool = True):
                          "add --allow-restart, or --copy to measure copies of it, or leave "
                          "out --instance to use a scratch cluster")
     return c
+
+
+def stopped_at(ref: str) -> str | None:
+    """"the cluster in DIR is not running" where `ref` is a data directory (PG_VERSION in it)
+    that no running cluster was found in; None otherwise."""
+    if os.path.isfile(os.path.join(ref, "PG_VERSION")):
+        return f"the cluster in {ref} is not running"
+    return None
 
 
 def _psql(bindir: str, socket_dir: str, port: int, user: str):
@@ -92,6 +100,11 @@ class CopySource:
             self.label = f"copy of the base backup in {opts.replay}"
             self.origin = (f"the base backup {cap.get('instance')} took before its log "
                            f"({self.data_bytes / 1e6:,.0f} MB)")
+        elif self.capture is not None:  # a capture taken with --no-base
+            raise InputError(f"--replay {opts.replay}: a capture without a base backup "
+                             "(--no-base) needs the data it ran on: add --instance ID --copy "
+                             "(a copy taken now, after the log: statements that conflict "
+                             "with later data fail), or capture again with its base backup")
         else:
             raise InputError(f"--replay {opts.replay}: a log file needs the data it ran on: "
                              "add --instance ID --copy (a copy taken now, after the log: "

@@ -4,6 +4,7 @@ copy's data, following a log as capture does, and the options' checks."""
 
 import os
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -185,3 +186,41 @@ def test_the_report_names_the_origins(tmp_path):
     assert lines[0] == f"workload origin: script {sql} (sha256 {o.script_hash}) run by pgbench"
     assert lines[2] == "TPS here: statements per second over each run's replay"
     assert "1,200 statements on 4 connections in 2.5 s, 0 with an error" in lines[3]
+
+
+def test_a_capture_without_its_base_backup_is_not_called_a_log_file(tmp_path):
+    from hpadvise.plugins.postgres.sources import CopySource
+    cap = tmp_path / "cap"
+    cap.mkdir()
+    (cap / "capture.json").write_text('{"major": "15", "log": "statements.csv"}')
+    with pytest.raises(InputError) as exc:
+        CopySource(opts(replay=str(cap)))
+    said = str(exc.value)
+    assert "a capture without a base backup (--no-base)" in said and "log file" not in said
+    assert "--instance ID --copy" in said
+
+
+def test_a_stopped_cluster_named_by_its_data_directory_is_said_to_be_stopped(tmp_path,
+                                                                            monkeypatch):
+    import hpadvise.pipeline
+    from hpadvise.cli import capturing
+    from hpadvise.engines import registry
+    data = tmp_path / "15-main"
+    data.mkdir()
+    assert registry.get("postgres").not_running(str(data)) is None  # not a data directory
+    (data / "PG_VERSION").write_text("15\n")
+    assert registry.get("postgres").not_running(str(data)) == \
+        f"the cluster in {data} is not running"
+    # capture finds no running instance there (discovery sees running ones only)
+    monkeypatch.setattr(capturing.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(hpadvise.pipeline, "inspect",
+                        lambda *a, **k: SimpleNamespace(instances=[], engines={}))
+    with pytest.raises(InputError) as exc:
+        capturing.capture(instance=str(data), output=str(tmp_path / "cap"), duration="20s",
+                          db="postgres", no_base=False, journal_dir=None, yes=False)
+    assert str(exc.value) == f"the cluster in {data} is not running; start it and capture again"
+    with pytest.raises(InputError, match="no postgres instance"):  # nothing there at all
+        capturing.capture(instance=str(tmp_path / "nothing"), output=str(tmp_path / "cap"),
+                          duration="20s", db="postgres", no_base=False, journal_dir=None,
+                          yes=False)
+    assert not (tmp_path / "cap").exists()

@@ -85,3 +85,43 @@ def test_no_1g_variant_below_production_buffers(big_host):
     o = _opts(400)
     assert gigantic_variant(o, 8 * GIB, big_host, _Target()) == []
     assert not o.dropped
+
+
+class _Copy:
+    """A BenchTarget on copies of a running instance with 1 GiB of data (checks only)."""
+    wal_bytes = GIB
+    data_bytes = GIB
+    buffers_setting = "shared_buffers"
+
+    def __init__(self, o):
+        self.source = type("Source", (), {"buffers": "128MB", "label": "copy of main"})()
+        self.buffers = o.buffers
+
+    def buffers_bytes(self):
+        return 128 << 20
+
+    def twin_blocker(self):
+        return None
+
+
+@pytest.mark.parametrize("design,servers", [("restart", 1), ("resident", 2)])
+def test_a_small_disk_for_copies_names_only_what_was_not_given(hosts, monkeypatch, tmp_path,
+                                                               design, servers):
+    """The copies' disk check on a small TMPDIR: --design restart (one server) is offered
+    only where more than one server would run, never to a command that gave it."""
+    engine = type("Eng", (), {"name": "postgres", "benches": ("pgbench", "tpcc"),
+                              "bench_target": staticmethod(_Copy)})()
+    monkeypatch.setattr(options.registry, "get", lambda name: engine)
+    monkeypatch.setattr(options.os, "geteuid", lambda: 0)
+    free_disk(monkeypatch, 1)  # 1 GiB free: no copy of 1 GiB of data and its WAL fits
+    script = tmp_path / "ok.sql"
+    script.write_text("SELECT 1;\n")
+    o = Options(variants=["current", "recommended"], duration_s=600, db="postgres",
+                instance="main", copy=True, script=str(script), design=design)
+    with pytest.raises(options.InputError) as exc:
+        options.check(o, SysRoot(str(hosts / "thp-always")))
+    said = str(exc.value)
+    assert said.startswith(f"{servers} cop{'ies' if servers > 1 else 'y'} of 1 GiB of data")
+    assert f" need{'s' if servers == 1 else ''} ~" in said
+    assert "set TMPDIR to a larger disk" in said
+    assert ("--design restart" in said) == (servers > 1)

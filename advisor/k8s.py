@@ -18,7 +18,7 @@ from __future__ import annotations
 from .engines import Instance
 from .plan import Report
 from .procs import Proc, ProcTable
-from .sizing import fmt_page, headroom, k8s_quantity, k8s_resource
+from .sizing import fmt_page, headrooms, k8s_quantity, k8s_resource
 
 MiB = 1 << 20
 # Memory the server uses beyond its huge pages, when it runs: its processes' private memory
@@ -60,10 +60,10 @@ def plan(r: Report, procs: ProcTable, inst: Instance, pods: int) -> dict | None:
            for k, n in sorted(sizes.items(), reverse=True)}
     if mem is not None:
         res["memory"] = k8s_quantity(mem)
-    node = {}
-    for k, n in sorted(sizes.items(), reverse=True):
-        total = n * pods
-        node[k] = total + headroom(total, r.profile.headroom_pct, r.profile.headroom_min_pages)
+    totals = {k: n * pods for k, n in sizes.items()}
+    rooms = headrooms(totals, r.profile.headroom_pct, r.profile.headroom_min_pages,
+                      r.host.is_gigantic)
+    node = {k: totals[k] + rooms[k] for k in sorted(sizes, reverse=True)}
     resources = {"requests": dict(res), "limits": dict(res)}
     settings = eng.huge_page_settings(inst, kb, r.host)
     return {"instance": inst.id, "label": inst.label, "pages": sizes, "exact": d.exact,

@@ -18,7 +18,7 @@ from .model import SCHEMA_VERSION, Change, Instance, Placement, Recorded, Report
 from .profiles import Profile
 from .recorded import why as recorded_why
 from .sizing import (GIB_KB, PoolPlan, cmdline_size, commit_limit_kb, fmt_bytes, fmt_page,
-                     headroom, pool_label, spread)
+                     headrooms, pool_label, spread)
 
 def choose_page_kb(inst: Instance, host: HostFacts, profile: Profile) -> int | None:
     """The page size an instance should use. An explicit size the kernel offers is kept (on
@@ -154,13 +154,17 @@ def _pools(r: Report) -> None:
     for inst in r.instances:
         for kb in r.placements[inst.id].sizes():
             by_size.setdefault(kb, []).append(inst)
+    demands = {kb: sum(r.placements[i.id].sizes()[kb] for i in insts)
+               for kb, insts in by_size.items()}
+    rooms = headrooms(demands, profile.headroom_pct, profile.headroom_min_pages,
+                      host.is_gigantic)
     for size_kb, insts in sorted(by_size.items()):
         pool = host.pool(size_kb)
-        demand = sum(r.placements[i.id].sizes()[size_kb] for i in insts)
+        demand = demands[size_kb]
         held = sum(_held(i, size_kb) for i in insts)
         claimed = pool.claimed_pages if pool else 0
         pp = PoolPlan(size_kb, pool.persistent_pages if pool else None, demand,
-                      headroom(demand, profile.headroom_pct, profile.headroom_min_pages),
+                      rooms[size_kb],
                       max(0, claimed - held), tuple(i.id for i in insts))
         pp = _per_node(r, pp, insts, pool)
         r.pools.append(pp)
@@ -171,6 +175,8 @@ def _pools(r: Report) -> None:
                         if kept else "")]
             if pp.headroom_pages:
                 parts.append(f"{pp.headroom_pages} headroom ({profile.headroom_pct:g}%)")
+            elif profile.headroom_pct and host.is_gigantic(size_kb):
+                parts.append(_no_headroom(demands, size_kb, profile.headroom_pct))
             if pp.foreign_pages:
                 parts.append(f"{pp.foreign_pages} in use by other processes")
             whys = [recorded_why(i.id, pl.recorded_by, pl.pages, pl.configured_pages)
@@ -198,6 +204,14 @@ def _pools(r: Report) -> None:
                 "private memory and the kernel. Lower the database's memory settings or add RAM.",
                 msg, source=f"profile {profile.name}: pool.os_floor / os_floor_pct"))
         _commit_limit(r, pool_kb)
+
+
+def _no_headroom(demands: dict[int, int], size_kb: int, pct: float) -> str:
+    """Why a gigantic pool has no headroom (sizing.headrooms): its share is under one page."""
+    smaller = max((kb for kb in demands if kb < size_kb), default=None)
+    share = fmt_bytes(int(demands[size_kb] * size_kb * 1024 * pct / 100))
+    return (f"no headroom ({pct:g}% is {share}, under one {fmt_page(size_kb)} page"
+            + (f"; the {fmt_page(smaller)} pool takes it)" if smaller else ")"))
 
 
 def _held(inst: Instance, size_kb: int) -> int:

@@ -353,3 +353,28 @@ class ProcTable:
     def owner(self, p: Proc) -> str | None:
         """The name of the process's uid as its own root names it."""
         return self.user(p.uid, self.fs(p.pid))
+
+
+# ELF e_machine (include/uapi/linux/elf-em.h) as `uname -m` names it; EM_PPC64 is ppc64le when
+# the header says little-endian (EI_DATA = ELFDATA2LSB).
+_EM = {62: "x86_64", 183: "aarch64", 21: "ppc64", 22: "s390x", 243: "riscv64",
+       258: "loongarch64"}
+
+
+def machine_of(sr: SysRoot, pid: int) -> str | None:
+    """The architecture a process runs as: its own binary's ELF header (/proc/PID/exe; on a
+    live host, or a tree that keeps the file itself), else the kernel's (/proc/sys/kernel/arch
+    where the kernel has it); None when neither can be read."""
+    exe = sr.path(f"/proc/{pid}/exe")
+    if sr.live or not os.path.islink(exe):
+        try:
+            with open(exe, "rb") as fh:
+                head = fh.read(20)
+        except OSError:
+            head = b""
+        if len(head) == 20 and head[:4] == b"\x7fELF" and head[5] in (1, 2):
+            em = int.from_bytes(head[18:20], "little" if head[5] == 1 else "big")
+            name = _EM.get(em)
+            return name + "le" if name == "ppc64" and head[5] == 1 else name
+    arch = (sr.read("/proc/sys/kernel/arch", quiet_missing=True) or "").strip()
+    return arch or None

@@ -128,10 +128,29 @@ def spread(pages: int, nodes: tuple[int, ...]) -> dict[int, int]:
     return {node: pages // n + (1 if i < pages % n else 0) for i, node in enumerate(nodes)}
 
 
-def headroom(pages: int, pct: float, min_pages: int) -> int:
-    if pages == 0:
-        return 0
-    return max(min_pages, math.ceil(pages * pct / 100))
+def headrooms(demand: dict[int, int], pct: float, min_pages: int,
+              gigantic) -> dict[int, int]:
+    """Headroom per pool (page size kB -> pages), reckoned in bytes: pct of each pool's demand.
+    A gigantic size (`gigantic(kb)`, HostFacts.is_gigantic) takes only the whole pages that
+    share reaches, and hands the rest down to the next smaller planned size, which rounds up:
+    rounding 1% of a 1 GiB heap up to a 1 GiB page would double its pool. The profile's
+    pool.headroom_pct and headroom_min_pages (profiles/*.toml say why 1%) apply to every size."""
+    out: dict[int, int] = {}
+    rest_bytes = 0.0  # what a larger, gigantic size left to this one
+    for kb in sorted(demand, reverse=True):
+        pages = demand[kb]
+        if pages == 0 and not rest_bytes:
+            out[kb] = 0
+            continue
+        # in this size's pages; the old per-pool count when nothing is handed down
+        want = pages * pct / 100 + rest_bytes / (kb * 1024)
+        if gigantic(kb):
+            n = math.floor(want + 1e-9)  # 1% of 300 pages is 3, whatever the float says
+            rest_bytes = max(0, round((want - n) * kb * 1024))
+        else:
+            n, rest_bytes = math.ceil(want), 0.0
+        out[kb] = max(min_pages, n) if pages else n
+    return out
 
 
 def k8s_quantity(nbytes: int) -> str:

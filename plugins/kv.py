@@ -9,7 +9,9 @@ Vendor guidance (each cited in the findings):
   Redis >= 6.2.7 / 7.0 also switches THP off for itself (config `disable-thp yes`, prctl).
 - MongoDB >= 8.0 (MongoDB Manual, "TCMalloc Performance Optimization for a Self-Managed
   Deployment", section "Enable Transparent Hugepages (THP)": the upgraded TCMalloc with per-CPU
-  caches wants THP): enabled=always, defrag=defer+madvise, khugepaged/max_ptes_none=0.
+  caches wants THP): enabled=always, defrag=defer+madvise, khugepaged/max_ptes_none=0. Only on
+  x86-64 and arm64 (the same page, "Platform Support"): on ppc64le and s390x it keeps the
+  legacy TCMalloc, and THP is to be disabled as for <= 7.0.
 - MongoDB <= 7.0 (MongoDB Manual, "Disable Transparent Hugepages (THP) for Self-Managed
   Deployments"): THP never; the same page says hosts with tuned need a custom tuned profile too.
 """
@@ -22,7 +24,7 @@ from dataclasses import dataclass
 from hpadvise.engines import Engine, Finding, Instance, Targets
 from hpadvise.findings import Code, Codes
 from hpadvise.host import HostFacts
-from hpadvise.procs import Proc, ProcTable, backing_of, binary_version
+from hpadvise.procs import Proc, ProcTable, backing_of, binary_version, machine_of
 from hpadvise.profiles import Profile
 from hpadvise.sizing import fmt_bytes, fmt_page
 from hpadvise.thp_policy import thp_sizes
@@ -31,6 +33,11 @@ REDIS_DOCS = "redis.io, Diagnosing latency issues"
 MONGO8 = ("MongoDB 8.0 Manual, TCMalloc Performance Optimization for a Self-Managed Deployment: "
           "Enable Transparent Hugepages (THP)")
 MONGO7 = "MongoDB 7.0 Manual, Disable Transparent Hugepages (THP) for Self-Managed Deployments"
+MONGO8_PLATFORMS = ("MongoDB 8.0 Manual, TCMalloc Performance Optimization for a Self-Managed "
+                    "Deployment: Platform Support")
+# The architectures whose MongoDB >= 8.0 builds use the upgraded TCMalloc (MONGO8_PLATFORMS),
+# as `uname -m` names them.
+TCMALLOC_ARCHES = ("x86_64", "aarch64")
 
 REDIS_CODES = Codes(
     Code("redis.thp.ok", "ok", "THP enabled suits Redis", REDIS_DOCS),
@@ -52,12 +59,13 @@ class Observed:
     """What a Redis or MongoDB process shows in /proc (the instance's engine state)."""
     thp_enabled: str | None  # "0" when the process switched THP off for itself (prctl)
     anon_huge_kb: int | None = None
+    arch: str | None = None  # the architecture it runs as (procs.machine_of), None: unread
 
 
 def _observe(inst: Instance, p: Proc, host: HostFacts) -> None:
     maps = p.smaps
     inst.page_tables_kb = p.vm_pte_kb
-    inst.state = seen = Observed(p.status.get("THP_enabled"))
+    inst.state = seen = Observed(p.status.get("THP_enabled"), arch=machine_of(p.sr, p.pid))
     if maps is not None:
         seen.anon_huge_kb = sum(m.anon_huge_kb for m in maps)
         b = backing_of(maps, host.thp.pmd_size_kb, host.base_page_bytes // 1024)
@@ -154,10 +162,21 @@ class MongoEngine(Engine):
         v = _vt(inst.version)
         return None if not v else v >= (8, 0)
 
+    @staticmethod
+    def legacy_arch(inst: Instance) -> str | None:
+        """The architecture when it is one where MongoDB >= 8.0 keeps the legacy TCMalloc
+        (ppc64le, s390x: MONGO8_PLATFORMS); None on x86-64, arm64 or when unread."""
+        arch = getattr(inst.state, "arch", None)
+        return arch if arch and arch not in TCMALLOC_ARCHES else None
+
     def thp_needs(self, inst: Instance, profile: Profile) -> dict[str, tuple[set[str], str]]:
         m = self.modern(inst)
         if m is None:
             return {}
+        if m and (arch := self.legacy_arch(inst)):
+            return {"enabled": ({"never", "madvise"},
+                                f"{inst.id}: MongoDB >= 8.0 on {arch} keeps the legacy "
+                                "TCMalloc and wants THP off (madvise: it never asks)")}
         if m:
             return {"enabled": ({"always"}, f"{inst.id}: MongoDB >= 8.0 wants THP always"),
                     "defrag": ({"defer+madvise"},
@@ -172,7 +191,8 @@ class MongoEngine(Engine):
             return [MONGO_CODES["mongodb.version.unknown"](
                 "THP advice differs: >= 8.0 always, <= 7.0 never.", "", inst.id)]
         f = []
-        if m:
+        legacy = self.legacy_arch(inst) if m else None
+        if m and not legacy:
             ptes = t.khugepaged.get("max_ptes_none")
             bad = [f"{k}={v}" for k, v, want in (("enabled", t.enabled.value, "always"),
                                                  ("defrag", t.defrag.value, "defer+madvise"))
@@ -183,14 +203,20 @@ class MongoEngine(Engine):
                 "Its TCMalloc uses per-CPU caches backed by THP: enabled=always, "
                 "defrag=defer+madvise, khugepaged max_ptes_none=0 (the last is not set by "
                 "hpadvise: echo 0 > /sys/kernel/mm/transparent_hugepage/khugepaged/"
-                "max_ptes_none).", ", ".join(bad) or "as advised", inst.id,
+                "max_ptes_none).", (", ".join(bad) or "as advised") + (
+                    "" if getattr(inst.state, "arch", None) else "; its architecture was not "
+                    "read: this holds on x86-64 and arm64 only"), inst.id,
                 title=("THP is not" if bad else "THP") + " as MongoDB >= 8.0 wants it",
                 source=MONGO8, severity="warn" if bad else "ok"))
         else:
             ok = t.enabled.value in ("never", "madvise")
             f.append(MONGO_CODES["mongodb.thp"](
+                f"MongoDB >= 8.0 on {legacy} keeps the legacy TCMalloc, which performs worse "
+                "with THP; disable it." if legacy else
                 "MongoDB before 8.0 performs worse with THP; disable it.",
-                f"enabled={t.enabled.value}", inst.id,
+                f"enabled={t.enabled.value}" + (f"; runs as {legacy}" if legacy else ""),
+                inst.id,
                 title=f"THP enabled={t.enabled.value} " + ("suits" if ok else "does not suit")
-                + " MongoDB <= 7.0", source=MONGO7, severity="ok" if ok else "warn"))
+                + (f" MongoDB >= 8.0 on {legacy}" if legacy else " MongoDB <= 7.0"),
+                source=MONGO8_PLATFORMS if legacy else MONGO7, severity="ok" if ok else "warn"))
         return f

@@ -17,7 +17,8 @@ BLCKSZ = 8192  # default block size; the real one is read from block_size when c
 SHMEM_GUCS = ("shared_buffers", "max_connections", "huge_page_size", "wal_buffers",
               "max_worker_processes", "max_wal_senders", "autovacuum_max_workers",
               "max_locks_per_transaction", "max_prepared_transactions",
-              "min_dynamic_shared_memory", "max_pred_locks_per_transaction")
+              "min_dynamic_shared_memory", "max_pred_locks_per_transaction",
+              "autovacuum_worker_slots")  # 18+: the autovacuum workers' slots (sizing.py)
 
 QUERY_GUCS = SHMEM_GUCS + (
     "huge_pages", "shared_memory_size", "shared_memory_size_in_huge_pages", "shared_memory_type",
@@ -32,7 +33,8 @@ GUC_UNIT_BYTES = {"shared_buffers": BLCKSZ, "wal_buffers": BLCKSZ, "huge_page_si
                   "min_dynamic_shared_memory": 1 << 20}
 # The integer settings sizing reads: checked where they are read, with the file and line.
 INT_GUCS = ("max_connections", "max_worker_processes", "max_wal_senders",
-            "autovacuum_max_workers", "max_locks_per_transaction", "max_prepared_transactions")
+            "autovacuum_max_workers", "max_locks_per_transaction", "max_prepared_transactions",
+            "autovacuum_worker_slots")
 # Defaults of PostgreSQL 15 (postgresql.conf.sample), used when a stopped cluster's config
 # does not set them.
 DEFAULTS = {"shared_buffers": "128MB", "max_connections": "100", "huge_pages": "try",

@@ -339,6 +339,9 @@ class Discovery:
                   "autovacuum_max_workers", "max_locks_per_transaction",
                   "max_prepared_transactions"):
             parse_int(k, c.settings[k], c.origins[k])
+        if "autovacuum_worker_slots" in c.settings:  # 18+: sizing counts it (sizing.py)
+            parse_int("autovacuum_worker_slots", c.settings["autovacuum_worker_slots"],
+                      c.origins["autovacuum_worker_slots"])
         # Enum values are case-insensitive (guc.c, parse_and_validate_value: pg_strcasecmp).
         for k in ("huge_pages", "shared_memory_type"):
             c.settings[k] = c.settings[k].lower()

@@ -77,6 +77,20 @@ SHMEM_TERMS[17] = ShmemTerms(
       for f in ("fixed", "per_buffer", "per_slot", "per_lock", "per_aio", "margin")),
     "the larger of 16 and 18")
 AIO_AUX_PROCS = 38
+# 18 reserves the autovacuum workers' process slots with autovacuum_worker_slots (default 16),
+# autovacuum_max_workers only caps how many run; with the launcher and the slot sync worker
+# (NUM_SPECIAL_WORKER_PROCS = 2, storage/proc.h): MaxBackends = max_connections +
+# autovacuum_worker_slots + max_worker_processes + max_wal_senders + 2 (postinit.c,
+# InitializeMaxBackends). Before 18: autovacuum_max_workers + 1 (the launcher).
+AV_SLOTS_18 = 16
+
+
+def autovacuum_slots(s: dict[str, int], major: int | None) -> int:
+    """The backend slots the autovacuum launcher and workers (and, 18+, the slot sync worker)
+    take in MaxBackends."""
+    if (major or 0) >= 18:
+        return s.get("autovacuum_worker_slots", AV_SLOTS_18) + 2
+    return s["autovacuum_max_workers"] + 1
 
 
 def shmem_terms(major: int | None) -> ShmemTerms:
@@ -106,7 +120,7 @@ def estimate_bytes(s: dict[str, int], major: int | None = None,
     1.5-16 MB on the grid it was fitted to, up to 58 MB at 2000 connections x 1024 locks
     (docs/reference.md); smaps after the first start gives the exact size."""
     t = shmem_terms(major)
-    slots = (s["max_connections"] + s["autovacuum_max_workers"] + 1 + s["max_worker_processes"]
+    slots = (s["max_connections"] + autovacuum_slots(s, major) + s["max_worker_processes"]
              + s["max_wal_senders"] + s["max_prepared_transactions"])
     buffers = s["shared_buffers"] // BLCKSZ
     wal = s["wal_buffers"]
@@ -220,8 +234,9 @@ def estimate_values(s: dict[str, str]) -> dict[str, int]:
     """The settings estimate_bytes reads, as numbers (defaults filled in by the caller)."""
     vals = {k: (parse_memory(k, s[k]) if k in GUC_UNIT_BYTES else parse_int(k, s[k]))
             for k in ESTIMATE_KEYS}
-    if s.get("io_max_concurrency") not in (None, ""):
-        vals["io_max_concurrency"] = parse_int("io_max_concurrency", s["io_max_concurrency"])
+    for k in ("io_max_concurrency", "autovacuum_worker_slots"):  # 18+ only: absent before
+        if s.get(k) not in (None, ""):
+            vals[k] = parse_int(k, s[k])
     return vals
 
 

@@ -43,10 +43,10 @@ def test_terms_per_major():
     for f in ("fixed", "per_buffer", "per_slot", "per_lock", "margin"):
         assert getattr(t17, f) >= getattr(pgsizing.shmem_terms(16), f)
         assert getattr(t17, f) >= getattr(pgsizing.shmem_terms(18), f)
-    # without its AIO term (122 backend slots + 38 auxiliary, 64 handles each at 128 MB of
+    # without its AIO term (136 backend slots + 38 auxiliary, 64 handles each at 128 MB of
     # buffers) 18's estimate would be short of 18's own 150 MB at the defaults
     t18 = pgsizing.shmem_terms(18)
-    aio = t18.per_aio * (122 + 38) * 64
+    aio = t18.per_aio * (136 + 38) * 64
     assert _est(18, {}) - aio < 150 * MiB <= _est(18, {})
 
 
@@ -56,9 +56,31 @@ def test_io_uring_rings():
     assert pgsizing.io_uring_ring_bytes(14) == 8192      # rounded up to 16 entries
     assert pgsizing.io_uring_ring_bytes(128) == 16384
     worker, uring = _est(18, {}), _est(18, {}, "io_uring")
-    # defaults: 100 + 3 + 1 + 8 + 10 backend slots and 38 auxiliary, less the 32 I/O workers
-    assert uring - worker == 4096 + (122 + 38 - 32) * 8192
+    # defaults: 100 + 16 + 2 + 8 + 10 backend slots (18 counts autovacuum_worker_slots) and
+    # 38 auxiliary, less the 32 I/O workers
+    assert uring - worker == 4096 + (136 + 38 - 32) * 8192
     # before 18 there is no io_uring method
     assert _est(17, {}, "io_uring") == _est(17, {})
     # io_max_concurrency set: the handles and rings follow it
     assert _est(18, {"io_max_concurrency": "8"}) < worker
+
+
+def test_18_counts_autovacuum_worker_slots_not_max_workers():
+    """18 reserves autovacuum_worker_slots (default 16) + 2 (launcher, slot sync worker) in
+    MaxBackends: 100 + 16 + 2 + 8 + 10 = 136 at the defaults, which is 174 with the 38
+    auxiliary processes, the semaphores 18 asks for; autovacuum_max_workers only caps how many
+    of those slots run. Before 18, autovacuum_max_workers + 1 (the launcher)."""
+    vals = pgsizing.estimate_values(dict(DEFAULTS))
+    assert pgsizing.autovacuum_slots(vals, 18) == 18
+    assert pgsizing.autovacuum_slots(vals, 17) == pgsizing.autovacuum_slots(vals, None) == 4
+    assert pgsizing.autovacuum_slots({**vals, "autovacuum_worker_slots": 64}, 25) == 66
+    base = _est(18, {})
+    assert _est(18, {"autovacuum_max_workers": "10"}) == base
+    assert _est(18, {"autovacuum_worker_slots": "16"}) == base
+    more = _est(18, {"autovacuum_worker_slots": "64"})
+    t = pgsizing.shmem_terms(18)
+    per_slot = t.per_slot + 1.01 * t.per_lock * 64  # 64 locks per transaction by default
+    assert more - base >= int(48 * per_slot)
+    # before 18 the workers' count decides, and autovacuum_worker_slots means nothing
+    assert _est(16, {"autovacuum_max_workers": "10"}) > _est(16, {})
+    assert _est(16, {"autovacuum_worker_slots": "64"}) == _est(16, {})

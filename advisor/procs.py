@@ -245,11 +245,10 @@ def binary_version(sr: SysRoot, pid: int, pattern: str, args: tuple[str, ...] = 
     the first group of `pattern` in what `exe ARGS` prints (~30 ms). argv0 keeps the name the
     process was started by, for binaries that pick their role from it. None offline."""
     import subprocess
-    from .roots import RootGone, root_of
-    exe = sr.readlink(f"/proc/{pid}/exe")
+    from .roots import RootGone, exe_of, root_of
+    exe = exe_of(sr, pid)  # the path in its own root, where it runs chrooted below
     if not exe or not sr.live:
         return None
-    exe = exe.replace(" (deleted)", "")
     # A server in a root of its own runs its own binary with its own libraries there (a
     # binary of another distribution may not even load on the host): chroot into it.
     root = root_of(sr, pid)

@@ -287,6 +287,35 @@ class HiddenView(SysRoot):
         self._refuse(p)
 
 
+def as_seen_inside(root: ProcRoot | None, path: str | None) -> str | None:
+    """A path the kernel names as the host sees it (/proc/PID/cwd), as the process's own root
+    names it: itself for a process that shares hpadvise's root; None where it cannot be told
+    (a mount namespace of its own, where a volume's path is not the host's, or a path
+    outside the root's directory on the host)."""
+    if root is None or not path:
+        return path
+    if root.own_mntns or not root.host_path:
+        return None
+    rel = os.path.relpath(path, root.host_path)
+    return None if rel.startswith("..") else "/" if rel == "." else "/" + rel
+
+
+def exe_of(sr: SysRoot, pid: int) -> str | None:
+    """The path of a process's binary as the process itself names it: /proc/PID/exe, which the
+    kernel writes as the host reaches it (under the root's directory on the host, for a chroot),
+    turned into its own root's path ("/usr/lib/postgresql/17/bin/postgres")."""
+    exe = sr.readlink(f"/proc/{pid}/exe")
+    if not exe:
+        return None
+    exe = exe.removesuffix(" (deleted)")
+    root = root_of(sr, pid)
+    if root is not None and root.host_path:
+        rel = os.path.relpath(exe, root.host_path)
+        if not rel.startswith(".."):
+            return "/" + rel
+    return exe
+
+
 def view(sr: SysRoot, pid: int | None) -> SysRoot:
     """The SysRoot through which to read the files of process `pid`: `sr` itself unless the
     process has a root of its own (a HiddenView where this user cannot enter it)."""

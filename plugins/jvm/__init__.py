@@ -32,11 +32,12 @@ from hpadvise.findings import TRANSHUGE, Code, Codes
 from hpadvise.host import HostFacts
 from hpadvise.procs import Proc, ProcTable, backing_of, hugetlb_pages, memfd_bytes
 from hpadvise.profiles import Profile
+from hpadvise.roots import as_seen_inside, exe_of, proc_root
 from hpadvise.sizing import fmt_bytes, fmt_page, pages_for
 
 from hpadvise.thp_policy import ADVISED, thp_sizes
 
-from .thp import heap_on_thp, read_release, stack_risk
+from .thp import g1_madvise_bug, heap_on_thp, read_release, stack_risk
 from .flags import (DOCS, KNOWN, MiB, JvmFlags, jcmd_flags, java_home, java_major, layout,  # noqa: F401
                     probe, read_flags, reservations, split)
 
@@ -65,7 +66,13 @@ class Jvm:
     # Thread stacks THP enabled=always would page in whole (JDK-8312182), as evidence; None
     # when they are safe (small stacks, or a JDK with THPStackMitigation) or unknown.
     stack_risk: str | None = None
+    release: str | None = None  # its JDK's `release` file (JAVA_VERSION, OS_ARCH)
+    # in a root of its own that does not show the kernel's THP settings: HotSpot reads its
+    # THP mode there at start and, finding none, turns -XX:+UseTransparentHugePages off
+    thp_hidden: str | None = None
 
+
+THP_ENABLED = "/sys/kernel/mm/transparent_hugepage/enabled"
 
 CODES = Codes(
     Code("jvm.vanished", "info", "JVM could not be inspected"),
@@ -79,6 +86,8 @@ CODES = Codes(
     Code("jvm.thp.never", "warn", "-XX:+UseTransparentHugePages but THP is never", TRANSHUGE),
     Code("jvm.thp.none", "warn", "-XX:+UseTransparentHugePages, but no THP in use", DOCS),
     Code("jvm.thp.active", "ok", "The heap is on THP", DOCS),
+    Code("jvm.thp.no_sys", "warn", "The JVM cannot see the THP settings: THP disabled for it",
+         "src/hotspot/os/linux/hugepages.cpp, THPSupport::scan_os"),
     Code("jvm.thp.thread_stacks", "warn",
          "THP enabled=always pages in this JVM's thread stacks whole", DOCS),
     Code("jvm.huge_pages.none", "info",
@@ -123,8 +132,9 @@ class JvmEngine(Engine):
 
     def _instance(self, procs: ProcTable, p: Proc, host: HostFacts) -> Instance:
         sr = procs.sr
-        cwd = sr.readlink(f"/proc/{p.pid}/cwd")
-        f = read_flags(sr, p, cwd)
+        fs = procs.fs(p.pid)  # its files (argfiles, the JDK's release) in its own root
+        cwd = as_seen_inside(proc_root(fs), sr.readlink(f"/proc/{p.pid}/cwd"))
+        f = read_flags(fs, p, cwd)
         owner = procs.owner(p)
         if f.xmx is None and sr.live:
             out = jcmd_flags(p.pid, owner)
@@ -136,15 +146,17 @@ class JvmEngine(Engine):
         mem_total = (host.mem.total_kb or 0) * 1024
         heap, src = (f.xmx, "-Xmx") if f.xmx else \
             (mem_total // 4, "default: 25% of RAM (MaxRAMPercentage)")
-        exe = sr.readlink(f"/proc/{p.pid}/exe")
-        home = os.path.dirname(os.path.dirname(exe.replace(" (deleted)", ""))) if exe else None
-        major = java_major(sr, p)
+        exe = exe_of(sr, p.pid)  # its JDK's path in its own root
+        home = os.path.dirname(os.path.dirname(exe)) if exe else None
+        major = java_major(sr, p, fs)
         app = KNOWN.get(f.main or "")
         label = f"{app or 'java'} (pid {p.pid}, main {f.main or '?'})"
         j = Jvm(p.pid, owner, f, major, app, heap, src)
-        j.stack_risk = stack_risk(f.stack, major,
-                                  sr.read(f"{home}/release", quiet_missing=True) if home else None,
-                                  str(sr.path(home)) if home else None, host.thp.pmd_size_kb)
+        j.release = fs.read(f"{home}/release", quiet_missing=True) if home else None
+        if proc_root(fs) is not None and not fs.exists(THP_ENABLED):
+            j.thp_hidden = THP_ENABLED
+        j.stack_risk = stack_risk(f.stack, major, j.release, str(fs.path(home)) if home else None,
+                                  host.thp.pmd_size_kb)
         settings = {"heap_max": fmt_bytes(heap), "heap_min": fmt_bytes(f.xms) if f.xms else None,
                     "gc": f.gc, "UseLargePages": f.large_pages,
                     "UseTransparentHugePages": f.thp, "main": f.main,
@@ -341,16 +353,25 @@ class JvmEngine(Engine):
                         f"{fmt_page(kb)}" for kb in sorted(j.held, reverse=True)) + " pages"))
         elif fl.thp:
             knob = j.heap_knob  # the heap's mapping decides: a ZGC heap is shared memory
-            if not thp_sizes(host.thp, knob, advised=True, prctl_off=j.prctl_off):
+            if j.thp_hidden:  # measured with JDK 21 in a root without /sys: "UseTransparent
+                # HugePages disabled, transparent huge pages are not supported by the OS"
+                f.append(CODES["jvm.thp.no_sys"](
+                    f"HotSpot reads the THP mode from {j.thp_hidden} at start; its root does not "
+                    "show it, so -XX:+UseTransparentHugePages is turned off (one warning on "
+                    "its output). Make /sys visible there (read-only) and restart it.",
+                    f"{j.thp_hidden}: missing in its root", iid))
+            elif not thp_sizes(host.thp, knob, advised=True, prctl_off=j.prctl_off):
                 why = "the process switched THP off (prctl, THP_enabled: 0)" if j.prctl_off \
                     else f"{knob} = {getattr(host.thp, knob).value} (and no size of its own)"
                 f.append(CODES["jvm.thp.never"](
                     f"The JVM madvise()s its heap for THP; with {why} nothing happens. Set "
                     f"{knob}={ADVISED[knob][0]}.", f"transparent_hugepage/{knob}: {why}", iid))
             elif not j.heap_thp_kb and inst.backing is not None:
+                bug = g1_madvise_bug(j.release, j.flags.gc, host.thp.enabled.value)
                 f.append(CODES["jvm.thp.none"](
-                    "No THP in the heap's mapping: memory too fragmented, defrag too lazy to "
-                    "collapse it yet, or a heap not yet touched.", j.heap_evidence, iid))
+                    (bug + ".") if bug else "No THP in the heap's mapping: memory too "
+                    "fragmented, defrag too lazy to collapse it yet, or a heap not yet touched.",
+                    j.heap_evidence, iid))
             elif inst.backing is not None:
                 f.append(CODES["jvm.thp.active"](
                     "Running with transparent huge pages.", j.heap_evidence, iid))

@@ -11,6 +11,7 @@ import subprocess
 from dataclasses import dataclass, field
 
 from hpadvise.procs import Proc
+from hpadvise.roots import exe_of
 from hpadvise.sysroot import SysRoot
 
 DOCS = "OpenJDK, java command: -XX:+UseLargePages / -XX:+UseTransparentHugePages"
@@ -190,13 +191,14 @@ def jcmd_flags(pid: int, owner: str | None, timeout: float = 5) -> str | None:
     return r.stdout if r.returncode == 0 and "-XX:" in r.stdout else None
 
 
-def java_major(sr: SysRoot, p: Proc) -> int | None:
-    """The release from the JDK's `release` file next to bin/java (JAVA_VERSION="17.0.15")."""
-    exe = sr.readlink(f"/proc/{p.pid}/exe")
+def java_major(sr: SysRoot, p: Proc, fs: SysRoot | None = None) -> int | None:
+    """The release from the JDK's `release` file next to bin/java (JAVA_VERSION="17.0.15"),
+    read in the JVM's own root (`fs`, roots.view) where it has one."""
+    exe = exe_of(sr, p.pid)  # in its own root, where it has one
     if not exe:
         return None
-    home = os.path.dirname(os.path.dirname(exe.replace(" (deleted)", "")))
-    text = sr.read(f"{home}/release", quiet_missing=True) or ""
+    home = os.path.dirname(os.path.dirname(exe))
+    text = (fs or sr).read(f"{home}/release", quiet_missing=True) or ""
     mt = re.search(r'JAVA_VERSION="(\d+)(?:\.(\d+))?', text)
     if not mt:
         return None

@@ -98,3 +98,18 @@ def heap_on_thp(maps, gc: str | None, heap_bytes: int) -> tuple[str, int | None,
     kb = sum(m.anon_huge_kb for m in run if not m.path)
     return "enabled", kb, (f"smaps of the heap's range {run[0].start:x}-{run[-1].end:x}: "
                            f"AnonHugePages {fmt_bytes(kb * 1024)}")
+
+
+def g1_madvise_bug(release: str | None, gc: str | None, enabled: str | None) -> str | None:
+    """Why a JDK 25.0.0 G1 heap stays off THP under enabled = madvise, or None. JDK-8366434:
+    after the reservation rework of JDK-8345655, G1 reserved its heap with the base page size,
+    so -XX:+UseTransparentHugePages never madvise()d it; `always` is unaffected. Fixed in
+    mainline (openjdk/jdk PR 27051, September 2025) and backported to the 25 updates
+    (openjdk/jdk25u PR 211), so only the first 25 release (JAVA_VERSION "25" or "25.0.0")
+    is held to it here."""
+    mt = re.search(r'JAVA_VERSION="([\d.]+)"', release or "")
+    if gc != "G1" or enabled != "madvise" or not mt or mt.group(1) not in ("25", "25.0.0"):
+        return None
+    return ("JDK 25.0.0's G1 reserves its heap without THP under enabled = madvise "
+            "(JDK-8366434): update the JDK to a later 25 update; enabled = always also works "
+            "around it")

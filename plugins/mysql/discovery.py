@@ -18,7 +18,7 @@ from hpadvise.engines import Demand, Instance, Targets, error_line, redact_dsn
 from hpadvise.errors import InputError
 from hpadvise.host import HostFacts
 from hpadvise.procs import Proc, ProcTable, backing_of, binary_version, hugetlb_pages
-from hpadvise.roots import proc_root
+from hpadvise.roots import as_seen_inside, proc_root
 from hpadvise.sysroot import SysRoot
 
 from .conf import (FALLBACK_RE, QUERY_VARS, OptionFileError, OptionFiles, cmdline_settings,
@@ -53,15 +53,6 @@ def parse_dsn(dsn: str) -> dict:
             raise InputError(f"{redact_dsn(dsn)}: the port is not a number from 1 to 65535; "
                              "write mysql://user:password@host:3306/") from None
     return kw
-
-
-def _in_root(path: str | None, host_path: str | None) -> str | None:
-    """A path the kernel names as the host sees it (/proc/PID/cwd), as the server's root
-    names it; None where it is not under the root's host directory."""
-    if not path or not host_path:
-        return None
-    rel = os.path.relpath(path, host_path)
-    return None if rel.startswith("..") else "/" if rel == "." else "/" + rel
 
 
 def connect(server: Server | None = None, dsn: str | None = None, timeout: int = 3):
@@ -150,9 +141,7 @@ class Discovery:
                    flavour="mariadb" if p.comm == "mariadbd" else "mysql",
                    cwd=sr.readlink(f"/proc/{p.pid}/cwd"), fs=fs, root=proc_root(fs),
                    ns_pid=p.ns_pid)
-        if s.root is not None:  # the kernel names its cwd as the host sees it, and in a
-            # mount namespace of its own (a volume mounted there) not even that
-            s.cwd = None if s.root.own_mntns else _in_root(s.cwd, s.root.host_path)
+        s.cwd = as_seen_inside(s.root, s.cwd)  # the kernel names it as the host sees it
         parent = Proc(sr, p.ppid) if p.ppid else None
         if parent is not None and parent.comm in ("mysqld_safe", "mariadbd-safe") \
                 and parent.cmdline:

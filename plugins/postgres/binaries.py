@@ -19,6 +19,7 @@ import re
 import shutil
 import subprocess
 
+from hpadvise.roots import exe_of
 from hpadvise.sysroot import SysRoot
 
 from .opts import parse
@@ -80,9 +81,9 @@ def _path_bindirs() -> list[str]:
 def find(sr: SysRoot, c: Cluster, given: tuple[str, ...] = ()) -> tuple[str | None, str]:
     """(bindir, where it came from), or (None, why none fits) for cluster c."""
     if c.pid and sr.live:
-        exe = sr.readlink(f"/proc/{c.pid}/exe")
+        exe = exe_of(sr, c.pid)  # in its own root, where it has one
         if exe:
-            return os.path.dirname(exe.replace(" (deleted)", "")), "the postmaster's own binary"
+            return os.path.dirname(exe), "the postmaster's own binary"
     if c.major is None:
         return None, "its major is unknown (PG_VERSION unreadable)"
     tried = []

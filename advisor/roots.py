@@ -166,8 +166,8 @@ def hidden(sr: SysRoot, pid: int) -> bool:
 
 def root_of(sr: SysRoot, pid: int) -> ProcRoot | None:
     """The root of live process `pid` when it is not the one hpadvise runs in; None when it
-    is the same (the common case), on a snapshot, or where /proc/PID/root cannot be read (not
-    root: then the host's view is all there is, as before)."""
+    is the same (the common case), on a snapshot, or where /proc/PID/root cannot be entered
+    (not root: `hidden` then says whether the process has another root)."""
     if not sr.live:
         return None
     mine, theirs = _ident("/proc/self/root"), _ident(f"/proc/{pid}/root")

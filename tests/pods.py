@@ -61,6 +61,36 @@ def base_mounts(devpts: bool = False) -> list[dict]:
     ]
 
 
+def oci_config(args: list[str], user: tuple[int, int], env: list[str], root: str, hostname: str,
+               mounts: list[dict], cgroup: str, hugepage_limit: int | None,
+               nofile: int) -> dict:
+    """An OCI bundle's config.json as the containers here get it: a read-only root, the
+    capabilities CAPS, every device denied, pid/mount/ipc/uts/cgroup namespaces of its own,
+    and the 2 MB hugetlb limit a kubelet would ask for (None: none)."""
+    resources: dict = {"devices": [{"allow": False, "access": "rwm"}]}
+    if hugepage_limit is not None:
+        resources["hugepageLimits"] = [{"pageSize": "2MB", "limit": hugepage_limit}]
+    return {
+        "ociVersion": "1.0.2",
+        "process": {
+            "terminal": False, "user": {"uid": user[0], "gid": user[1]},
+            "args": args,
+            "env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", *env],
+            "cwd": "/",
+            "capabilities": {k: CAPS for k in ("bounding", "effective", "permitted")},
+            "rlimits": [{"type": "RLIMIT_NOFILE", "hard": nofile, "soft": nofile}],
+        },
+        "root": {"path": root, "readonly": True},
+        "hostname": hostname,
+        "mounts": mounts,
+        "linux": {
+            "namespaces": [{"type": t} for t in ("pid", "mount", "ipc", "uts", "cgroup")],
+            "cgroupsPath": cgroup,
+            "resources": resources,
+        },
+    }
+
+
 class NoRuntime(Exception):
     """runc or a cgroup v2 hierarchy with the hugetlb controller is missing: the reason."""
 
@@ -162,29 +192,8 @@ class Pod:
              "options": ["nosuid", "nodev", "mode=755"]},
         ] + [{"destination": p, "type": "bind", "source": p,
               "options": ["rbind", mode]} for p, mode in binds]
-        resources: dict = {"devices": [{"allow": False, "access": "rwm"}]}
-        if limit is not None:
-            resources["hugepageLimits"] = [{"pageSize": "2MB", "limit": limit}]
-        config = {
-            "ociVersion": "1.0.2",
-            "process": {
-                "terminal": False, "user": {"uid": 0, "gid": 0},
-                "args": ["/usr/bin/sleep", "infinity"],
-                "env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-                        "HOME=/root"],
-                "cwd": "/",
-                "capabilities": {k: CAPS for k in ("bounding", "effective", "permitted")},
-                "rlimits": [{"type": "RLIMIT_NOFILE", "hard": 4096, "soft": 4096}],
-            },
-            "root": {"path": "rootfs", "readonly": True},
-            "hostname": "pod",
-            "mounts": mounts_,
-            "linux": {
-                "namespaces": [{"type": t} for t in ("pid", "mount", "ipc", "uts", "cgroup")],
-                "cgroupsPath": f"/{self.pod_rel}/{self.id}",
-                "resources": resources,
-            },
-        }
+        config = oci_config(["/usr/bin/sleep", "infinity"], (0, 0), ["HOME=/root"], "rootfs",
+                            "pod", mounts_, f"/{self.pod_rel}/{self.id}", limit, 4096)
         (self.bundle / "config.json").write_text(json.dumps(config, indent=1))
 
     def _argv(self, *args: str) -> list[str]:

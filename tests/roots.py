@@ -38,7 +38,7 @@ import uuid
 from pathlib import Path
 
 from hpadvise.benchmarks.target import free_port
-from pods import CAPS, base_mounts, runc_argv, runtime
+from pods import base_mounts, oci_config, runc_argv, runtime
 
 CACHE = Path(os.environ.get("HPADVISE_ROOTS", "/var/tmp/hpadvise-roots"))
 SUITE = {"mysql": "sid", "mariadb": "trixie", "postgres": "trixie"}
@@ -523,9 +523,6 @@ class RootContainer(RootServer):
                  (Path(self.tmp, "tmp"), "/tmp")]
         mounts_ = base_mounts(devpts=True) + [{"destination": dst, "type": "bind", "source": str(src),
               "options": ["rbind", "rw"]} for src, dst in binds]
-        resources: dict = {"devices": [{"allow": False, "access": "rwm"}]}
-        if self.hugepage_limit is not None:
-            resources["hugepageLimits"] = [{"pageSize": "2MB", "limit": self.hugepage_limit}]
         if self.engine == "postgres" and self.pg_ctl:
             start = shlex.join([f"{PG_BIN}/pg_ctl", "-D", self.datadir, "-l", self.log, "-o",
                                 shlex.join(self.options), "-W", "start"])
@@ -534,26 +531,9 @@ class RootContainer(RootServer):
             cmd = f"exec {shlex.join(self.server_argv())} >> {shlex.quote(self.log)} 2>&1"
         # no more open files than runc itself may have (raising it is refused)
         nofile = min(65536, resource.getrlimit(resource.RLIMIT_NOFILE)[1])
-        config = {
-            "ociVersion": "1.0.2",
-            "process": {
-                "terminal": False, "user": {"uid": self.uid, "gid": self.gid},
-                "args": ["/bin/sh", "-c", cmd],
-                "env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-                        "HOME=/", "LC_ALL=C.UTF-8"],
-                "cwd": "/",
-                "capabilities": {k: CAPS for k in ("bounding", "effective", "permitted")},
-                "rlimits": [{"type": "RLIMIT_NOFILE", "hard": nofile, "soft": nofile}],
-            },
-            "root": {"path": str(self.root), "readonly": True},
-            "hostname": self.engine,
-            "mounts": mounts_,
-            "linux": {
-                "namespaces": [{"type": t} for t in ("pid", "mount", "ipc", "uts", "cgroup")],
-                "cgroupsPath": f"/{self.id}",
-                "resources": resources,
-            },
-        }
+        config = oci_config(["/bin/sh", "-c", cmd], (self.uid, self.gid),
+                            ["HOME=/", "LC_ALL=C.UTF-8"], str(self.root), self.engine, mounts_,
+                            f"/{self.id}", self.hugepage_limit, nofile)
         (self.bundle / "config.json").write_text(json.dumps(config, indent=1))
 
     def start(self, timeout: int = 120) -> None:

@@ -362,3 +362,18 @@ class Cgroup:
             if f and f[0] == "hugetlb":
                 return f[1] == "0"
         return True
+
+
+def in_own_pid_namespace(tmp_path, script: str, args: list[str], journal,
+                         timeout: int) -> subprocess.CompletedProcess:
+    """`script` (Python) run in a PID namespace of its own with a /proc of that namespace, so
+    that hpadvise inside sees only the servers the script starts (never the host's services),
+    its journal in `journal`."""
+    import shutil
+    import pytest
+    if not shutil.which("unshare"):
+        pytest.fail("unshare (util-linux) not found: scripts/test.sh installs it")
+    (tmp_path / "in_ns.py").write_text(script)
+    return subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", sys.executable,
+                           str(tmp_path / "in_ns.py"), *args], capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, "HPADVISE_JOURNAL_DIR": str(journal)})

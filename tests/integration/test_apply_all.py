@@ -5,14 +5,10 @@ its own (unshare), where only the throwaway clusters it starts can be seen: the 
 cluster, which the tests never change, is out of its sight."""
 
 import json
-import os
-import shutil
-import subprocess
-import sys
 
 import pytest
 
-from support import REPO, host_state
+from support import REPO, host_state, in_own_pid_namespace
 
 pytestmark = [pytest.mark.integration, pytest.mark.live]
 
@@ -66,17 +62,12 @@ finally:
 
 
 def test_every_cluster_one_at_a_time_and_the_first_failure_stops_it(knobs, tmp_path):
-    if not shutil.which("unshare"):
-        pytest.skip("unshare (util-linux) not found")
     before = host_state()
     j, root = tmp_path / "journal", tmp_path / "root"
     root.mkdir()
-    (tmp_path / "in_ns.py").write_text(SCRIPT)
     out = tmp_path / "out.json"
-    r = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", sys.executable,
-                        str(tmp_path / "in_ns.py"), str(REPO / "tests"), str(j), str(root),
-                        str(out)], capture_output=True, text=True, timeout=600,
-                       env={**os.environ, "HPADVISE_JOURNAL_DIR": str(j)})
+    r = in_own_pid_namespace(tmp_path, SCRIPT, [str(REPO / "tests"), str(j), str(root),
+                                                str(out)], j, 600)
     assert out.exists(), r.stdout[-1500:] + r.stderr[-1500:]
     res = json.loads(out.read_text())
     assert "rollback2" in res, (r.stderr[-2000:], res)

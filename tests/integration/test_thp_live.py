@@ -6,14 +6,13 @@ system's own servers are out of its sight."""
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from support import REPO, THP, check_json, host_state, run_cli
+from support import REPO, THP, check_json, host_state, in_own_pid_namespace, run_cli
 
 pytestmark = [pytest.mark.integration, pytest.mark.live]
 
@@ -82,18 +81,13 @@ def _mode(path):
 
 
 def test_zgc_keeps_shmem_thp_through_check_apply_and_restart(knobs, classes, tmp_path):
-    if not shutil.which("unshare"):
-        pytest.skip("unshare (util-linux) not found")
     _set(f"{THP}/shmem_enabled", "advise")  # ZGC's heap needs it (knobs restores it)
     before = host_state()
     j, root = tmp_path / "journal", tmp_path / "root"
     root.mkdir()
-    (tmp_path / "in_ns.py").write_text(SCRIPT)
     out = tmp_path / "out.json"
-    r = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", sys.executable,
-                        str(tmp_path / "in_ns.py"), str(REPO / "tests"), str(classes), str(j),
-                        str(root), str(out), json.dumps(ZGC)], capture_output=True, text=True,
-                       timeout=900, env={**os.environ, "HPADVISE_JOURNAL_DIR": str(j)})
+    r = in_own_pid_namespace(tmp_path, SCRIPT, [str(REPO / "tests"), str(classes), str(j),
+                                                str(root), str(out), json.dumps(ZGC)], j, 900)
     assert out.exists(), r.stdout[-1500:] + r.stderr[-1500:]
     res = json.loads(out.read_text())
     assert set(res["profiles"]) == {"oltp", "jvm", "mixed"}, (r.stderr[-2000:], res)

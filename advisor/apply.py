@@ -145,11 +145,13 @@ def describe(ap: ApplyPlan) -> list[str]:
 def execute(ap: ApplyPlan, directory: str, header: dict,
             say: Callable[[str], None] = lambda s: None) -> Result:
     """Run the steps under the lock, journaling each before it is made."""
+    from .stacked import refuse_stacked
     jr.open_dir(directory)
     with jr.Lock(directory):
         steps = [s for s in ap.steps if s.needed]
         if not steps:
             return Result(None, [], [], "nothing")
+        refuse_stacked(directory, [s.action for s in steps], "apply")
         # what it plans for each instance, kept for them while they are stopped (recorded.py)
         j = jr.Journal.create(directory, {"pages": for_header(ap.report, ap.instances),
                                           **header})

@@ -12,6 +12,7 @@ from typing import Callable
 from . import apply as ap
 from . import journal as jr
 from .errors import InputError
+from .stacked import refuse_stacked
 from .model import Targets
 from .pipeline import inspect, plan_for, select
 from .steps import ApplyPlan, Result
@@ -59,6 +60,9 @@ def plan(req: Request) -> ApplyPlan:
                    persist_root=req.persist_root, read_only=os.geteuid() != 0)
     p.notices[:0] = [f"{i} left out, nothing of it is changed: {w}" for i, w in why.items()]
     p.instances = [i for i in p.instances if not i.found]  # kept ones: only their pages
+    # refused before it asks (and again under the journal's lock, before the first change)
+    refuse_stacked(jr.journal_dir(req.journal_dir), [s.action for s in p.steps if s.needed],
+                   "apply")
     return p
 
 

@@ -279,9 +279,10 @@ def action_from_spec(spec: dict) -> Action:
     """Rebuild an action from the journal: the core's kinds, or {"engine": name}'s own."""
     from .actions import KINDS
     from .errors import InputError
+    from .scratch import ScratchDir  # validate's: a kind of its own, beside the host's
     if "engine" in spec:
         return registry.get(spec["engine"]).action_from_spec(spec)
-    cls = KINDS.get(spec.get("kind", ""))
+    cls = {**KINDS, ScratchDir.kind: ScratchDir}.get(spec.get("kind", ""))
     if cls is None:
         raise InputError(f"journal names an unknown action kind {spec.get('kind')!r}")
     return cls.from_spec(spec)

@@ -27,9 +27,13 @@ def kill_later(name: str) -> None:
 
 def kill_at(name: str, n: int) -> None:
     """Fault injection for the tests: HPADVISE_TEST_KILL_AFTER=N kills this process with
-    SIGKILL right after apply's step N is done, HPADVISE_TEST_KILL_ROLLBACK_AFTER=N right after
-    rollback restored change N."""
+    SIGKILL right after apply's (or capture's, or validate's) step N is done,
+    HPADVISE_TEST_KILL_ROLLBACK_AFTER=N right after rollback restored change N. N:INT or
+    N:TERM sends that signal instead, as a user's Ctrl-C or a service manager's stop would."""
     k = os.environ.get(name)
-    if k and k.isdigit() and int(k) == n:
+    if not k:
+        return
+    at, _, sig = k.partition(":")
+    if at.isdigit() and int(at) == n:
         import signal
-        os.kill(os.getpid(), signal.SIGKILL)
+        os.kill(os.getpid(), getattr(signal, f"SIG{sig or 'KILL'}"))

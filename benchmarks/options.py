@@ -47,6 +47,7 @@ class Options:
     min_blocks: int = 3
     instance: str | None = None  # benchmark this running instance instead of a scratch one
     allow_restart: bool = False
+    journal_dir: str | None = None  # where validate journals what it changes (None: apply's)
     design: str = "auto"  # one of DESIGNS
     rounds: int | None = None  # runs of every variant per epoch (resident, simultaneous)
     # simultaneous: the servers trade CPUs every swap_s seconds within a run as well (0: each

@@ -84,7 +84,7 @@ class Validation:
         self.twins: list[BenchTarget] = []  # servers made besides the target (removed at end)
         self.skipped: dict[str, str] = {}  # variants that cannot run here, and why
         self.sr = SysRoot("/")
-        self.sw = Switcher(opts.db, opts.profile, self.sr, self._update)
+        self.sw = Switcher(opts.db, opts.profile, self.sr, self._update, opts.journal_dir)
         self.meta: dict = {}
         self.pmu = pmu_state()  # "present", or why dTLB counters cannot be had here
         self.buffers_source = ""  # where the scratch server's buffer size came from
@@ -95,6 +95,7 @@ class Validation:
     def preflight(self) -> None:
         (self.engine, self.target, self.design, self.design_reason, self.phases,
          self.buffers_source) = check(self.o, self.sr)
+        self.sw.refuse_stacked()
 
     # ---- the run
     def run(self) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
 from typing import Callable
 
@@ -20,10 +21,12 @@ from hpadvise.actions import Action, Compact, Pool, SysfsChoice
 from hpadvise.boot_plan import THP_KNOBS, knob_now, plan_knobs
 from hpadvise.engines import Targets
 from hpadvise.pipeline import inspect, plan_for, select
+from hpadvise.scratch import ScratchDir
 from hpadvise.sizing import GIB_KB, sysfs_pool
+from hpadvise.stacked import refuse_stacked
 from hpadvise.sysroot import SysRoot
 
-from .target import BenchTarget
+from .target import ON_SCRATCH, BenchTarget, scratch_path
 from .variants import THP_SWITCH, kind
 
 THP = "/sys/kernel/mm/transparent_hugepage"
@@ -35,8 +38,17 @@ class ValidateError(Exception):
 
 class Switcher:
     def __init__(self, db: str, profile: str, sr: SysRoot,
-                 update: Callable[..., None] = lambda **kw: None):
+                 update: Callable[..., None] = lambda **kw: None,
+                 journal_dir: str | None = None):
         self.db, self.profile, self.sr, self.update = db, profile, sr, update
+        self.journal_dir = jr.journal_dir(journal_dir)
+        # validate's own journal among apply's: what the host and the instance had before
+        # anything changed, so that a validate killed (SIGKILL, a power cut) leaves what
+        # `hpadvise rollback` restores, and a later capture, apply or validate is refused
+        # instead of taking its values for the originals (stacked.py)
+        self.ledger: jr.Journal | None = None
+        self._ledgered: set[str] = set()  # identities of the actions it holds
+        self._restarts: dict[str, Action | None] = {}  # an instance's restart, from its plan
         self.jdir: str | None = None  # the variants' journals, made when the run starts
         self.active: list[jr.Journal] = []  # the variants switched on now, in order
         self.reserved: list[jr.Journal] = []  # pools held for the whole run
@@ -48,17 +60,47 @@ class Switcher:
         self._plans: dict[str, tuple[tuple, list[tuple[Action, object]], int]] = {}
 
     # ---- the host before and after
+    def host_knobs(self) -> list[Action]:
+        """Every knob validate may change on the host: each pool, the THP knobs."""
+        return [Pool(int(d.split("-")[1][:-2]))
+                for d in sorted(os.listdir("/sys/kernel/mm/hugepages"))] \
+            + [SysfsChoice(f"{THP}/{k}") for k in THP_KNOBS]
+
+    def refuse_stacked(self) -> None:
+        """Before anything changes: refused in one line while a killed capture or validate
+        holds one of the host's knobs (stacked.py)."""
+        if os.access(self.journal_dir, os.R_OK | os.X_OK):
+            refuse_stacked(self.journal_dir, self.host_knobs(), "validate")
+
     def save_baseline(self) -> None:
-        self.jdir = tempfile.mkdtemp(prefix="hpadvise-validate-journal-")
-        for d in sorted(os.listdir("/sys/kernel/mm/hugepages")):
-            a = Pool(int(d.split("-")[1][:-2]))
-            self.baseline.append((a, a.get()))
-        for k in THP_KNOBS:
-            a = SysfsChoice(f"{THP}/{k}")
-            self.baseline.append((a, a.get()))
+        self.baseline = [(a, a.get()) for a in self.host_knobs()]
+        jr.open_dir(self.journal_dir)
+        with jr.Lock(self.journal_dir):
+            refuse_stacked(self.journal_dir, [a for a, _ in self.baseline], "validate")
+            self.ledger = jr.Journal.create(self.journal_dir, {"argv": sys.argv[1:],
+                                                               "command": "validate"})
+        for a, old in self.baseline:
+            self._ledger(a, old)
+        jdir = scratch_path("hpadvise-validate-journal-")
+        self._ledger(ScratchDir(jdir), None)
+        os.mkdir(jdir, 0o700)
+        self.jdir = jdir
+        ON_SCRATCH.append(self._scratch)
+
+    def _scratch(self, path: str, pidfile: str, stop: str) -> None:
+        """A scratch server's directory, just made: in the ledger (scratch.py)."""
+        self._ledger(ScratchDir(path, pidfile, stop), None)
+
+    def _ledger(self, action: Action, old: object) -> None:
+        """`action`'s value before validate first changed it, in the ledger (once)."""
+        if self.ledger is not None and action.identity() not in self._ledgered:
+            self._ledgered.add(action.identity())
+            self.ledger.done(self.ledger.intent(action, old, old), old)
 
     def restore_host(self) -> list[str]:
         """The held pools' journals back, then every saved knob; the errors, if any."""
+        if self._scratch in ON_SCRATCH:
+            ON_SCRATCH.remove(self._scratch)
         errors = []
         for j in reversed(self.reserved):
             try:
@@ -74,6 +116,13 @@ class Switcher:
                 errors.append(f"{action.label}: {exc}")
         if self.jdir:
             shutil.rmtree(self.jdir, ignore_errors=True)
+        if self.ledger is not None:
+            if errors:  # left active: a rollback may finish what this could not
+                errors.append(f"`hpadvise rollback {self.ledger.id}` puts back what it can "
+                              "once the cause is gone")
+            else:
+                self.ledger.finish("validate", "the host's knobs put back")
+                self.ledger.mark_rolled_back([])
         return errors
 
     # ---- what a variant changes
@@ -111,10 +160,22 @@ class Switcher:
         report = inspect(self.sr, self.profile, Targets(), [self.db], scratch=True)
         [inst] = select(report, [self.db], [t.instance_ref])
         plan = prepare(plan_for(report, [inst]), report.engines, restart=False, persist=False)
+        if t.restarts_instance and (ra := report.engines[inst.engine].restart_action(inst)):
+            self._restarts[key] = ra
         steps = [(s.action, s.new) for s in plan.steps if s.phase in ("runtime", "engine")]
         gig = inst.demand.pages.get(GIB_KB, 0) if inst.demand else 0
         self._plans[key] = (now, steps, gig)
         return steps, gig
+
+    def _restart_of(self, t: BenchTarget) -> Action | None:
+        """The instance's restart as apply makes it (from its plan, made once)."""
+        if t.instance_ref not in self._restarts:
+            try:
+                self._plan(t)
+            except Exception:  # no plan, no restart to journal: rollback then says so
+                pass
+            self._restarts.setdefault(t.instance_ref, None)
+        return self._restarts[t.instance_ref]
 
     def plan_thp(self) -> dict[str, str]:
         """The THP modes `check` recommends for this host under the profile (its plan's THP
@@ -157,6 +218,12 @@ class Switcher:
             old = action.get()
             if action.same(old, new):
                 continue
+            if t.restarts_instance and not isinstance(action, (Pool, SysfsChoice, Compact)):
+                # the instance's own settings, and its restart: a rollback of a killed
+                # validate puts them back and restarts it on them
+                self._ledger(action, old)
+                if (ra := self._restart_of(t)) is not None:
+                    self._ledger(ra, None)
             e = j.intent(action, old, new)
             action.set(new)
             ok, actual = action.verify(new)

@@ -17,7 +17,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from typing import Any
+from typing import Any, Callable
 
 from hpadvise.actions import Action
 from hpadvise.errors import InputError
@@ -124,13 +124,30 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def owned_tmpdir(user: str, prefix: str, base: str | None, what: str):
-    """A temp directory (0755) owned by `user`, for a scratch server run as that user."""
+# Told of each scratch directory as it is made (path, pid file in it, stop signal): validate's
+# journal (switching.Switcher), so that a rollback after a kill stops its server and removes it.
+ON_SCRATCH: list[Callable[[str, str, str], None]] = []
+
+
+def scratch_path(prefix: str, base: str | None = None) -> str:
+    """A new directory's path in `base` (the temp directory): a random name, as mkdtemp
+    makes them, chosen before it is made (os.mkdir then fails rather than reuse one)."""
+    import secrets
+    return os.path.join(base or tempfile.gettempdir(), prefix + secrets.token_hex(8))
+
+
+def owned_tmpdir(user: str, prefix: str, base: str | None, what: str, pidfile: str = "",
+                 stop: str = "TERM"):
+    """A temp directory (0755) owned by `user`, for a scratch server run as that user; its
+    server writes its PID into `pidfile` (relative) and stops at once on SIG`stop`."""
     try:
         pw = pwd.getpwnam(user)
     except KeyError:
         raise InputError(f"no OS user {user!r} to run {what} as") from None
-    tmp = tempfile.mkdtemp(prefix=prefix, dir=base)
+    tmp = scratch_path(prefix, base)
+    for told in ON_SCRATCH:  # journaled before it exists: no kill can leave it unrecorded
+        told(tmp, pidfile, stop)
+    os.mkdir(tmp, 0o700)
     os.chmod(tmp, 0o755)
     os.chown(tmp, pw.pw_uid, pw.pw_gid)
     return pw, tmp

@@ -27,6 +27,14 @@ def machine_left_as_found():
         k.restore()
 
 
+@pytest.fixture(autouse=True)
+def own_journal(tmp_path, monkeypatch):
+    """Every test journals (apply, capture, validate) into a directory of its own: a validate
+    or capture a test kills leaves its journal active, and a later test's command would be
+    refused over it (stacked.py); the host's /var/lib/hpadvise is never written."""
+    monkeypatch.setenv("HPADVISE_JOURNAL_DIR", str(tmp_path / "journal"))
+
+
 @pytest.fixture(scope="session")
 def hosts(tmp_path_factory) -> Path:
     """Every captured host state as a full tree (base + overlay), built once per session."""

@@ -122,6 +122,7 @@ def rollback(
     import os
 
     from .. import journal as jr
+    from ..stacked import older_than_holders
     form = fmt_of(fmt, json_out)
     say = (lambda *a, **k: None) if form == "json" else print
     d = jr.journal_dir(journal_dir)
@@ -139,6 +140,7 @@ def rollback(
         j = jr.find(d, apply_id)
         if j.rolled_back is not None:
             raise InputError(f"apply {j.id} is already rolled back")
+        older_than_holders(d, j)
         todo = jr.plan_rollback(j)
         torn = (f"journal {j.path} ends in a torn record at line {j.torn} (the file was cut, "
                 "or the apply died while writing it): what it recorded after that is lost "

@@ -96,6 +96,10 @@ def validate(
     = None,
     allow_restart: Annotated[bool, typer.Option(
         "--allow-restart", help="Let validate restart --instance between variants.")] = False,
+    journal_dir: Annotated[Optional[str], typer.Option(
+        metavar="DIR", help="Journal directory: what validate changes is journaled there "
+             "while it runs, so that `hpadvise rollback` restores a validate that was killed "
+             "[default: apply's, $HPADVISE_JOURNAL_DIR or /var/lib/hpadvise/journal].")] = None,
     scratch: Annotated[bool, typer.Option(
         "--scratch", help="Use a scratch cluster (the default).")] = False,
     report: Annotated[Optional[str], typer.Option(
@@ -146,7 +150,8 @@ def validate(
         run_s=run_seconds, warm_s=warmup_seconds,
         target_ci_pct=pct(target_ci, "--target-ci") if target_ci is not None else None,
         band_pct=pct(band, "--band"), buffers=buffers, profile=profile,
-        instance=instance, allow_restart=allow_restart, design=design, rounds=rounds,
+        instance=instance, allow_restart=allow_restart, journal_dir=journal_dir,
+        design=design, rounds=rounds,
         swap_s=swap_seconds, targets=targets(), variants_given=variants is not None,
         script=script, copy=copy, replay=replay, replay_speed=replay_speed, database=database)
     if scratch and instance:

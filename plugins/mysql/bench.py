@@ -40,7 +40,9 @@ class ScratchMaria:
         if self.server is None or install is None:
             raise InputError("MariaDB server binaries not found; install the server package "
                              "(Debian: apt-get install mariadb-server)")
-        self.pw, self.tmp = owned_tmpdir(user, "hpadvise-my-", base, "MariaDB")
+        # a clean shutdown on SIGTERM (mysqld's signal handling), with nothing to flush
+        self.pw, self.tmp = owned_tmpdir(user, "hpadvise-my-", base, "MariaDB",
+                                         pidfile="mysqld.pid", stop="TERM")
         self.user = user
         self.datadir = f"{self.tmp}/data"
         self.socket = f"{self.tmp}/mysqld.sock"

@@ -33,6 +33,14 @@ def pg_bindir() -> str | None:
     return None
 
 
+def scratch_dir(user: str, base: str | None):
+    """A scratch cluster's directory (its data directory is data/ in it): a validate killed
+    before its cleanup leaves it to rollback, which stops the postmaster with SIGQUIT, the
+    immediate shutdown (PostgreSQL's docs, "Shutting Down the Server")."""
+    return owned_tmpdir(user, "hpadvise-pg-", base, "PostgreSQL",
+                        pidfile="data/postmaster.pid", stop="QUIT")
+
+
 class ScratchCluster:
     """initdb into a temp directory owned by `user`; listens only on its own socket."""
 
@@ -42,7 +50,7 @@ class ScratchCluster:
         if self.bindir is None:
             raise InputError("PostgreSQL server binaries not found; install the server package "
                              "(Debian: apt-get install postgresql)")
-        self.pw, self.tmp = owned_tmpdir(user, "hpadvise-pg-", base, "PostgreSQL")
+        self.pw, self.tmp = scratch_dir(user, base)
         self.user = user
         self.datadir = f"{self.tmp}/data"
         self.port = free_port()
@@ -63,8 +71,7 @@ class ScratchCluster:
         directory, listening on its own port and socket."""
         c = cls.__new__(cls)
         c.bindir, c.user, c.config_file, c.major = other.bindir, other.user, None, None
-        c.pw, c.tmp = owned_tmpdir(other.user, "hpadvise-pg-", os.path.dirname(other.tmp),
-                                   "PostgreSQL")
+        c.pw, c.tmp = scratch_dir(other.user, os.path.dirname(other.tmp))
         c.datadir, c.log, c.port = f"{c.tmp}/data", f"{c.tmp}/log", free_port()
         try:
             check_run(["cp", "-a", other.datadir, c.datadir])

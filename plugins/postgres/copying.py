@@ -22,7 +22,7 @@ import pwd
 import shutil
 import subprocess
 
-from hpadvise.benchmarks.target import check_run, free_port, mark_scratch, owned_tmpdir
+from hpadvise.benchmarks.target import check_run, free_port, mark_scratch
 from hpadvise.errors import InputError
 from hpadvise.model import SCRATCH_MARK
 
@@ -167,10 +167,10 @@ def scratch_from(fill, user: str, bindir: str, settings: list[str], extra: dict[
                  tmp_base: str | None = None):
     """A ScratchCluster (not started) whose data directory `fill(datadir)` makes: a base
     backup taken into it, or a copy of one (copy_base)."""
-    from .bench import ScratchCluster
+    from .bench import ScratchCluster, scratch_dir
     c = ScratchCluster.__new__(ScratchCluster)
     c.bindir, c.user, c.config_file, c.major = bindir, user, None, None
-    c.pw, c.tmp = owned_tmpdir(user, "hpadvise-pg-", tmp_base, "PostgreSQL")
+    c.pw, c.tmp = scratch_dir(user, tmp_base)
     c.datadir, c.log, c.port = f"{c.tmp}/data", f"{c.tmp}/log", free_port()
     try:
         fill(c.datadir)

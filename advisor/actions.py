@@ -320,6 +320,11 @@ class Restart(Action):
         operator stopped stays stopped. None: the engine cannot tell (restarted as ever)."""
         return None
 
+    def pid(self) -> int | None:
+        """The instance's main process now, where the engine can tell. A restart whose spec
+        holds "thp_mode" starts the server in that THP mode (numa.keep_of)."""
+        return None
+
     def stopped(self) -> str:
         """What rollback says instead of restarting an instance that is not running."""
         return (f"{self.instance or self.label} is stopped: its restored settings take effect "

@@ -17,6 +17,7 @@ from .engines import action_from_spec as from_spec
 from .errors import InputError
 from .persist import THP_DIR
 from .plan import Report
+from .process_thp import ProcessThp, how as own_mode_how
 from .recorded import for_header
 from .gigantic import pull_in
 from .sizing import cmdline_size, fmt_bytes, fmt_page
@@ -78,15 +79,25 @@ def prepare(report: Report, engines: dict[str, Engine], *, restart: bool, persis
                 ap.steps.append(Step(a, value, "profile", "engine"))
         placed = report.placements.get(inst.id)
         partly = inst.backing != "hugetlb" or (inst.demand is not None and inst.demand.short)
-        if inst.running and (acts or (partly and placed is not None
-                                      and placed.status == "pool")):
+        own = next((c for c in report.changes if c.kind == "process_thp"
+                    and c.instance == inst.id), None)  # a THP mode of its own (prctl)
+        if inst.running and (acts or own or (partly and placed is not None
+                                             and placed.status == "pool")):
             ra = eng.restart_action(inst)
             if ra is None:
                 ap.restart_unaided.append(inst.id)
+                if own:
+                    ap.notices.append(f"{inst.id}: restart it in THP mode {own.recommended} "
+                                      f"yourself: {own_mode_how(own.recommended)}")
                 continue
+            step = Step(ra, True, "huge pages are reserved when the server starts", "restart")
+            if own:  # the same restart, in its own THP mode: journaled with the mode it had
+                pages = bool(acts) or (partly and placed is not None
+                                       and placed.status == "pool")
+                step = Step(ProcessThp(restart=ra.spec(), pages=pages), own.recommended,
+                            own.reason, "restart")
             if restart:
-                restarts.append(Step(ra, True, "huge pages are reserved when the server "
-                                     "starts", "restart"))
+                restarts.append(step)
             else:
                 ap.restart_pending.append(inst.id)
     ap.steps = _with_directories(ap.steps)
@@ -95,7 +106,9 @@ def prepare(report: Report, engines: dict[str, Engine], *, restart: bool, persis
                                                 s.action.instance or ""))
     for s in ap.steps:
         try:
-            s.old = s.action.get() if s.phase != "restart" else None
+            # a restart has no value, but one in a THP mode of its own has the mode it runs in
+            s.old = s.action.get() if s.phase != "restart" or isinstance(s.action, ProcessThp) \
+                else None
         except ActionError as exc:
             if not read_only:
                 raise InputError(f"{exc}; nothing was changed") from None
@@ -107,7 +120,8 @@ def prepare(report: Report, engines: dict[str, Engine], *, restart: bool, persis
     # a restart is only needed when something it depends on changes
     if not any(s.needed for s in ap.steps if s.phase != "restart"):
         for s in ap.steps:
-            if s.phase == "restart" and _on_huge_pages(report, s):
+            if s.phase == "restart" and _on_huge_pages(report, s) \
+                    and not isinstance(s.action, ProcessThp):
                 s.old = s.new
     return ap
 
@@ -188,7 +202,7 @@ def execute(ap: ApplyPlan, directory: str, header: dict,
                     return Result(j.id, done, problems, "restart-failed")
                 s.status = "done"
                 restarted.append(s.action.instance)
-                done.append(s.action.describe(None, None))
+                done.append(s.action.describe(s.old, s.new))
                 continue
             old = s.action.get()  # fresh: the host may have moved since the plan was made
             s.old, s.unread = old, None
@@ -315,22 +329,25 @@ def _restart(ap: ApplyPlan, j: jr.Journal, s: Step, say) -> str | None:
     except NotStopped as exc:
         restored = _put_back(j, s)
         return f"{exc}. Put back {', '.join(restored) or 'nothing'}"
-    e = j.intent(s.action, None, True)
+    # a plain restart has no value (True); one in a THP mode of its own journals the mode
+    # the server ran in, which a restart back gives it again (ProcessThp.restore)
+    new, old = (s.new, s.old) if isinstance(s.action, ProcessThp) else (True, None)
+    e = j.intent(s.action, old, new)
     say(f"{s.action.label} ...")
     jr.kill_later("HPADVISE_TEST_KILL_IN_RESTART")
     try:
-        s.action.set(True)
+        s.action.set(new)
     except ActionError as exc:
         j.done(e, "failed")
         restored = _put_back(j, s)
         try:
-            s.action.set(True)
+            s.action.restore(old)
             again = "it runs again with its previous settings"
             j.done(e, jr.PUT_BACK)  # as before: rollback need not restart it again
         except ActionError as exc2:
             again = f"starting it again failed too: {exc2}"
         return f"{exc}. Put back {', '.join(restored) or 'nothing'}; {again}"
-    ok, actual = s.action.verify(True)
+    ok, actual = s.action.verify(new)
     j.done(e, actual)
     if not ok:
         restored = _put_back(j, s)

@@ -261,8 +261,7 @@ class Registry:
         return [cls() for _, cls in sorted(self._load().items())]
 
     def profile_schemas(self) -> dict[str, dict[str, tuple]]:
-        return {name: cls.profile_schema for name, cls in self._load().items()
-                if cls.profile_schema}
+        return {name: {**ENGINE_KEYS, **cls.profile_schema} for name, cls in self._load().items()}
 
     def register(self, cls: type[Engine]) -> None:
         self._load()[cls.name] = cls
@@ -275,14 +274,22 @@ class Registry:
 registry = Registry()
 
 
+# Keys every engine's profile section has, read by the core: `thp`, the most THP the engine's
+# processes should get (madvise: only what they ask for; inherit: the host's mode). Where the
+# host-wide mode gives more, the plan gives them a THP mode of their own (thp_policy.py).
+ENGINE_KEYS: dict[str, tuple] = {"thp": (str, ("inherit", "madvise", "never"), "inherit")}
+
+
 def action_from_spec(spec: dict) -> Action:
     """Rebuild an action from the journal: the core's kinds, or {"engine": name}'s own."""
     from .actions import KINDS
     from .errors import InputError
+    from .process_thp import ProcessThp  # an engine's restart in a THP mode of its own
     from .scratch import ScratchDir  # validate's: a kind of its own, beside the host's
     if "engine" in spec:
         return registry.get(spec["engine"]).action_from_spec(spec)
-    cls = {**KINDS, ScratchDir.kind: ScratchDir}.get(spec.get("kind", ""))
+    cls = {**KINDS, ScratchDir.kind: ScratchDir, ProcessThp.kind: ProcessThp}.get(
+        spec.get("kind", ""))
     if cls is None:
         raise InputError(f"journal names an unknown action kind {spec.get('kind')!r}")
     return cls.from_spec(spec)

@@ -125,6 +125,13 @@ CORE = Codes(
     Code("thp.shmem_enabled", "info", "THP shmem_enabled differs from the profile", TRANSHUGE,
          ("warn",)),
     Code("thp.unavailable", "info", "THP knobs not readable", TRANSHUGE),
+    Code("thp.per_process", "info", "A server gets a THP mode of its own (prctl at its "
+         "restart) where the host-wide mode gives it more than it wants", "prctl(2) "
+         "PR_SET_THP_DISABLE, PR_THP_DISABLE_EXCEPT_ADVISED (Linux 6.18); systemd.exec(5) "
+         "MemoryTHP=", ("warn",)),
+    Code("thp.own_mode", "info", "A server runs in a THP mode of its own: the host-wide "
+         "enabled does not reach its memory", "prctl(2) PR_SET_THP_DISABLE; "
+         "Documentation/filesystems/proc.rst (THP_enabled, THPeligible)"),
     Code("thp.size_override", "warn", "A per-size THP knob overrides the top-level mode",
          TRANSHUGE, ("info",)),
     Code("cmdline.hugepages", "info", "Kernel command line reserves huge pages at boot",

@@ -12,7 +12,8 @@ from .cgroups import verdict as cgroup_verdict
 from .findings import CORE
 from .model import Change, Instance
 from .sizing import cmdline_kb, fmt_bytes, fmt_page, k8s_resource, pool_label
-from .thp_policy import plan_sizes, shmem_need
+from .thp_policy import (kept_by_itself, own_mode, own_modes, plan_sizes, process_changes,
+                         shmem_need)
 
 if TYPE_CHECKING:
     from .engines import Engine
@@ -45,13 +46,24 @@ _THP_PREFER = {"enabled": ("madvise", "never", "always"),
 def thp(r: Report, engines: dict[str, Engine] | None = None) -> None:
     """THP per the profile, adjusted so that every instance found can live with it: one plan
     for the host. A value no instance objects to is kept; otherwise the preferred value all
-    accept, with a finding that says who needed what; no common value: a warning."""
+    accept, with a finding that says who needed what. Where no value suits them all, the
+    servers that only object to more THP get a mode of their own (thp_policy.process_changes)
+    and the host the value the others need; where none can, a warning. A server that runs in
+    a mode of its own already is not held against the host-wide value."""
     t, p = r.host.thp, r.profile
     needs: dict[str, list[tuple[set[str], str]]] = {}
+    limits: list[tuple[object, set[str], str]] = []  # (instance, enabled values, why)
     for inst in r.instances:
         eng = (engines or {}).get(inst.engine)
         if eng is not None:
             for knob, need in eng.thp_needs(inst, p).items():
+                if knob == "enabled" and "always" not in need[0]:
+                    limits.append((inst, set(need[0]), need[1]))
+                    if kept_by_itself(inst.thp_mode, need[0]):
+                        continue  # its own mode keeps it there: thp.own_mode says so
+                    if p.engine(inst.engine).get("thp", "inherit") != "inherit" \
+                            and own_mode(set(need[0]), r.host.kernel):
+                        continue  # the profile keeps this engine in a mode of its own
                 needs.setdefault(knob, []).append(need)
     shmem = shmem_need(r.host.thp_users)  # never take shmem THP from a process that has it
     if shmem is not None:
@@ -65,7 +77,20 @@ def thp(r: Report, engines: dict[str, Engine] | None = None) -> None:
             ok = set.intersection(*(set(a) for a, _ in needs[knob]))
             why = "; ".join(w for _, w in needs[knob])
             base = cur if want == "keep" else want
-            if not ok:
+            wider = [a for a, _ in needs[knob] if knob != "enabled" or "always" in a]
+            others = set.intersection(*(set(a) for a in wider)) if wider else set()
+            if not ok and knob == "enabled" and others and len(wider) < len(needs[knob]) \
+                    and all(own_mode(a, r.host.kernel) for a, _ in needs[knob]
+                            if "always" not in a):
+                # the servers that object to more THP get a mode of their own instead
+                pick = base if base in others else next(
+                    v for v in _THP_PREFER[knob] + tuple(sorted(others)) if v in others)
+                r.findings.append(CORE["thp.resolved"](
+                    f"{pick} is what the servers that need THP need; the others get a THP "
+                    "mode of their own (below).", why,
+                    title=f"THP {knob}: {pick}, with modes of their own for the others"))
+                want = pick
+            elif not ok:
                 r.findings.append(CORE["thp.conflict"](
                     "No single value suits every instance on this host; keeping the profile's. "
                     "Consider separate hosts, or static huge pages for one of them.", why,
@@ -86,6 +111,14 @@ def thp(r: Report, engines: dict[str, Engine] | None = None) -> None:
             _THP_WHY[knob], f"/sys/kernel/mm/transparent_hugepage/{knob} = {cur}",
             title=f"THP {knob} is {cur}; profile {p.name} wants {want}", severity=sev))
     plan_sizes(r, planned)
+    if planned.get("enabled"):
+        # what the profile asks for each engine's servers (its `thp` key), beside their needs
+        wishes = limits + [(i, {"madvise", "never"} if w == "madvise" else {"never"},
+                            f"profile {p.name} gives {i.engine} at most THP {w}")
+                           for i in r.instances
+                           if (w := p.engine(i.engine).get("thp", "inherit")) != "inherit"]
+        process_changes(r, planned["enabled"], wishes)
+    own_modes(r)
 
 
 def host(r: Report) -> None:

@@ -288,7 +288,7 @@ def plan_rollback(j: Journal) -> list[str]:
         if action.restart:
             if e.actual != PUT_BACK:
                 restarts.append(action.stopped() if _stays_stopped(e, action) else
-                                action.describe(None, None)
+                                action.describe(e.new, e.old)
                                 + ("" if e.done else " (apply was stopped during it)"))
             continue
         try:
@@ -348,7 +348,7 @@ def rollback(j: Journal, say: Callable[[str], None] = lambda s: None, restarts: 
             if why:
                 errors.append(f"{action.label}: {why}")
             else:
-                restarted.append(action.describe(None, None))
+                restarted.append(action.describe(e.new, e.old))
         except Exception as exc:
             errors.append(f"{action.label}: {exc}")
     # Read back after the restarts (pages held are freed), each target against its oldest

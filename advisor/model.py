@@ -60,7 +60,7 @@ class Change:
     shmem_enabled); "setting": `target` is the engine's setting and `instance` its instance.
     `target` is for people only: code reads the typed fields. `at_boot` is what the next boot
     would set (pools and THP), filled in by the plan from the boot sources."""
-    kind: str  # "pool" | "thp" | "setting"
+    kind: str  # "pool" | "thp" | "setting" | "process_thp" (a server's own THP mode)
     target: str  # the knob as people know it, e.g. "hugepages-2048kB/nr_hugepages"
     current: Any
     recommended: Any
@@ -167,6 +167,9 @@ class Instance:
     # journal of an earlier apply): the plan keeps its pages if it takes them when it starts,
     # and changes nothing of it. None: running, or named by the user.
     found: str | None = None
+    # Its process's own THP mode (thp_exec.py): "never" (prctl, THP_enabled: 0), "advised"
+    # (prctl except-advised), "inherit"; None where it cannot be told (filled in by the core)
+    thp_mode: str | None = None
     # The engine's own typed state for this instance (a dataclass of its package). The core
     # never reads it; only the engine that made the instance does.
     state: Any = field(default=None, repr=False)

@@ -163,18 +163,28 @@ class Keep:
     """What a server runs under now, for the process that starts it again."""
     cgroup: str | None  # its cgroup v2 directory, where it differs from hpadvise's own
     policy: Policy | None  # its memory policy, where not the default
+    # its THP mode (thp_exec.py), where it differs from hpadvise's own: the server started
+    # again keeps it, or gets the one a plan gives it
+    thp: str | None = None
 
     def __bool__(self) -> bool:
-        return bool(self.cgroup or self.policy)
+        return bool(self.cgroup or self.policy or self.thp)
 
     def describe(self) -> str:
         parts = ([f"cgroup {self.cgroup}"] if self.cgroup else []) + (
-            [f"memory policy {self.policy}"] if self.policy else [])
+            [f"memory policy {self.policy}"] if self.policy else []) + (
+            [f"THP mode {self.thp}"] if self.thp else [])
         return " and ".join(parts)
 
     def shell(self, cmd: str) -> str:
-        """The same start in a shell script: the policy through numactl, the cgroup by moving
-        the starting shell into it (`echo $$ > cgroup.procs`)."""
+        """The same start in a shell script: the THP mode through `hpadvise thp-exec`, the
+        policy through numactl, the cgroup by moving the starting shell into it (`echo $$ >
+        cgroup.procs`)."""
+        if self.thp is not None:  # this very hpadvise: a root shell's PATH may not have it
+            import shlex
+            import sys
+            cmd = (f"{shlex.quote(sys.executable)} -m hpadvise.cli thp-exec --mode {self.thp} "
+                   f"-- {cmd}")
         if self.policy is not None:
             cmd = "numactl " + " ".join(self.policy.numactl()) + " " + cmd
         if self.cgroup:
@@ -182,18 +192,24 @@ class Keep:
         return cmd
 
 
-def keep_of(pid: int | None) -> Keep:
-    """The cgroup and memory policy of live `pid` that a process started by hpadvise would not
-    have: what a restart must give the server back."""
+def keep_of(pid: int | None, thp: str | None = None) -> Keep:
+    """The cgroup, memory policy and THP mode of live `pid` that a process started by
+    hpadvise would not have: what a restart must give the server back. `thp`: the THP mode
+    the server is to get instead of its own (a per-service plan, or its rollback)."""
+    from .thp_exec import mode_now, mode_of
+    own_mode = mode_now()
+    if thp is None and pid:
+        thp = mode_of(pid)  # None: cannot be told now, and makes no difference now
+    thp = thp if thp is not None and thp != own_mode else None
     if not pid:
-        return Keep(None, None)
+        return Keep(None, None, thp)
     from .host import read_numa_nodes
     sr = SysRoot("/")
     cg, own = cgroup_dir(pid, sr), cgroup_dir(os.getpid(), sr)
     # numa_maps walks the process's page tables: read only where a policy can matter
     pol = task_policy(sr, pid) if len(read_numa_nodes(sr)) > 1 else None
     return Keep(cg if cg and cg != own else None,
-                pol if pol is not None and not pol.default else None)
+                pol if pol is not None and not pol.default else None, thp)
 
 
 def keeper(keep: Keep | None, uid: int | None = None, gid: int | None = None
@@ -205,6 +221,9 @@ def keeper(keep: Keep | None, uid: int | None = None, gid: int | None = None
         return None
 
     def run() -> None:
+        if keep.thp is not None:
+            from .thp_exec import set_mode
+            set_mode(keep.thp)  # kept by what it execs: pg_ctl, the server and its children
         if keep.cgroup:
             with open(os.path.join(keep.cgroup, "cgroup.procs"), "w") as f:
                 f.write("0")  # 0: the writing process (kernel/cgroup/cgroup.c, cgroup_procs_write_start)

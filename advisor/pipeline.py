@@ -20,6 +20,8 @@ from .model import SCRATCH_MARK, Instance, Targets
 from .numa import binding
 from .plan import Report, build
 from .procs import ProcTable
+from .thp_exec import process_mode
+from .thp_policy import thp_sizes
 from .sysroot import SysRoot
 
 
@@ -52,10 +54,22 @@ def inspect(sr: SysRoot, profile_name: str = "oltp", targets: Targets | None = N
     if scratch:
         instances, left_out = instances + left_out, []
     hier = cgroup_mounts(sr)
+    gives = bool(thp_sizes(facts.thp, "enabled", advised=False))  # unadvised memory THP
     for inst in instances:  # the hugetlb limits on each process decide what it can hold
         if inst.pid is not None:
             inst.cgroup = cgroup_limits(sr, inst.pid, hier)
             inst.memory_limit = memory_limit(sr, inst.pid, hier)
+            inst.thp_mode = process_mode(  # its smaps only where it can tell the modes apart
+                sr.read(f"/proc/{inst.pid}/status", quiet_missing=True),
+                sr.read(f"/proc/{inst.pid}/smaps", quiet_missing=True) if gives else None,
+                gives, facts.thp.pmd_size_kb)
+    if sr.live and any(i.pid and i.thp_mode is None for i in instances):
+        from .journal import journal_dir
+        from .process_thp import recorded_modes, started
+        modes = recorded_modes(journal_dir(journal))
+        for inst in instances:  # a server an active apply started in a mode of its own
+            if inst.pid and inst.thp_mode is None:
+                inst.thp_mode = modes.get((inst.pid, started(inst.pid)))
     own_cgroups(facts, instances)
     _unique_ids(instances, engines)
     if len(facts.numa_nodes) > 1:

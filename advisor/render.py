@@ -39,6 +39,7 @@ def to_dict(r: Report) -> dict:
         d["cgroup_from"] = i.cgroup_from
         d["found"] = i.found
         d["numa_binding"] = i.numa_binding
+        d["thp_mode"] = i.thp_mode
         d["demand"] = None
         if i.demand:
             d["demand"] = asdict(i.demand)

@@ -152,3 +152,73 @@ def plan_sizes(r: Report, planned: dict[str, str | None]) -> None:
             r.changes.append(Change(
                 "thp", f"transparent_hugepage/{name}", cur, want,
                 f"per-size override of {knob} (planned {top})", knob=name))
+
+
+# ---- a THP mode of their own, for servers the host-wide mode gives more than they want -----
+
+# how much THP each process mode lets through (thp_exec.py), most first
+LETS = {"inherit": 2, "advised": 1, "never": 0}
+
+
+def own_mode(acceptable: set[str], kernel: str | None) -> str | None:
+    """The process mode that keeps a server within `acceptable` (values of `enabled`)
+    whatever the host-wide mode: "advised" where it accepts madvise and the kernel has that
+    mode (6.18), "never" where it accepts never; None where neither does."""
+    from .thp_exec import kernel_has_advised
+    if "madvise" in acceptable and kernel_has_advised(kernel):
+        return "advised"
+    return "never" if "never" in acceptable else None
+
+
+def kept_by_itself(mode: str | None, acceptable: set[str]) -> bool:
+    """A server whose own mode already keeps it within `acceptable`: the host-wide value does
+    not reach the memory it did not madvise()."""
+    return (mode == "never" and "never" in acceptable) or \
+        (mode == "advised" and bool({"madvise", "never"} & acceptable))
+
+
+def process_changes(r: Report, planned: str, wishes: list[tuple[object, set[str], str]]) -> None:
+    """A THP mode of its own for each running server whose wish (values of `enabled` it can
+    live with, and why) the planned host-wide `enabled` is not among: a finding and a change
+    (kind "process_thp", made by restarting it in that mode), or, where no mode can keep it
+    there, a warning that says so."""
+    given: set[str] = set()
+    for inst, ok, why in wishes:
+        if planned in ok or not getattr(inst, "running", False) \
+                or kept_by_itself(inst.thp_mode, ok) or inst.id in given:
+            continue
+        given.add(inst.id)
+        mode = own_mode(ok, r.host.kernel)
+        if mode is None:
+            r.findings.append(CORE["thp.per_process"](
+                f"enabled = {planned} reaches {inst.id}, and no THP mode of its own keeps it "
+                f"to {' or '.join(sorted(ok))} on this kernel ({r.host.kernel}): "
+                "the advised-only mode came with Linux 6.18.", why, inst.id, severity="warn",
+                title=f"{inst.id} gets THP enabled = {planned}"))
+            continue
+        r.findings.append(CORE["thp.per_process"](
+            f"The host keeps enabled = {planned} for the servers that need it; {inst.id} is "
+            f"restarted in THP mode {mode} (prctl, kept by the server and its children), so "
+            + ("it gets THP only where it asks with madvise" if mode == "advised"
+               else "it gets no THP") + ". A unit under systemd gets the same with "
+            f"MemoryTHP={'madvise' if mode == 'advised' else 'disable'}; the alternative is "
+            "one host-wide value, with the cost to the server that needs more.",
+            f"{why}; {inst.id} runs in THP mode {inst.thp_mode or 'inherit (or not seen)'}",
+            inst.id, title=f"{inst.id}: THP mode {mode} of its own under enabled = {planned}"))
+        r.changes.append(Change("process_thp", f"{inst.id} THP mode", inst.thp_mode or "inherit",
+                                mode, f"enabled = {planned} gives it more than {why}",
+                                instance=inst.id, restart=True))
+
+
+def own_modes(r: Report) -> None:
+    """A finding for each server that runs in a THP mode of its own now."""
+    for inst in r.instances:
+        if inst.running and inst.thp_mode in ("never", "advised"):
+            r.findings.append(CORE["thp.own_mode"](
+                "Its memory gets THP only where it asks with madvise, whatever enabled says."
+                if inst.thp_mode == "advised" else "Its memory gets no THP at all, whatever "
+                "enabled says (a madvise() is refused too).",
+                f"/proc/{inst.pid}/status, smaps" + (" (THP_enabled: 0)"
+                                                     if inst.thp_mode == "never" else
+                                                     " (THPeligible 0 where it did not ask)"),
+                inst.id, title=f"{inst.id} runs in THP mode {inst.thp_mode} of its own"))

@@ -213,7 +213,8 @@ class MyRestart(Restart):
             if r.returncode != 0:
                 raise ActionError(f"{self.label} failed: {r.stderr.strip()[-300:]}")
             return
-        keep = keep_of(pid)  # before it stops: a start by hpadvise would lose them
+        keep = keep_of(pid, self.s.get("thp_mode"))  # before it stops: a start by hpadvise
+        # would lose them
         if pid:
             os.kill(pid, signal.SIGTERM)  # mysqld shuts down cleanly on SIGTERM
             deadline = time.time() + 900
@@ -242,6 +243,9 @@ class MyRestart(Restart):
 
     def restored(self, old=None) -> str | None:
         return None if self._pid() else "the server is not running"
+
+    def pid(self) -> int | None:
+        return self._pid()
 
     def running(self) -> bool:
         return self._pid() is not None
@@ -275,7 +279,7 @@ class MyRestart(Restart):
         owner = self.s.get("owner")
         if owner and owner != "root" and not self.s.get("supervisor"):
             cmd = f"runuser -u {shlex.quote(owner)} -- {cmd}"
-        cmd = keep_of(pid).shell(cmd)
+        cmd = keep_of(pid, self.s.get("thp_mode")).shell(cmd)
         sock = shlex.quote(self.s.get("socket") or "/run/mysqld/mysqld.sock")
         out = []
         if pid:  # gone, or a zombie its parent has not reaped yet

@@ -244,7 +244,7 @@ class PgRestart(Restart):
         kw: dict = {"cwd": "/"}
         # pg_ctl starts the server as its own child: it must run where the server runs now
         # (its cgroup, its NUMA memory policy), or the restarted server loses its binding
-        keep = keep_of(pid)
+        keep = keep_of(pid, self.c.get("thp_mode"))
         root = os.geteuid() == 0
         run = keeper(keep, pw.pw_uid if root else None, pw.pw_gid if root else None)
         if run is not None:
@@ -287,6 +287,9 @@ class PgRestart(Restart):
     def restored(self, old=None) -> str | None:
         return None if read_pid(self.c["datadir"]) else "the server is not running"
 
+    def pid(self) -> int | None:
+        return read_pid(self.c["datadir"])
+
     def running(self) -> bool:
         """A live postmaster in postmaster.pid (pg_ctl restart would start a stopped one)."""
         return read_pid(self.c["datadir"]) is not None
@@ -308,4 +311,4 @@ class PgRestart(Restart):
         if not cmd[0].endswith("pg_ctl"):
             return [line]
         line = f"runuser -u {shlex.quote(self.c['owner'])} -- " + line
-        return [keep_of(read_pid(self.c["datadir"])).shell(line)]
+        return [keep_of(read_pid(self.c["datadir"]), self.c.get("thp_mode")).shell(line)]

@@ -39,15 +39,68 @@ def test_mongodb8_alone_gets_always_with_an_explanation(hosts):
     assert all("MongoDB >= 8.0" in x.evidence for x in res)
 
 
-def test_mongodb8_with_redis_is_a_conflict_kept_to_the_profile(hosts):
-    f = facts(hosts, "thp-always")
+def test_mongodb8_with_redis_gets_always_and_redis_a_mode_of_its_own(hosts):
+    """No host-wide value suits both: MongoDB 8 needs always, Redis objects to it. Redis only
+    objects to more THP, so it gets a THP mode of its own (prctl at its restart: never on a
+    kernel before 6.18, where the advised-only mode does not exist) and the host always."""
+    f = dataclasses.replace(facts(hosts, "thp-always"), kernel="6.12.48")  # no advised-only
     insts = [_inst("mongodb", "mongodb:27017", "8.0.4"), _inst("redis", "redis:6379", "7.0.15")]
     r = plan.build(f, insts, prof(), ENGINES)
+    assert not [x for x in r.findings if x.code == "thp.conflict"]
+    assert "enabled" not in _thp_changes(r)  # always, as the host has it
+    [own] = [c for c in r.changes if c.kind == "process_thp"]
+    assert (own.instance, own.current, own.recommended) == ("redis:6379", "inherit", "never")
+    [why] = [x for x in r.findings if x.code == "thp.per_process"]
+    assert why.instance == "redis:6379" and "MemoryTHP=disable" in why.rationale
+    # on 6.18 the mode that keeps what it asks for
+    r = plan.build(dataclasses.replace(f, kernel="6.18.2"), insts, prof(), ENGINES)
+    [own] = [c for c in r.changes if c.kind == "process_thp"]
+    assert own.recommended == "advised"
+    # a Redis that runs in a mode of its own already (disable-thp yes) is no conflict at all
+    insts[1].thp_mode = "never"
+    r = plan.build(f, insts, prof(), ENGINES)
+    assert not [c for c in r.changes if c.kind == "process_thp"]
+    assert not [x for x in r.findings if x.code in ("thp.conflict", "thp.per_process")]
+    assert any(x.code == "thp.own_mode" and x.instance == "redis:6379" for x in r.findings)
+
+
+def test_a_need_no_mode_can_meet_stays_a_conflict(hosts):
+    """A JVM whose thread stacks THP always would page in whole wants madvise, not never:
+    before 6.18 no mode of its own gives that, so the conflict stays, kept to the profile."""
+    f = dataclasses.replace(facts(hosts, "thp-always"), kernel="6.12.48")
+
+    class Stacks(kv.RedisEngine):
+        def thp_needs(self, inst, profile):
+            return {"enabled": ({"madvise"}, f"{inst.id}: thread stacks")}
+    engines = {**ENGINES, "redis": Stacks()}
+    insts = [_inst("mongodb", "mongodb:27017", "8.0.4"), _inst("redis", "redis:6379")]
+    r = plan.build(f, insts, prof(), engines)
     conflict = [x for x in r.findings if x.code == "thp.conflict"]
-    assert conflict and "redis:6379" in conflict[0].evidence and \
-        "mongodb:27017" in conflict[0].evidence
+    assert conflict and "mongodb:27017" in conflict[0].evidence
     assert _thp_changes(r)["enabled"] == "madvise"  # the profile's value
-    assert any(x.code == "redis.thp.always" and x.severity == "warn" for x in r.findings)
+    assert not [c for c in r.changes if c.kind == "process_thp"]
+
+
+def test_a_profile_keeps_an_engine_to_less_thp_than_the_host(hosts, tmp_path):
+    """A profile's [redis] thp = "madvise" under its own enabled = always: the host gets always
+    and each running server of the engine a mode of its own (here an engine with no THP
+    needs of its own, as PostgreSQL has none); a stopped one gets nothing."""
+    (tmp_path / "p.toml").write_text('name = "p"\n[thp]\nenabled = "always"\n'
+                                     '[redis]\nthp = "madvise"\n')
+    p = profiles.load(str(tmp_path / "p.toml"), registry.profile_schemas())
+    f = dataclasses.replace(facts(hosts, "thp-always"), kernel="6.18.2")
+
+    class Quiet(kv.RedisEngine):
+        def thp_needs(self, inst, profile):
+            return {}
+    engines = {"redis": Quiet()}
+    r = plan.build(f, [_inst("redis", "redis:6379")], p, engines)
+    assert "enabled" not in _thp_changes(r)  # always, as the profile says
+    [own] = [c for c in r.changes if c.kind == "process_thp"]
+    assert own.recommended == "advised" and "profile p" in own.reason
+    stopped = dataclasses.replace(_inst("redis", "redis:6380"), running=False)
+    assert not [c for c in plan.build(f, [stopped], p, engines).changes
+                if c.kind == "process_thp"]
 
 
 def test_old_mongodb_and_redis_agree_with_the_profile(hosts):

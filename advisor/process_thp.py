@@ -1,0 +1,137 @@
+"""A server's own THP mode as a journaled change: made by restarting it in that mode
+(thp_exec.py: prctl before exec, kept by the server and its children), read back from /proc,
+undone by restarting it in the mode it had.
+
+The engine's restart does the work (its service manager is bypassed only where it always
+is: pg_ctl, a server hpadvise starts itself); this action carries the mode into it
+("thp_mode" in the restart's spec, which numa.keep_of turns into the prctl). A server whose
+restart goes through systemd does not get the mode that way: its unit's MemoryTHP= does, and
+the plan says so instead of planning this.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .actions import ActionError, Restart
+
+
+class ProcessThp(Restart):
+    kind = "process_thp"
+
+    def __init__(self, restart: dict, pages: bool = True, **_):
+        super().__init__(restart=restart, pages=pages)
+        self.instance = restart.get("instance")
+        self.order = getattr(self._inner(None), "order", 0)
+
+    def spec(self) -> dict:
+        # pages: the restart also puts the server on huge pages (its own verify applies)
+        return {"kind": self.kind, "restart": self.s["restart"], "pages": self.s["pages"]}
+
+    def _inner(self, mode: str | None) -> Restart:
+        from .engines import action_from_spec
+        a = action_from_spec({**self.s["restart"], "thp_mode": mode})
+        if not isinstance(a, Restart):
+            raise ActionError(f"{self.label}: the journal names no restart here")
+        return a
+
+    @property
+    def label(self) -> str:
+        return f"restart {self.instance or 'the server'} in its own THP mode"
+
+    def get(self) -> str | None:
+        from .thp_exec import mode_of
+        pid = self._inner(None).pid()
+        return mode_of(pid) if pid else None
+
+    def set(self, value: Any = None) -> None:
+        self._inner(value).set(True)
+
+    def restore(self, old: Any = None) -> None:
+        # the mode it had; "inherit" where it could not be told (the host gave unadvised
+        # memory no THP then: the two modes differed in nothing)
+        self._inner(old or "inherit").set(True)
+
+    def preflight(self) -> None:
+        self._inner(None).preflight()
+
+    def running(self) -> bool | None:
+        return self._inner(None).running()
+
+    def pid(self) -> int | None:
+        return self._inner(None).pid()
+
+    def verify(self, value: Any = None) -> tuple[bool, Any]:
+        inner = self._inner(value)
+        ok, what = inner.verify(True) if self.s["pages"] else (
+            inner.running() is not False, "" if inner.running() is not False else "not running")
+        now = self.get()
+        if now is not None and now != value:
+            return False, (f"it runs in THP mode {now}, not {value} (a restart through a "
+                           f"service manager does not pass the mode on: {how(value)})")
+        if not ok:
+            return False, what
+        # which process was started in it: check reads the mode back from here where /proc
+        # cannot tell it (recorded_modes)
+        pid = inner.pid()
+        return True, {"mode": value, "pid": pid, "started": started(pid), "seen": now,
+                      "note": what}
+
+    def restored(self, old: Any = None) -> str | None:
+        why = self._inner(old).restored(old)
+        now = self.get()
+        if why is None and old is not None and now is not None and now != old:
+            return f"it runs in THP mode {now}, not {old}"
+        return why
+
+    def invalid(self, value: Any) -> str | None:
+        from .thp_exec import MODES
+        return None if value is None or value in MODES else f"is no THP mode ({value!r})"
+
+    def describe(self, old, new) -> str:
+        # None: a mode /proc could not tell, which a rollback restarts in as "inherit"
+        return (f"restart {self.instance or 'the server'} in THP mode {new or 'inherit'}"
+                + (f" (from {old})" if old and old != new else ""))
+
+    def shell(self, new: Any = None) -> list[str]:
+        return self._inner(new).shell(True)
+
+
+def how(mode: str) -> str:
+    """How a server hpadvise cannot restart gets THP mode `mode` at its next start."""
+    from .thp_exec import SYSTEMD
+    return (f"start it under `hpadvise thp-exec --mode {mode} -- COMMAND` (its start command), "
+            f"or, as a systemd unit, with MemoryTHP={SYSTEMD[mode]} in a drop-in")
+
+
+def started(pid: int | None) -> float | None:
+    from .procs import Proc
+    from .sysroot import SysRoot
+    t = Proc(SysRoot("/"), pid).started_at if pid else None
+    return round(t, 2) if t is not None else None
+
+
+def recorded_modes(directory: str) -> dict[tuple[int, float], str]:
+    """(pid, start time) -> THP mode of each server an apply not rolled back started in a mode
+    of its own: what its /proc cannot tell (a PostgreSQL postmaster has no private memory of
+    a PMD's size, the only place the advised-only mode shows), as long as that very process
+    runs. Nothing where the journal cannot be read."""
+    import os
+    from .errors import InputError
+    from .journal import list_journals
+    if not os.access(directory, os.R_OK | os.X_OK):
+        return {}
+    out = {}
+    try:
+        journals = list_journals(directory)
+    except InputError:  # a damaged journal: rollback and history say so
+        return {}
+    for j in journals:
+        if j.rolled_back is not None:
+            continue
+        for e in j.entries:
+            a = e.actual
+            if e.spec.get("kind") == ProcessThp.kind and e.done and isinstance(a, dict) \
+                    and a.get("pid") and a.get("started") is not None:
+                out[(a["pid"], a["started"])] = a.get("mode")
+    return out

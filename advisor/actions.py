@@ -265,9 +265,19 @@ class Pool(Action):
     def restored(self, old: Any) -> str | None:
         """The persistent count reads `old`, and no page of the pool stays behind as surplus:
         pages still in use when a pool shrinks turn surplus and return to the kernel only when
-        the process holding them lets go (mm/hugetlb.c, set_max_huge_pages)."""
+        the process holding them lets go (mm/hugetlb.c, set_max_huge_pages). A shrink that
+        stopped short under HVO is said as such (hugetlb_kernel.py)."""
         why = super().restored(old)
         if why:
+            try:
+                hvo = int(_read(f"{self.root}/proc/sys/vm/hugetlb_optimize_vmemmap")) == 1
+            except (ActionError, ValueError):
+                hvo = False
+            if hvo and isinstance(old, int) and self.get() > old:
+                why += (": with HugeTLB Vmemmap Optimization on, freeing a page must allocate "
+                        "its struct pages again, and that fails under memory pressure "
+                        "(sysctl vm.hugetlb_optimize_vmemmap); free some memory and roll back "
+                        "again")
             return why
         overcommit = self.path.replace("/nr_hugepages", "/nr_overcommit_hugepages")
         try:

@@ -85,6 +85,11 @@ CORE = Codes(
          "for its next start", "mm/hugetlb.c allowed_mems_nr(); " + HUGETLBPAGE),
     Code("pool.gigantic_runtime", "info", "More gigantic pages (1 GiB on x86-64) needed at "
          "runtime", HUGETLBPAGE),
+    Code("pool.hvo", "info", "HugeTLB Vmemmap Optimization gives the pools' struct pages back "
+         "to the OS", "Documentation/mm/vmemmap_dedup.rst; Documentation/admin-guide/sysctl/"
+         "vm.rst (hugetlb_optimize_vmemmap)"),
+    Code("pool.demote", "info", "Free gigantic pages can be split into the smaller size in "
+         "place", "Documentation/admin-guide/mm/hugetlbpage.rst (demote, demote_size)"),
     Code("pool.fragmented", "warn", "Free memory holds too few contiguous blocks to grow the pool",
          HUGETLBPAGE),
     Code("pool.unused", "warn", "Reserved huge pages are used by nothing found", HUGETLBPAGE),

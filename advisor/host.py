@@ -46,6 +46,7 @@ SYSCTLS = {
     "vm.nr_hugepages": "/proc/sys/vm/nr_hugepages",
     "vm.nr_overcommit_hugepages": "/proc/sys/vm/nr_overcommit_hugepages",
     "vm.swappiness": "/proc/sys/vm/swappiness",
+    "vm.hugetlb_optimize_vmemmap": "/proc/sys/vm/hugetlb_optimize_vmemmap",
     "kernel.shmmax": "/proc/sys/kernel/shmmax",
     "kernel.shmall": "/proc/sys/kernel/shmall",
 }

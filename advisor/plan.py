@@ -14,6 +14,7 @@ from . import boot_plan, host_findings
 from .engines import Engine
 from .findings import CORE
 from .host import HostFacts
+from .hugetlb_kernel import cma_pages, hvo, vmemmap_saved_kb
 from .model import SCHEMA_VERSION, Change, Instance, Placement, Recorded, Report  # noqa: F401
 from .profiles import Profile
 from .recorded import why as recorded_why
@@ -185,6 +186,7 @@ def _pools(r: Report) -> None:
                                        pp.target_pages, " + ".join(parts) + "".join(
                                            f"; {w}" for w in whys), size_kb=size_kb))
         r.pools[-1] = _feasibility(r, pp)
+    _demote(r)
     # Safety rail: never plan pools that leave the OS less than the profile's floor.
     total_kb = host.mem.total_kb
     if total_kb:
@@ -192,7 +194,20 @@ def _pools(r: Report) -> None:
         pool_kb = sum(planned.get(p.size_kb, p.persistent_pages or 0) * p.size_kb
                       for p in host.pools)
         floor = profile.os_floor(total_kb * 1024)
-        left = total_kb * 1024 - pool_kb * 1024
+        # HVO gives each page's struct pages but one back to the OS (hugetlb_kernel.py)
+        saved_kb = sum(planned.get(p.size_kb, p.persistent_pages or 0)
+                       * vmemmap_saved_kb(p.size_kb, host.base_page_bytes // 1024)
+                       for p in host.pools) if hvo(host) else 0
+        left = total_kb * 1024 - pool_kb * 1024 + saved_kb * 1024
+        if saved_kb and r.pools:
+            r.findings.append(CORE["pool.hvo"](
+                "HugeTLB Vmemmap Optimization frees each huge page's struct pages but one "
+                f"(7 of 8 pages for a 2 MiB page): {fmt_bytes(saved_kb * 1024)} of the "
+                "planned pools' metadata goes back to the OS. Shrinking a pool has to allocate "
+                "it again, which fails under memory pressure: a rollback or a smaller pool can "
+                "then stop short until memory is freed.",
+                "vm.hugetlb_optimize_vmemmap = 1", title=f"HVO gives "
+                f"{fmt_bytes(saved_kb * 1024)} of the pools' struct pages back"))
         if r.pools and left < floor:
             msg = (f"the planned pools ({fmt_bytes(pool_kb * 1024)}) would leave "
                    f"{fmt_bytes(left)} to the OS, under the profile's floor of {fmt_bytes(floor)}")
@@ -204,6 +219,38 @@ def _pools(r: Report) -> None:
                 "private memory and the kernel. Lower the database's memory settings or add RAM.",
                 msg, source=f"profile {profile.name}: pool.os_floor / os_floor_pct"))
         _commit_limit(r, pool_kb)
+
+
+def _demote(r: Report) -> None:
+    """Free gigantic pages the plan does not need while a smaller size's pool grows: they can
+    be split in place (hugepages-<kB>/demote, Documentation/admin-guide/mm/hugetlbpage.rst,
+    Linux 5.16), which needs no new contiguous memory. Named, not made: the split cannot be
+    undone without allocating the gigantic pages again, so a rollback could not promise it."""
+    host = r.host
+    planned = {p.size_kb: p.target_pages for p in r.pools}
+    up = [p for p in r.pools if not host.is_gigantic(p.size_kb)
+          and p.target_pages > (p.current_pages or 0)]
+    for big in host.pools:
+        if not host.is_gigantic(big.size_kb) or not big.free_pages:
+            continue
+        spare = min(big.free_pages, big.claimed_pages + big.free_pages
+                    - planned.get(big.size_kb, big.claimed_pages))
+        for small in up:
+            n = min(spare, -(-(small.target_pages - (small.current_pages or 0))
+                             * small.size_kb // big.size_kb))
+            if n <= 0:
+                continue
+            path = f"/sys/kernel/mm/hugepages/hugepages-{big.size_kb}kB"
+            r.findings.append(CORE["pool.demote"](
+                f"{n} free {fmt_page(big.size_kb)} pages the plan does not need can become "
+                f"{n * big.size_kb // small.size_kb} {fmt_page(small.size_kb)} pages in place, "
+                "with no new contiguous memory: where the smaller pool falls short on a "
+                f"fragmented host, `echo {small.size_kb}kB > {path}/demote_size; echo {n} > "
+                f"{path}/demote` does it (it cannot be undone without allocating the large "
+                "pages again, so apply does not).",
+                f"{fmt_page(big.size_kb)} pool: {big.free_pages} free; "
+                f"{fmt_page(small.size_kb)} pool {small.current_pages} -> {small.target_pages}",
+                title=f"Demote {n} free {fmt_page(big.size_kb)} pages instead of allocating"))
 
 
 def _no_headroom(demands: dict[int, int], size_kb: int, pct: float) -> str:
@@ -292,6 +339,23 @@ def _feasibility(r: Report, pp: PoolPlan) -> PoolPlan:
     host = r.host
     boot = f"kernel command line: hugepagesz={cmdline_size(pp.size_kb)} " \
            f"hugepages={pp.target_pages}"
+    if host.is_gigantic(pp.size_kb) and (cma := cma_pages(host, pp.size_kb)):
+        # a CMA area for them: granted at runtime, and the only way (boot allocation of
+        # gigantic pages is skipped with hugetlb_cma=; hugetlb_kernel.py)
+        page, room = fmt_page(pp.size_kb), cma - (pp.current_pages or 0)
+        if grow <= room:
+            return dataclasses.replace(pp, feasibility_reason=(
+                f"{grow} more from the hugetlb_cma= area, which holds {cma} {page} pages"))
+        r.findings.append(CORE["pool.gigantic_runtime"](
+            f"The hugetlb_cma= area holds {cma} {page} pages and {pp.current_pages or 0} are "
+            f"taken; with it the kernel skips gigantic pages at boot (kernel-parameters.txt), "
+            f"so the area itself must grow to {fmt_bytes(pp.target_pages * pp.size_kb * 1024)}.",
+            f"hugetlb_cma={dict(host.cmdline_params).get('hugetlb_cma')}; target "
+            f"{pp.target_pages}", title=f"The hugetlb_cma= area is {grow - room} {page} pages "
+                                        "short"))
+        return dataclasses.replace(pp, feasibility="boot_reservation", feasibility_reason=(
+            f"the hugetlb_cma= area holds {cma} {page} pages, {pp.target_pages} are needed: "
+            f"kernel command line: hugetlb_cma={pp.target_pages * pp.size_kb // 1048576}G"))
     if host.is_gigantic(pp.size_kb):
         page = fmt_page(pp.size_kb)
         r.findings.append(CORE["pool.gigantic_runtime"](

@@ -15,12 +15,12 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from hpadvise.benchmarks.target import (BenchTarget, check_run, free_port, mark_scratch,
-                                        need_binary, own_copy, owned_tmpdir, run_as)
+                                        need_binary, own_copy, run_as)
 from hpadvise.errors import InputError
 from hpadvise.procs import Proc, backing_of
 from hpadvise.sysroot import SysRoot
 
-from .actions import PgRestart, PgSetting, main_segment, read_pid
+from .actions import PgRestart, PgSetting, main_segment, read_pid, scratch_dir
 
 
 def pg_bindir() -> str | None:
@@ -31,14 +31,6 @@ def pg_bindir() -> str | None:
     if p:
         return subprocess.run([p, "--bindir"], capture_output=True, text=True).stdout.strip()
     return None
-
-
-def scratch_dir(user: str, base: str | None):
-    """A scratch cluster's directory (its data directory is data/ in it): a validate killed
-    before its cleanup leaves it to rollback, which stops the postmaster with SIGQUIT, the
-    immediate shutdown (PostgreSQL's docs, "Shutting Down the Server")."""
-    return owned_tmpdir(user, "hpadvise-pg-", base, "PostgreSQL",
-                        pidfile="data/postmaster.pid", stop="QUIT")
 
 
 class ScratchCluster:

@@ -167,7 +167,8 @@ def scratch_from(fill, user: str, bindir: str, settings: list[str], extra: dict[
                  tmp_base: str | None = None):
     """A ScratchCluster (not started) whose data directory `fill(datadir)` makes: a base
     backup taken into it, or a copy of one (copy_base)."""
-    from .bench import ScratchCluster, scratch_dir
+    from .actions import scratch_dir
+    from .bench import ScratchCluster
     c = ScratchCluster.__new__(ScratchCluster)
     c.bindir, c.user, c.config_file, c.major = bindir, user, None, None
     c.pw, c.tmp = scratch_dir(user, tmp_base)

@@ -94,7 +94,7 @@ def prepare(report: Report, engines: dict[str, Engine], *, restart: bool, persis
             if own:  # the same restart, in its own THP mode: journaled with the mode it had
                 pages = bool(acts) or (partly and placed is not None
                                        and placed.status == "pool")
-                step = Step(ProcessThp(restart=ra.spec(), pages=pages), own.recommended,
+                step = Step(ProcessThp(ra, pages=pages), own.recommended,
                             own.reason, "restart")
             if restart:
                 restarts.append(step)

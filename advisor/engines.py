@@ -288,8 +288,9 @@ def action_from_spec(spec: dict) -> Action:
     from .scratch import ScratchDir  # validate's: a kind of its own, beside the host's
     if "engine" in spec:
         return registry.get(spec["engine"]).action_from_spec(spec)
-    cls = {**KINDS, ScratchDir.kind: ScratchDir, ProcessThp.kind: ProcessThp}.get(
-        spec.get("kind", ""))
+    if spec.get("kind") == ProcessThp.kind:  # an engine's restart, wrapped
+        return ProcessThp(action_from_spec(spec["restart"]), spec.get("pages", True))
+    cls = {**KINDS, ScratchDir.kind: ScratchDir}.get(spec.get("kind", ""))
     if cls is None:
         raise InputError(f"journal names an unknown action kind {spec.get('kind')!r}")
     return cls.from_spec(spec)

@@ -134,6 +134,8 @@ CORE = Codes(
          "restart) where the host-wide mode gives it more than it wants", "prctl(2) "
          "PR_SET_THP_DISABLE, PR_THP_DISABLE_EXCEPT_ADVISED (Linux 6.18); systemd.exec(5) "
          "MemoryTHP=", ("warn",)),
+    Code("thp.taken", "info", "The plan lowers enabled below always while a server holds THP "
+         "it did not madvise() for", TRANSHUGE),
     Code("thp.own_mode", "info", "A server runs in a THP mode of its own: the host-wide "
          "enabled does not reach its memory", "prctl(2) PR_SET_THP_DISABLE; "
          "Documentation/filesystems/proc.rst (THP_enabled, THPeligible)"),

@@ -13,7 +13,7 @@ from .findings import CORE
 from .model import Change, Instance
 from .sizing import cmdline_kb, fmt_bytes, fmt_page, k8s_resource, pool_label
 from .thp_policy import (kept_by_itself, own_mode, own_modes, plan_sizes, process_changes,
-                         shmem_need)
+                         shmem_need, taken)
 
 if TYPE_CHECKING:
     from .engines import Engine
@@ -118,6 +118,7 @@ def thp(r: Report, engines: dict[str, Engine] | None = None) -> None:
                            for i in r.instances
                            if (w := p.engine(i.engine).get("thp", "inherit")) != "inherit"]
         process_changes(r, planned["enabled"], wishes)
+    taken(r, planned.get("enabled"))
     own_modes(r)
 
 

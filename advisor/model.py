@@ -170,6 +170,9 @@ class Instance:
     # Its process's own THP mode (thp_exec.py): "never" (prctl, THP_enabled: 0), "advised"
     # (prctl except-advised), "inherit"; None where it cannot be told (filled in by the core)
     thp_mode: str | None = None
+    # THP (kB) its main process holds in memory it did not madvise(), read where the host gives
+    # such memory THP (filled in by the core)
+    thp_unadvised_kb: int | None = None
     # The engine's own typed state for this instance (a dataclass of its package). The core
     # never reads it; only the engine that made the instance does.
     state: Any = field(default=None, repr=False)

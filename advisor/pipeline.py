@@ -20,7 +20,7 @@ from .model import SCRATCH_MARK, Instance, Targets
 from .numa import binding
 from .plan import Report, build
 from .procs import ProcTable
-from .thp_exec import process_mode
+from .thp_exec import process_mode, unadvised_thp_kb
 from .thp_policy import thp_sizes
 from .sysroot import SysRoot
 
@@ -59,10 +59,11 @@ def inspect(sr: SysRoot, profile_name: str = "oltp", targets: Targets | None = N
         if inst.pid is not None:
             inst.cgroup = cgroup_limits(sr, inst.pid, hier)
             inst.memory_limit = memory_limit(sr, inst.pid, hier)
-            inst.thp_mode = process_mode(  # its smaps only where it can tell the modes apart
-                sr.read(f"/proc/{inst.pid}/status", quiet_missing=True),
-                sr.read(f"/proc/{inst.pid}/smaps", quiet_missing=True) if gives else None,
-                gives, facts.thp.pmd_size_kb)
+            # its smaps only where they tell something: the host gives unadvised memory THP
+            smaps = sr.read(f"/proc/{inst.pid}/smaps", quiet_missing=True) if gives else None
+            inst.thp_mode = process_mode(sr.read(f"/proc/{inst.pid}/status", quiet_missing=True),
+                                         smaps, gives, facts.thp.pmd_size_kb)
+            inst.thp_unadvised_kb = unadvised_thp_kb(smaps) if smaps else None
     if sr.live and any(i.pid and i.thp_mode is None for i in instances):
         from .journal import journal_dir
         from .process_thp import recorded_modes, started

@@ -13,27 +13,26 @@ from __future__ import annotations
 
 from typing import Any
 
-from .actions import ActionError, Restart
+from .actions import Restart
 
 
 class ProcessThp(Restart):
     kind = "process_thp"
 
-    def __init__(self, restart: dict, pages: bool = True, **_):
-        super().__init__(restart=restart, pages=pages)
-        self.instance = restart.get("instance")
-        self.order = getattr(self._inner(None), "order", 0)
+    def __init__(self, inner: Restart, pages: bool = True):
+        super().__init__(restart=inner.spec(), pages=pages)
+        self.inner = inner
+        self.instance = inner.instance
+        self.order = getattr(inner, "order", 0)
 
     def spec(self) -> dict:
-        # pages: the restart also puts the server on huge pages (its own verify applies)
+        # pages: the restart also puts the server on huge pages (its own verify applies);
+        # rebuilt by engines.action_from_spec, which knows the engines' restarts
         return {"kind": self.kind, "restart": self.s["restart"], "pages": self.s["pages"]}
 
     def _inner(self, mode: str | None) -> Restart:
-        from .engines import action_from_spec
-        a = action_from_spec({**self.s["restart"], "thp_mode": mode})
-        if not isinstance(a, Restart):
-            raise ActionError(f"{self.label}: the journal names no restart here")
-        return a
+        """The engine's restart, starting the server in THP mode `mode` (None: as it runs)."""
+        return type(self.inner).from_spec({**self.s["restart"], "thp_mode": mode})
 
     @property
     def label(self) -> str:

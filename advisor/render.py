@@ -40,6 +40,7 @@ def to_dict(r: Report) -> dict:
         d["found"] = i.found
         d["numa_binding"] = i.numa_binding
         d["thp_mode"] = i.thp_mode
+        d["thp_unadvised_kb"] = i.thp_unadvised_kb
         d["demand"] = None
         if i.demand:
             d["demand"] = asdict(i.demand)

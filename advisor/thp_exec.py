@@ -142,6 +142,23 @@ def process_mode(status: str | None, smaps: str | None, gives_unadvised: bool,
     return "inherit" if any(seen) else "advised"
 
 
+_ANON_HUGE = re.compile(r"^AnonHugePages:\s+(\d+) kB", re.M)
+
+
+def unadvised_thp_kb(smaps: str | None) -> int:
+    """THP (kB) on a process's mappings that did not madvise() for it: what a host-wide mode
+    lowered below `always` stops giving its new memory (transhuge.rst)."""
+    heads = list(_HEAD.finditer(smaps or ""))
+    total = 0
+    for n, h in enumerate(heads):
+        end = heads[n + 1].start() if n + 1 < len(heads) else len(smaps or "")
+        flags = _FLAGS.search(smaps, h.end(), end)
+        huge = _ANON_HUGE.search(smaps, h.end(), end)
+        if huge and int(huge.group(1)) and not (flags and "hg" in flags.group(1).split()):
+            total += int(huge.group(1))
+    return total
+
+
 def kernel_has_advised(release: str | None) -> bool:
     """PR_THP_DISABLE_EXCEPT_ADVISED: Linux 6.18 and later."""
     m = re.match(r"(\d+)\.(\d+)", release or "")

@@ -222,3 +222,22 @@ def own_modes(r: Report) -> None:
                                                      if inst.thp_mode == "never" else
                                                      " (THPeligible 0 where it did not ask)"),
                 inst.id, title=f"{inst.id} runs in THP mode {inst.thp_mode} of its own"))
+
+
+def taken(r: Report, planned: str | None) -> None:
+    """A plan that lowers `enabled` from always takes THP from memory servers did not madvise:
+    each server that holds such THP now is named, with how much (its new memory gets 4 KiB
+    pages from the change on; what it holds stays until it is freed or split)."""
+    cur = r.host.thp.enabled.value
+    if cur != "always" or planned in (None, "always"):
+        return
+    for inst in r.instances:
+        kb = inst.thp_unadvised_kb or 0
+        if inst.running and kb and inst.thp_mode not in ("never", "advised"):
+            r.findings.append(CORE["thp.taken"](
+                f"It holds {fmt_bytes(kb * 1024)} of THP in memory it did not madvise(); with "
+                f"enabled = {planned} its new memory of that kind gets 4 KiB pages (what it "
+                "holds stays until freed or split). Where it needs them, keep always for the "
+                "host and give the others a THP mode of their own (a profile's engine key "
+                "`thp`).", f"/proc/{inst.pid}/smaps: AnonHugePages without madvise",
+                inst.id, title=f"{inst.id} loses THP it has now under enabled = {planned}"))

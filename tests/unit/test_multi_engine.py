@@ -209,3 +209,23 @@ def test_jvm_named_by_main_class_and_survives_a_vanishing_process(tmp_path, host
     assert g.demand is not None and g.backing is None  # no smaps: nothing claimed
     codes = {x.code for x in jvm.JvmEngine().findings(g, f, prof())}
     assert "jvm.flags.partial" in codes  # its environment could not be read
+
+
+def test_a_plan_that_lowers_always_names_who_loses_thp(hosts):
+    """Under always, a server holding THP in memory it did not madvise loses it for its new
+    memory when the plan goes to madvise: named, with how much; not a server in a THP mode of
+    its own, nor one holding none."""
+    f = facts(hosts, "thp-always")
+    held = dataclasses.replace(_inst("redis", "redis:6379"), thp_unadvised_kb=8192)
+    own = dataclasses.replace(_inst("redis", "redis:6380"), thp_unadvised_kb=8192,
+                              thp_mode="never")
+    none = dataclasses.replace(_inst("redis", "redis:6381"), thp_unadvised_kb=0)
+    r = plan.build(f, [held, own, none], prof(), ENGINES)
+    assert _thp_changes(r)["enabled"] == "madvise"
+    [t] = [x for x in r.findings if x.code == "thp.taken"]
+    assert t.instance == "redis:6379" and "8 MiB of THP" in t.rationale
+    # a plan that keeps always takes nothing
+    keep = dataclasses.replace(prof(), thp_enabled="keep")
+    r = plan.build(facts(hosts, "thp-always"), [_inst("mongodb", "mongodb:1", "8.0.4"), held],
+                   keep, {"mongodb": kv.MongoEngine()})
+    assert not [x for x in r.findings if x.code == "thp.taken"]

@@ -50,3 +50,11 @@ def test_set_mode_in_a_child_is_inherited_by_what_it_runs():
     assert mode_now() == "inherit"  # the test process itself untouched
     with pytest.raises(InputError, match="give one of"):
         set_mode("sometimes")
+
+
+@pytest.mark.parametrize("mode,kb", [("inherit", 8192), ("advised", 0), ("never", 0)])
+def test_thp_held_in_memory_not_madvised(mode, kb):
+    """The 8 MiB left alone holds 8 MiB of THP only in the default mode; the madvise()d 8 MiB
+    beside it is not counted."""
+    from hpadvise.thp_exec import unadvised_thp_kb
+    assert unadvised_thp_kb((MODES / mode / "smaps").read_text()) == kb

@@ -196,7 +196,7 @@ def keep_of(pid: int | None, thp: str | None = None) -> Keep:
     """The cgroup, memory policy and THP mode of live `pid` that a process started by
     hpadvise would not have: what a restart must give the server back. `thp`: the THP mode
     the server is to get instead of its own (a per-service plan, or its rollback)."""
-    from .thp_exec import mode_now, mode_of
+    from .thp_exec import mode_now
     own_mode = mode_now()
     if thp is None and pid:
         thp = mode_of(pid)  # None: cannot be told now, and makes no difference now
@@ -235,3 +235,17 @@ def keeper(keep: Keep | None, uid: int | None = None, gid: int | None = None
         if uid is not None:
             os.setuid(uid)
     return run
+
+
+def mode_of(pid: int) -> str | None:
+    """A live process's own THP mode (thp_exec.process_mode), read where this host's THP
+    knobs let the modes be told apart."""
+    from .host import read_thp
+    from .thp_exec import process_mode
+    from .thp_policy import thp_sizes
+    sr = SysRoot("/")
+    thp = read_thp(sr)
+    gives = bool(thp_sizes(thp, "enabled", advised=False))
+    return process_mode(sr.read(f"/proc/{pid}/status", quiet_missing=True),
+                        sr.read(f"/proc/{pid}/smaps", quiet_missing=True) if gives else None,
+                        gives, thp.pmd_size_kb)

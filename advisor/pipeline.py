@@ -66,11 +66,12 @@ def inspect(sr: SysRoot, profile_name: str = "oltp", targets: Targets | None = N
             inst.thp_unadvised_kb = unadvised_thp_kb(smaps) if smaps else None
     if sr.live and any(i.pid and i.thp_mode is None for i in instances):
         from .journal import journal_dir
-        from .process_thp import recorded_modes, started
-        modes = recorded_modes(journal_dir(journal))
+        from .procs import start_time
+        from .recorded import process_modes
+        modes = process_modes(journal_dir(journal))
         for inst in instances:  # a server an active apply started in a mode of its own
             if inst.pid and inst.thp_mode is None:
-                inst.thp_mode = modes.get((inst.pid, started(inst.pid)))
+                inst.thp_mode = modes.get((inst.pid, start_time(inst.pid)))
     own_cgroups(facts, instances)
     _unique_ids(instances, engines)
     if len(facts.numa_nodes) > 1:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from .actions import Restart
+from .procs import start_time
 
 
 class ProcessThp(Restart):
@@ -39,7 +40,7 @@ class ProcessThp(Restart):
         return f"restart {self.instance or 'the server'} in its own THP mode"
 
     def get(self) -> str | None:
-        from .thp_exec import mode_of
+        from .numa import mode_of
         pid = self._inner(None).pid()
         return mode_of(pid) if pid else None
 
@@ -73,7 +74,7 @@ class ProcessThp(Restart):
         # which process was started in it: check reads the mode back from here where /proc
         # cannot tell it (recorded_modes)
         pid = inner.pid()
-        return True, {"mode": value, "pid": pid, "started": started(pid), "seen": now,
+        return True, {"mode": value, "pid": pid, "started": start_time(pid), "seen": now,
                       "note": what}
 
     def restored(self, old: Any = None) -> str | None:
@@ -102,35 +103,3 @@ def how(mode: str) -> str:
     return (f"start it under `hpadvise thp-exec --mode {mode} -- COMMAND` (its start command), "
             f"or, as a systemd unit, with MemoryTHP={SYSTEMD[mode]} in a drop-in")
 
-
-def started(pid: int | None) -> float | None:
-    from .procs import Proc
-    from .sysroot import SysRoot
-    t = Proc(SysRoot("/"), pid).started_at if pid else None
-    return round(t, 2) if t is not None else None
-
-
-def recorded_modes(directory: str) -> dict[tuple[int, float], str]:
-    """(pid, start time) -> THP mode of each server an apply not rolled back started in a mode
-    of its own: what its /proc cannot tell (a PostgreSQL postmaster has no private memory of
-    a PMD's size, the only place the advised-only mode shows), as long as that very process
-    runs. Nothing where the journal cannot be read."""
-    import os
-    from .errors import InputError
-    from .journal import list_journals
-    if not os.access(directory, os.R_OK | os.X_OK):
-        return {}
-    out = {}
-    try:
-        journals = list_journals(directory)
-    except InputError:  # a damaged journal: rollback and history say so
-        return {}
-    for j in journals:
-        if j.rolled_back is not None:
-            continue
-        for e in j.entries:
-            a = e.actual
-            if e.spec.get("kind") == ProcessThp.kind and e.done and isinstance(a, dict) \
-                    and a.get("pid") and a.get("started") is not None:
-                out[(a["pid"], a["started"])] = a.get("mode")
-    return out

@@ -377,3 +377,10 @@ def machine_of(sr: SysRoot, pid: int) -> str | None:
             return name + "le" if name == "ppc64" and head[5] == 1 else name
     arch = (sr.read("/proc/sys/kernel/arch", quiet_missing=True) or "").strip()
     return arch or None
+
+
+def start_time(pid: int | None) -> float | None:
+    """When live `pid` started (Proc.started_at), to 10 ms: with the PID, what tells the
+    process apart from a later one that got the same PID."""
+    t = Proc(SysRoot("/"), pid).started_at if pid else None
+    return round(t, 2) if t is not None else None

@@ -118,3 +118,26 @@ def absent(directory: str, instances: list[Instance], engines: dict[str, Engine]
                              split=pages if len(pages) > 1 else None)
         out.append(inst)
     return out
+
+
+def process_modes(directory: str) -> dict[tuple[int, float], str]:
+    """(pid, start time) -> THP mode of each server an apply not rolled back started in a mode
+    of its own (process_thp.ProcessThp records the process it started): what its /proc cannot
+    tell (a PostgreSQL postmaster has no private memory of a PMD's size, the only place the
+    advised-only mode shows), as long as that very process runs. Nothing where the journal
+    cannot be read."""
+    from .journal import list_journals
+    if not os.access(directory, os.R_OK | os.X_OK):
+        return {}
+    try:
+        journals = list_journals(directory)
+    except InputError:  # a damaged journal: rollback and history say so
+        return {}
+    out = {}
+    for j in journals:
+        for e in j.entries if j.rolled_back is None else ():
+            a = e.actual
+            if e.spec.get("kind") == "process_thp" and e.done and isinstance(a, dict) \
+                    and a.get("pid") and a.get("started") is not None:
+                out[(a["pid"], a["started"])] = a.get("mode")
+    return out

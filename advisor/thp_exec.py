@@ -164,15 +164,3 @@ def kernel_has_advised(release: str | None) -> bool:
     m = re.match(r"(\d+)\.(\d+)", release or "")
     return bool(m) and (int(m.group(1)), int(m.group(2))) >= (6, 18)
 
-
-def mode_of(pid: int) -> str | None:
-    """process_mode of a live process on this host."""
-    from .host import read_thp
-    from .sysroot import SysRoot
-    from .thp_policy import thp_sizes
-    sr = SysRoot("/")
-    thp = read_thp(sr)
-    gives = bool(thp_sizes(thp, "enabled", advised=False))
-    return process_mode(sr.read(f"/proc/{pid}/status", quiet_missing=True),
-                        sr.read(f"/proc/{pid}/smaps", quiet_missing=True) if gives else None,
-                        gives, thp.pmd_size_kb)

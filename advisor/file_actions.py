@@ -10,7 +10,7 @@ import os
 import shlex
 from typing import Any, ClassVar
 
-from .actions import Action, ActionError, PathAction, missing_dirs
+from .action_base import Action, ActionError, PathAction, missing_dirs
 from .files import UnsafePath, target, write_atomic
 from .secrets import redact_text
 

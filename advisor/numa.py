@@ -24,7 +24,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Callable
 
-from .sysroot import SysRoot
+from .sysroot import SysRoot, nodelist
 
 # mpol_to_str()'s policy_modes[] names, longest first for the pattern
 _MODES = ("weighted interleave", "prefer (many)", "interleave", "default", "prefer", "bind",
@@ -45,17 +45,6 @@ _NUMACTL = {"bind": "--membind", "prefer": "--preferred", "interleave": "--inter
 # arch/powerpc/kernel/syscalls/syscall.tbl (261), arch/s390/kernel/syscalls/syscall.tbl (270)
 _NR_SET_MEMPOLICY = {"x86_64": 238, "aarch64": 237, "riscv64": 237, "loongarch64": 237,
                      "ppc64le": 261, "ppc64": 261, "s390x": 270}
-
-
-def nodelist(text: str) -> tuple[int, ...]:
-    """"0-1,3" as (0, 1, 3): the kernel's list format (Documentation/admin-guide/cgroup-v2.rst,
-    cpuset.mems)."""
-    out: list[int] = []
-    for part in text.split(","):
-        a, _, b = part.strip().partition("-")
-        if a.isdigit() and (not b or b.isdigit()):
-            out += range(int(a), int(b or a) + 1)
-    return tuple(sorted(set(out)))
 
 
 def listed(nodes: tuple[int, ...]) -> str:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from .secrets import redact_args, redact_environ
-from .sysroot import SysRoot, kb
+from .sysroot import SysRoot, kb, nodelist
 
 
 @dataclass(frozen=True)
@@ -176,7 +176,6 @@ class Proc:
         """NUMA nodes the process's cpuset allows (cpuset.mems, systemd's AllowedMemoryNodes=):
         "Mems_allowed_list: 0-1,3" in status (Documentation/filesystems/proc.rst). A memory
         policy (numactl --membind) is not here: numa.py reads it from numa_maps."""
-        from .numa import nodelist
         v = self.status.get("Mems_allowed_list")
         return nodelist(v) if v else None
 

@@ -155,6 +155,17 @@ class SysRoot:
             return None
 
 
+def nodelist(text: str) -> tuple[int, ...]:
+    """"0-1,3" as (0, 1, 3): the kernel's list format (Documentation/admin-guide/cgroup-v2.rst,
+    cpuset.mems)."""
+    out: list[int] = []
+    for part in text.split(","):
+        a, _, b = part.strip().partition("-")
+        if a.isdigit() and (not b or b.isdigit()):
+            out += range(int(a), int(b or a) + 1)
+    return tuple(sorted(set(out)))
+
+
 def kb(value: str | None) -> int | None:
     """'1234 kB' -> 1234 (the unit in /proc files is always kB, i.e. KiB)."""
     if value is None:

@@ -22,7 +22,7 @@ import pwd
 import shutil
 import subprocess
 
-from hpadvise.benchmarks.target import check_run, free_port, mark_scratch
+from hpadvise.benchmarks.target import check_run, mark_scratch
 from hpadvise.errors import InputError
 from hpadvise.model import SCRATCH_MARK
 
@@ -163,28 +163,9 @@ def prepare_copy(datadir: str, pw, port: int, socket_dir: str, settings: list[st
     mark_scratch(datadir, pw)
 
 
-def scratch_from(fill, user: str, bindir: str, settings: list[str], extra: dict[str, str],
-                 tmp_base: str | None = None):
-    """A ScratchCluster (not started) whose data directory `fill(datadir)` makes: a base
-    backup taken into it, or a copy of one (copy_base)."""
-    from .actions import scratch_dir
-    from .bench import ScratchCluster
-    c = ScratchCluster.__new__(ScratchCluster)
-    c.bindir, c.user, c.config_file, c.major = bindir, user, None, None
-    c.pw, c.tmp = scratch_dir(user, tmp_base)
-    c.datadir, c.log, c.port = f"{c.tmp}/data", f"{c.tmp}/log", free_port()
-    try:
-        fill(c.datadir)
-        os.chown(c.datadir, c.pw.pw_uid, c.pw.pw_gid)
-        prepare_copy(c.datadir, c.pw, c.port, c.tmp, settings, extra)
-    except BaseException:
-        shutil.rmtree(c.tmp, ignore_errors=True)
-        raise
-    return c
-
-
 def copy_base(base: str):
-    """A `fill` for scratch_from: cp -a of a base backup (owner and modes kept)."""
+    """A `fill` for scratch_cluster.scratch_from: cp -a of a base backup (owner and modes
+    kept)."""
     return lambda datadir: check_run(["cp", "-a", base, datadir])
 
 

@@ -14,7 +14,8 @@ from hpadvise.errors import InputError
 from hpadvise.sysroot import SysRoot
 
 from .capture import read_capture
-from .copying import base_backup, copy_base, data_bytes, scratch_from, source_settings
+from .copying import base_backup, copy_base, data_bytes, source_settings
+from .scratch_cluster import scratch_from
 
 
 def find_instance(opts, restarts: bool = True):

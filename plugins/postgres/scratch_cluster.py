@@ -1,0 +1,159 @@
+"""A throwaway PostgreSQL cluster, for validate and the tests: initdb into a scratch directory,
+or a data directory another step fills (a base backup, a copy of one), with its own port and
+socket, run as an unprivileged OS user (PostgreSQL refuses to run as root)."""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import Callable
+
+from hpadvise.benchmarks.target import check_run, free_port, run_as
+from hpadvise.errors import InputError
+
+from .actions import scratch_dir
+from .copying import prepare_copy
+
+
+def pg_bindir() -> str | None:
+    for d in sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True):  # Debian layout
+        if os.access(f"{d}/postgres", os.X_OK):
+            return d
+    p = shutil.which("pg_config")
+    if p:
+        return subprocess.run([p, "--bindir"], capture_output=True, text=True).stdout.strip()
+    return None
+
+
+class ScratchCluster:
+    """initdb into a temp directory owned by `user`; listens only on its own socket."""
+
+    def __init__(self, settings: dict[str, str] | None = None, user: str = "postgres",
+                 base: str | None = None, bindir: str | None = None):
+        self.bindir = bindir or pg_bindir()
+        if self.bindir is None:
+            raise InputError("PostgreSQL server binaries not found; install the server package "
+                             "(Debian: apt-get install postgresql)")
+        self.pw, self.tmp = scratch_dir(user, base)
+        self.user = user
+        self.datadir = f"{self.tmp}/data"
+        self.port = free_port()
+        self.log = f"{self.tmp}/log"
+        self.config_file, self.major = None, None
+        try:
+            self._run([f"{self.bindir}/initdb", "-D", self.datadir, "-A", "trust", "-U",
+                       "postgres", "--no-sync"], check=True)
+        except BaseException:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            raise
+        self.configure({"port": str(self.port), "unix_socket_directories": f"'{self.tmp}'",
+                        "listen_addresses": "''", **(settings or {})})
+
+    @classmethod
+    def filled(cls, fill: Callable[[str], object], user: str, bindir: str, base: str | None,
+               prepare: Callable[["ScratchCluster"], object]) -> "ScratchCluster":
+        """A cluster (not started) in a new scratch directory whose data directory
+        `fill(datadir)` makes and `prepare(cluster)` configures; the directory is removed
+        again if either fails."""
+        c = cls.__new__(cls)
+        c.bindir, c.user, c.config_file, c.major = bindir, user, None, None
+        c.pw, c.tmp = scratch_dir(user, base)
+        c.datadir, c.log, c.port = f"{c.tmp}/data", f"{c.tmp}/log", free_port()
+        try:
+            fill(c.datadir)
+            prepare(c)
+        except BaseException:
+            shutil.rmtree(c.tmp, ignore_errors=True)
+            raise
+        return c
+
+    @classmethod
+    def copy_of(cls, other: "ScratchCluster") -> "ScratchCluster":
+        """A stopped cluster's data directory copied (owner and modes kept) into a new temp
+        directory, listening on its own port and socket."""
+        return cls.filled(lambda d: check_run(["cp", "-a", other.datadir, d]), other.user,
+                          other.bindir, os.path.dirname(other.tmp),
+                          lambda c: c.configure({"port": str(c.port),
+                                                 "unix_socket_directories": f"'{c.tmp}'"}))
+
+    @property
+    def run_as(self) -> dict:
+        return run_as(self.pw)
+
+    def _run(self, cmd, check=False, **kw):
+        if check:
+            return check_run(cmd, **self.run_as, **kw)
+        kw.setdefault("cwd", "/")
+        return subprocess.run(cmd, capture_output=True, text=True, **self.run_as, **kw)
+
+    def configure(self, settings: dict[str, str]) -> None:
+        """Append settings to postgresql.conf (later lines win)."""
+        with open(f"{self.datadir}/postgresql.conf", "a") as f:
+            for k, v in settings.items():
+                f.write(f"{k} = {v}\n")
+
+    def postgres_C(self, param: str, *extra: str) -> str:
+        r = self._run([f"{self.bindir}/postgres", "-D", self.datadir, "-C", param, *extra])
+        if r.returncode != 0:
+            raise RuntimeError(r.stderr.strip())
+        return r.stdout.strip()
+
+    def start(self, check=True) -> subprocess.CompletedProcess:
+        r = self._run([f"{self.bindir}/pg_ctl", "-D", self.datadir, "-l", self.log, "-w",
+                       "-t", "120", "start"])
+        if check and r.returncode != 0:
+            raise RuntimeError(f"start failed: {r.stderr.strip()} {self.logtail()}")
+        return r
+
+    def logtail(self) -> str:
+        try:
+            return Path(self.log).read_text()[-800:]
+        except OSError:
+            return ""
+
+    @property
+    def pid(self) -> int | None:
+        try:
+            return int(Path(f"{self.datadir}/postmaster.pid").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return None
+
+    def running(self) -> bool:
+        pid = self.pid
+        return bool(pid) and os.path.exists(f"/proc/{pid}")
+
+    def psql(self, sql: str, db: str = "postgres") -> str:
+        r = self._run([f"{self.bindir}/psql", "-h", self.tmp, "-p", str(self.port), "-U",
+                       "postgres", "-d", db, "-Atc", sql], check=True)
+        return r.stdout.strip()
+
+    def stop(self, mode: str = "immediate") -> None:
+        """Stop the scratch server: immediate by default (its data is disposable and the next
+        start replays WAL), "fast" for a clean shutdown checkpoint (pg_ctl(1): the copy of a
+        cleanly stopped cluster starts without crash recovery)."""
+        if self.running():
+            pid = self.pid
+            self._run([f"{self.bindir}/pg_ctl", "-D", self.datadir, "-m", mode, "-w",
+                       "stop"])
+            for _ in range(200):  # until the postmaster is really gone
+                if not pid or not os.path.exists(f"/proc/{pid}"):
+                    break
+                time.sleep(0.05)
+
+    def destroy(self) -> None:
+        self.stop()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def scratch_from(fill, user: str, bindir: str, settings: list[str], extra: dict[str, str],
+                 tmp_base: str | None = None) -> ScratchCluster:
+    """A ScratchCluster (not started) whose data directory `fill(datadir)` makes: a base
+    backup taken into it, or a copy of one (copying.copy_base)."""
+    def prepare(c: ScratchCluster) -> None:
+        os.chown(c.datadir, c.pw.pw_uid, c.pw.pw_gid)
+        prepare_copy(c.datadir, c.pw, c.port, c.tmp, settings, extra)
+    return ScratchCluster.filled(fill, user, bindir, tmp_base, prepare)

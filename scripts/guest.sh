@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# A guest lab: Debian 12 root file systems built once with debootstrap and cached, booted with
+# A guest lab: Debian root file systems built once with debootstrap and cached, booted with
 # Debian's own kernel under QEMU's emulation (TCG), to run hpadvise inside real kernels of other
-# shapes (two NUMA nodes, arm64 page geometries).
+# shapes (two NUMA nodes, arm64 page geometries) and releases (Debian 13's 6.12 with
+# HPADVISE_GUEST_SUITE=trixie).
 #
 #   scripts/guest.sh build ARCH             build and cache the image (amd64 or arm64)
 #   scripts/guest.sh run ARCH SHARE [QEMU-OPTS...]
@@ -20,12 +21,15 @@
 # root, debootstrap and Debian's package mirror; arm64 also needs qemu-user-static (its
 # binfmt_misc entry is enabled for the build only and disabled again). Booting needs
 # qemu-system-x86 or qemu-system-arm. Timeout for a run: $HPADVISE_GUEST_TIMEOUT seconds
-# (default 900).
+# (default 900). HPADVISE_GUEST_SUITE picks the Debian release (default bookworm; another is
+# cached apart, as ARCH-SUITE); HPADVISE_GUEST_APPEND adds to the guest kernel's command line.
 set -euo pipefail
 
 cache=${HPADVISE_GUESTS:-/var/tmp/hpadvise-guests}
 mirror=${HPADVISE_GUEST_MIRROR:-http://deb.debian.org/debian}
-suite=bookworm
+suite=${HPADVISE_GUEST_SUITE:-bookworm}
+# the image's directory in the cache: bookworm's keeps its first name
+image() { if [ "$suite" = bookworm ]; then echo "$cache/$1"; else echo "$cache/$1-$suite"; fi; }
 
 die() { echo "guest.sh: $*" >&2; exit 2; }
 arch_ok() { case "$1" in amd64|arm64) ;; *) die "unknown architecture '$1': amd64 or arm64";; esac; }
@@ -35,7 +39,9 @@ arch_ok() { case "$1" in amd64|arm64) ;; *) die "unknown architecture '$1': amd6
 # through the share).
 packages() {
   local p="systemd-sysv,udev,kmod,procps,util-linux,numactl,python3,python3-psycopg,postgresql"
-  p+=",postgresql-contrib,e2fsprogs"
+  p+=",e2fsprogs"
+  # bookworm's pg_prewarm and friends; trixie's postgresql package holds them itself
+  [ "$suite" = bookworm ] && p+=",postgresql-contrib"
   case "$1" in
     amd64) p+=",linux-image-amd64" ;;
     arm64) p+=",linux-image-arm64,openjdk-17-jre-headless" ;;
@@ -82,7 +88,8 @@ EOF
 }
 
 build() {
-  local arch=$1 dir="$cache/$1"
+  local arch=$1 dir
+  dir=$(image "$1")
   [ -f "$dir/root.img" ] && { echo "$dir"; return; }
   [ "$(id -u)" = 0 ] || die "building a guest needs root (debootstrap)"
   command -v debootstrap >/dev/null || die "debootstrap is missing: apt-get install debootstrap"
@@ -127,7 +134,8 @@ build() {
 
 run() {
   local arch=$1 share=$2; shift 2
-  local dir="$cache/$arch"
+  local dir
+  dir=$(image "$arch")
   [ -f "$dir/root.img" ] || die "no $arch guest in $cache: run 'scripts/guest.sh build $arch'"
   [ -f "$share/run.sh" ] || die "$share/run.sh is missing: the guest runs it"
   rm -f "$share/rc" "$share/out.log"
@@ -137,9 +145,9 @@ run() {
     -kernel "$dir/vmlinuz" -initrd "$dir/initrd")
   case "$arch" in
     amd64) qemu=(qemu-system-x86_64 -accel tcg,thread=multi -cpu max
-                 -append "root=/dev/vda rw console=ttyS0 quiet") ;;
-    arm64) qemu=(qemu-system-aarch64 -M virt -cpu max,pauth-impdef=on
-                 -accel tcg,thread=multi -append "root=/dev/vda rw console=ttyAMA0 quiet") ;;
+                 -append "root=/dev/vda rw console=ttyS0 quiet ${HPADVISE_GUEST_APPEND:-}") ;;
+    arm64) qemu=(qemu-system-aarch64 -M virt -cpu max,pauth-impdef=on -accel tcg,thread=multi
+                 -append "root=/dev/vda rw console=ttyAMA0 quiet ${HPADVISE_GUEST_APPEND:-}") ;;
   esac
   command -v "${qemu[0]}" >/dev/null || die "${qemu[0]} is missing (Debian: qemu-system-x86 or qemu-system-arm)"
   timeout --kill-after=10 "${HPADVISE_GUEST_TIMEOUT:-900}" "${qemu[@]}" "${common[@]}" "$@" \
@@ -153,6 +161,6 @@ cmd=${1:-}; shift || true
 case "$cmd" in
   build) arch_ok "${1:-}"; build "$1" ;;
   run) arch_ok "${1:-}"; [ $# -ge 2 ] || die "usage: guest.sh run ARCH SHARE [QEMU-OPTS...]"; run "$@" ;;
-  path) arch_ok "${1:-}"; echo "$cache/$1" ;;
+  path) arch_ok "${1:-}"; image "$1" ;;
   *) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

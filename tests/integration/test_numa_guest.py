@@ -7,37 +7,21 @@ nothing of it outlives the run, and nothing of this host is changed."""
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from support import REPO
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "guests"))
+from hostside import run_lab  # noqa: E402
 
-GUEST = REPO / "scripts" / "guest.sh"
 NUMA = ["-m", "6G", "-smp", "2",
         "-object", "memory-backend-ram,id=m0,size=3G",
         "-object", "memory-backend-ram,id=m1,size=3G",
         "-numa", "node,nodeid=0,cpus=0,memdev=m0", "-numa", "node,nodeid=1,cpus=1,memdev=m1"]
 CASES = ("numactl", "cpuset", "systemd", "short", "short_cpuset")
-# hpadvise's pure-Python dependencies, as installed here, go in beside it (the guest's
-# Python has psycopg from Debian)
-DEPS = ("typer", "rich", "shellingham", "markdown-it-py", "mdurl", "pygments",
-        "typing-extensions", "annotated-doc", "click")
-
-
-def _pinned() -> list[str]:
-    from importlib import metadata
-    out = []
-    for name in DEPS:
-        try:
-            out.append(f"{name}=={metadata.version(name)}")
-        except metadata.PackageNotFoundError:
-            pass
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -47,24 +31,7 @@ def lab(tmp_path_factory):
     for tool in ("qemu-system-x86_64", "debootstrap"):
         if not shutil.which(tool):
             pytest.fail(f"{tool} not found: run scripts/test.sh, which installs it")
-    b = subprocess.run([str(GUEST), "build", "amd64"], capture_output=True, text=True,
-                       timeout=1800)
-    assert b.returncode == 0, b.stderr[-2000:]
-    share = tmp_path_factory.mktemp("numa-guest")
-    for f in ("numa_lab.py", "guestlab.py"):
-        shutil.copy(REPO / "tests" / "guests" / f, share / f)
-    pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
-                          "--disable-pip-version-check", "--target", str(share / "pylib"),
-                          str(REPO), *_pinned()], capture_output=True, text=True, timeout=600,
-                         cwd=share)
-    assert pip.returncode == 0, pip.stderr[-2000:]
-    (share / "run.sh").write_text("export PYTHONPATH=/share/pylib\n"
-                                  f"python3 /share/numa_lab.py {' '.join(CASES)}\n")
-    r = subprocess.run([str(GUEST), "run", "amd64", str(share), *NUMA], capture_output=True,
-                       text=True, timeout=1200)
-    out = (share / "out.log").read_text() if (share / "out.log").exists() else ""
-    assert r.returncode == 0, r.stderr[-2000:] + out[-3000:]
-    result = json.loads((share / "result.json").read_text())
+    result = run_lab(tmp_path_factory.mktemp("numa-guest"), "numa_lab.py", CASES, NUMA)
     for case in CASES:
         assert "error" not in result.get(case, {}), result.get(case)
     return result

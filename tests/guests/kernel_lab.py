@@ -1,0 +1,97 @@
+"""Runs inside the trixie guest (scripts/guest.sh with HPADVISE_GUEST_SUITE=trixie: Debian
+13's own 6.12 kernel under QEMU's emulation), booted with hugetlb_cma=, hugetlb_free_vmemmap=on
+and thp_anon=: what that kernel made of each parameter, what check plans from it, and what the
+kernel then grants. Writes /share/result.json for the host's test and lab record to judge
+(tests/integration/test_trixie_guest.py); judges nothing itself. Also writes an `hpadvise
+snapshot` of the guest to /share/snapshot-trixie (tests/fixtures/guests/amd64-trixie-cma).
+
+    python3 kernel_lab.py [case ...]     cases: facts plan cma hvo (default: all)
+"""
+
+import os
+import re
+
+from guestlab import hp, run_cases, sh
+
+HUGE = "/sys/kernel/mm/hugepages"
+THP = "/sys/kernel/mm/transparent_hugepage"
+GB = 1048576
+
+
+def read(path: str) -> str:
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError as exc:
+        return f"unreadable: {exc.strerror}"
+
+
+def meminfo() -> dict:
+    return {k: int(v) for k, v in re.findall(r"^(\w+):\s+(\d+)", read("/proc/meminfo"), re.M)}
+
+
+def set_pool(kb: int, n: int) -> int:
+    with open(f"{HUGE}/hugepages-{kb}kB/nr_hugepages", "w") as f:
+        f.write(str(n))
+    return int(read(f"{HUGE}/hugepages-{kb}kB/nr_hugepages"))
+
+
+def facts() -> dict:
+    sizes = sorted(d for d in os.listdir(THP) if d.startswith("hugepages-"))
+    m = meminfo()
+    out = {"uname": os.uname().release, "cmdline": read("/proc/cmdline"),
+           "hvo_sysctl": read("/proc/sys/vm/hugetlb_optimize_vmemmap"),
+           "cma_kb": {k: m.get(k) for k in ("CmaTotal", "CmaFree")},
+           "thp": {k: read(f"{THP}/{k}") for k in ("enabled", "shmem_enabled")},
+           "mthp": {d: read(f"{THP}/{d}/enabled") for d in sizes},
+           "boot_log": [ln for ln in sh("dmesg", check=False).stdout.splitlines()
+                        if re.search(r"hugetlb|cma|thp_anon|HugeTLB|Unknown kernel", ln)][:40]}
+    sh("python3 -m hpadvise.cli snapshot /share/snapshot-trixie", check=False)
+    return out
+
+
+def plan() -> dict:
+    """check's plan for PostgreSQL sized at 3 GiB of shared_buffers with 1 GiB pages
+    preferred: the 1 GiB pool's feasibility (from the CMA area, or not)."""
+    with open("/share/prefer.toml", "w") as f:
+        f.write('name = "prefer"\n[pool]\ngigantic = "prefer"\nos_floor_pct = 5\n')
+    r = hp("size", "postgres", "shared_buffers=3GB", "--profile", "/share/prefer.toml", "--json")
+    j = r.get("json") or {}
+    return {"rc": r["rc"], "stderr": r["stderr"][-500:],
+            "pools": (j.get("plan") or {}).get("pools"),
+            "findings": [(f["code"], f["title"]) for f in j.get("findings", [])
+                         if f["code"].startswith("pool.")]}
+
+
+def cma() -> dict:
+    """The 1 GiB pool grown at runtime: from the CMA area, read back, and released."""
+    before = meminfo()
+    got = set_pool(GB, 2)
+    during = meminfo()
+    back = set_pool(GB, 0)
+    return {"granted": got, "released_to": back,
+            "cma_free_kb": [before.get("CmaFree"), during.get("CmaFree")]}
+
+
+def hvo() -> dict:
+    """A 2 MiB pool of 400 pages with HVO on: MemFree falls by the pool less what HVO frees
+    (7 of 8 vmemmap pages a page: 28 KiB), then the pool shrinks back."""
+    before = meminfo()["MemFree"]
+    got = set_pool(2048, 400)
+    after = meminfo()["MemFree"]
+    back = set_pool(2048, 0)
+    return {"granted": got, "memfree_drop_kb": before - after, "pool_kb": got * 2048,
+            "released_to": back}
+
+
+def cleanup() -> None:
+    for kb in (GB, 2048):
+        try:
+            set_pool(kb, 0)
+        except OSError:
+            pass
+
+
+if __name__ == "__main__":
+    result: dict = {}
+    run_cases({"facts": facts, "plan": plan, "cma": cma, "hvo": hvo}, result, cleanup)

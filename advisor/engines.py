@@ -102,6 +102,13 @@ class Engine:
         directory, a port, a socket ... (a path matches by its real path)."""
         return ()
 
+    def outlives_process(self, inst: Instance) -> bool:
+        """Whether the instance's ID outlives its process (a port, a path, a name), so that the
+        same server is found under it again after a restart. An ID that names a process (its
+        PID) does not: an apply's record of it is not kept for a "stopped" instance once the
+        process is gone (recorded.absent), as its successor is a new instance."""
+        return True
+
     def thp_needs(self, inst: Instance, profile: Profile) -> dict[str, tuple[set[str], str]]:
         """THP knob values this instance can live with: knob -> (acceptable values, why).
         The plan resolves them against the profile and the other instances."""

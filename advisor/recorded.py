@@ -28,8 +28,11 @@ def for_header(report: Report, instances: list[Instance]) -> list[dict]:
         if p is None or p.status != "pool":
             continue
         eng = report.engines.get(inst.engine)
-        out.append({"instance": inst.id, "engine": inst.engine, "refs": _paths(eng, inst),
-                    "pages": {str(kb): n for kb, n in p.sizes().items()}})
+        rec = {"instance": inst.id, "engine": inst.engine, "refs": _paths(eng, inst),
+               "pages": {str(kb): n for kb, n in p.sizes().items()}}
+        if eng is not None and not eng.outlives_process(inst):
+            rec["outlives_process"] = False  # its ID names the process (absent skips it)
+        out.append(rec)
     return out
 
 
@@ -107,8 +110,8 @@ def absent(directory: str, instances: list[Instance], engines: dict[str, Engine]
                        if isinstance(r, str) and r.startswith("/") and os.path.isdir(r)):
             continue
         pages = _pages(rec)
-        if not pages or engine not in engines:
-            continue
+        if not pages or engine not in engines or rec.get("outlives_process") is False:
+            continue  # an ID that named a process: that server is gone, not stopped
         known.add((engine, iid))
         kb = max(pages)  # its largest page size; `split` holds every size it recorded
         inst = Instance(engine, iid, f"{iid} (not running; the active apply {jid} planned it)",

@@ -119,6 +119,9 @@ class QemuEngine(Engine):
             out.append(inst)
         return out
 
+    def outlives_process(self, inst: Instance) -> bool:
+        return inst.id != f"qemu:{inst.pid}"  # a guest without -name is known by its PID
+
     def findings(self, inst: Instance, host: HostFacts, profile: Profile) -> list[Finding]:
         if inst.backing == "hugetlb":
             page = inst.backing_page_kb

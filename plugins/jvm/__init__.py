@@ -209,6 +209,9 @@ class JvmEngine(Engine):
         j: Jvm | None = inst.state
         return j is not None and self.wants_static(j, profile)
 
+    def outlives_process(self, inst: Instance) -> bool:
+        return False  # "jvm:<pid>": a restarted JVM is another instance
+
     def thp_needs(self, inst: Instance, profile: Profile) -> dict[str, tuple[set[str], str]]:
         """THP values this instance can live with, per knob, and why."""
         j: Jvm | None = inst.state

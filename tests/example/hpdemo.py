@@ -169,7 +169,7 @@ class DemoEngine(Engine):
             argv = argv[1:]
             settings = read_config(procs.sr.read(config) or "")
             size = int(settings.get("buffer_mb", "16")) << 20
-            iid = f"hpdemo:{p.pid}"
+            iid = f"hpdemo:{config}"  # its config's path: the same server after a restart
             inst = Instance(self.name, iid, f"hpdemo-server {config}", True, pid=p.pid,
                             owner=procs.user(p.uid), settings=settings,
                             state=Demo(config, settings, argv))

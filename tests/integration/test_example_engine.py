@@ -74,6 +74,7 @@ def test_example_engine_check_apply_rollback(demo, tmp_path):
     assert res.status == "ok", res.problems
     assert "huge_pages = on" in demo.read_text()
     r = _plan()
+    assert len(r.instances) == 1, [(i.id, i.running, i.found) for i in r.instances]
     [inst] = r.instances
     assert inst.backing == "hugetlb" and inst.demand.held_pages == 12
     assert [f.code for f in r.findings if f.instance == inst.id] == ["hpdemo.huge_pages.active"]

@@ -214,3 +214,21 @@ def test_an_instance_only_the_journal_knows_keeps_its_pages(tmp_path, hosts, toy
     assert r.placements[a.id].status == "kept" and r.placements[a.id].pages == 528
     assert r.pools[0].demand_pages == 528 + 198
     assert absent(str(d), [host_server, by_dir, inst("toy:3307", "/x", 1, True)], toy) == []
+
+
+def test_a_record_of_an_id_that_named_a_process_is_not_kept(tmp_path):
+    """A JVM is known by its PID: once that process is gone, its successor is a new instance,
+    and the apply's record of the old one must not keep pages as if it were stopped."""
+    from hpadvise.plugins.jvm import JvmEngine
+    from hpadvise.recorded import absent
+    d = tmp_path / "j"
+    d.mkdir(mode=0o700)
+    recs = [{"instance": "jvm:4242", "engine": "jvm", "refs": [], "pages": {"2048": 600},
+             "outlives_process": False},
+            {"instance": "jvm:named", "engine": "jvm", "refs": [], "pages": {"2048": 10}}]
+    journal.Journal.create(str(d), {"argv": ["apply"], "pages": recs})
+    found = absent(str(d), [], {"jvm": JvmEngine()})
+    assert [i.id for i in found] == ["jvm:named"]  # an older record, without the key: kept
+    # what apply writes: the JVM's record says its ID named the process
+    inst = Instance("jvm", "jvm:77", "java", True, pid=77)
+    assert JvmEngine().outlives_process(inst) is False

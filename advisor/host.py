@@ -66,6 +66,7 @@ class MemInfo:
     shmem_pmd_mapped_kb: int | None
     swap_total_kb: int | None
     default_hugepage_kb: int | None
+    cma_total_kb: int | None = None  # CmaTotal: absent where the kernel has no CMA at all
 
 
 @dataclass(frozen=True)
@@ -274,6 +275,7 @@ def read_meminfo(sr: SysRoot, path: str = "/proc/meminfo") -> MemInfo:
         free_kb=kb(m.get("MemFree")),
         anon_huge_kb=kb(m.get("AnonHugePages")), shmem_huge_kb=kb(m.get("ShmemHugePages")),
         shmem_pmd_mapped_kb=kb(m.get("ShmemPmdMapped")), swap_total_kb=kb(m.get("SwapTotal")),
+        cma_total_kb=kb(m.get("CmaTotal")),
         default_hugepage_kb=kb(m.get("Hugepagesize")),
     )
 

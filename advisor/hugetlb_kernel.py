@@ -65,6 +65,17 @@ def hvo(host) -> bool:
     return hvo_on(host.sysctls.get("vm.hugetlb_optimize_vmemmap"), dict(host.cmdline_params))
 
 
+def cma_asked(host) -> int:
+    """The hugetlb_cma= area the command line asks for, in bytes (HostFacts)."""
+    return cma_bytes(dict(host.cmdline_params).get("hugetlb_cma"))
+
+
 def cma_pages(host, size_kb: int) -> int:
-    """Gigantic pages of `size_kb` the hugetlb_cma= area holds (HostFacts)."""
-    return cma_bytes(dict(host.cmdline_params).get("hugetlb_cma")) // (size_kb * 1024)
+    """Gigantic pages of `size_kb` the hugetlb_cma= area holds (HostFacts): none where the
+    kernel has no CMA (no CmaTotal in /proc/meminfo), which then ignores the parameter and
+    passes it to user space (Debian 13's 6.12: "Unknown kernel command line parameters
+    hugetlb_cma=2G"), nor beyond what CmaTotal says was reserved."""
+    total = host.mem.cma_total_kb
+    if not total:
+        return 0
+    return min(cma_asked(host), total * 1024) // (size_kb * 1024)

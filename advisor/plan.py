@@ -14,7 +14,7 @@ from . import boot_plan, host_findings
 from .engines import Engine
 from .findings import CORE
 from .host import HostFacts
-from .hugetlb_kernel import cma_pages, hvo, vmemmap_saved_kb
+from .hugetlb_kernel import cma_asked, cma_pages, hvo, vmemmap_saved_kb
 from .model import SCHEMA_VERSION, Change, Instance, Placement, Recorded, Report  # noqa: F401
 from .profiles import Profile
 from .recorded import why as recorded_why
@@ -358,11 +358,14 @@ def _feasibility(r: Report, pp: PoolPlan) -> PoolPlan:
             f"kernel command line: hugetlb_cma={pp.target_pages * pp.size_kb // 1048576}G"))
     if host.is_gigantic(pp.size_kb):
         page = fmt_page(pp.size_kb)
+        ignored = (" This kernel has no CMA (no CmaTotal in /proc/meminfo): it ignored the "
+                   "hugetlb_cma= on its command line.") if cma_asked(host) else ""
         r.findings.append(CORE["pool.gigantic_runtime"](
             f"{page} pages are larger than the buddy allocator's largest block: each needs a "
             f"physically contiguous, aligned {page} range, and a runtime allocation can fall "
             "short on a host that has been up for a while. Reserving them at boot "
-            f"(hugepagesz={cmdline_size(pp.size_kb)} hugepages={pp.target_pages}) always works.",
+            f"(hugepagesz={cmdline_size(pp.size_kb)} hugepages={pp.target_pages}) always works."
+            + ignored,
             f"target {pp.target_pages}, now {pp.current_pages}",
             title=f"{grow} more {page} pages needed at runtime"))
         return dataclasses.replace(pp, feasibility="boot_reservation", feasibility_reason=(

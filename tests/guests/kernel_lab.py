@@ -45,7 +45,9 @@ def facts() -> dict:
            "thp": {k: read(f"{THP}/{k}") for k in ("enabled", "shmem_enabled")},
            "mthp": {d: read(f"{THP}/{d}/enabled") for d in sizes},
            "boot_log": [ln for ln in sh("dmesg", check=False).stdout.splitlines()
-                        if re.search(r"hugetlb|cma|thp_anon|HugeTLB|Unknown kernel", ln)][:40]}
+                        if re.search(r"hugetlb|cma|thp_anon|HugeTLB|Unknown kernel", ln)][:40],
+           "bad_page_lines": sum("Bad page state" in ln for ln in
+                                 sh("dmesg", check=False).stdout.splitlines())}
     sh("python3 -m hpadvise.cli snapshot /share/snapshot-trixie", check=False)
     return out
 
@@ -57,8 +59,7 @@ def plan() -> dict:
         f.write('name = "prefer"\n[pool]\ngigantic = "prefer"\nos_floor_pct = 5\n')
     r = hp("size", "postgres", "shared_buffers=3GB", "--profile", "/share/prefer.toml", "--json")
     j = r.get("json") or {}
-    return {"rc": r["rc"], "stderr": r["stderr"][-500:],
-            "pools": (j.get("plan") or {}).get("pools"),
+    return {"rc": r["rc"], "stderr": r["stderr"][-500:], "pools": j.get("pools"),
             "findings": [(f["code"], f["title"]) for f in j.get("findings", [])
                          if f["code"].startswith("pool.")]}
 
@@ -81,7 +82,8 @@ def hvo() -> dict:
     after = meminfo()["MemFree"]
     back = set_pool(2048, 0)
     return {"granted": got, "memfree_drop_kb": before - after, "pool_kb": got * 2048,
-            "released_to": back}
+            "released_to": back, "bad_page_lines": sum(
+                "Bad page state" in ln for ln in sh("dmesg", check=False).stdout.splitlines())}
 
 
 def cleanup() -> None:

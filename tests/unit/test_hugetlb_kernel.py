@@ -6,7 +6,7 @@ import dataclasses
 
 from hpadvise import host, plan, profiles
 from hpadvise.engines import Demand, Instance, registry
-from hpadvise.hugetlb_kernel import cma_bytes, hvo_on, vmemmap_saved_kb
+from hpadvise.hugetlb_kernel import cma_bytes, cma_pages, hvo, hvo_on, vmemmap_saved_kb
 from hpadvise.sysroot import SysRoot
 
 GB, MB2 = 1048576, 2048
@@ -24,9 +24,10 @@ def _profile():
                                os_floor_pct=0)
 
 
-def _host(hosts, state="no-pools", **params):
+def _host(hosts, state="no-pools", cma_kb=None, **params):
     h = host.collect(SysRoot(hosts / state))
-    return dataclasses.replace(h, cmdline_params=tuple(params.items()))
+    return dataclasses.replace(h, cmdline_params=tuple(params.items()),
+                               mem=dataclasses.replace(h.mem, cma_total_kb=cma_kb))
 
 
 def test_vmemmap_and_cma_arithmetic():
@@ -40,12 +41,12 @@ def test_vmemmap_and_cma_arithmetic():
 
 
 def test_a_cma_area_grants_gigantic_pages_at_runtime(hosts):
-    r = plan.build(_host(hosts, hugetlb_cma="8G"), [_jvm({GB: 4})], _profile(), {})
+    r = plan.build(_host(hosts, cma_kb=8 << 20, hugetlb_cma="8G"), [_jvm({GB: 4})], _profile(), {})
     (pool,) = r.pools
     assert pool.feasibility != "boot_reservation" and "hugetlb_cma" in pool.feasibility_reason
     assert not [f for f in r.findings if f.code == "pool.gigantic_runtime"]
     # too small an area: boot allocation is skipped with it, so the area must grow
-    r = plan.build(_host(hosts, hugetlb_cma="2G"), [_jvm({GB: 4})], _profile(), {})
+    r = plan.build(_host(hosts, cma_kb=2 << 20, hugetlb_cma="2G"), [_jvm({GB: 4})], _profile(), {})
     (pool,) = r.pools
     assert pool.feasibility == "boot_reservation" and "hugetlb_cma=4G" in pool.feasibility_reason
     [f] = [f for f in r.findings if f.code == "pool.gigantic_runtime"]
@@ -54,6 +55,11 @@ def test_a_cma_area_grants_gigantic_pages_at_runtime(hosts):
     r = plan.build(_host(hosts), [_jvm({GB: 4})], _profile(), {})
     assert r.pools[0].feasibility == "boot_reservation"
     assert "hugepagesz=1G hugepages=4" in r.pools[0].feasibility_reason
+    # asked for on a kernel without CMA (no CmaTotal): ignored by it, and said so
+    r = plan.build(_host(hosts, hugetlb_cma="8G"), [_jvm({GB: 4})], _profile(), {})
+    assert r.pools[0].feasibility == "boot_reservation"
+    [f] = [f for f in r.findings if f.code == "pool.gigantic_runtime"]
+    assert "ignored the hugetlb_cma=" in f.rationale
 
 
 def test_hvo_gives_struct_pages_back_to_the_os(hosts):
@@ -79,3 +85,19 @@ def test_free_gigantic_pages_are_named_for_demotion(hosts):
     # a plan that needs the gigantic page keeps it whole
     r = plan.build(h, [_jvm({GB: 1, MB2: 600})], _profile(), {})
     assert not [f for f in r.findings if f.code == "pool.demote"]
+
+
+def test_debian_13s_kernel_as_the_guest_lab_captured_it():
+    """tests/fixtures/guests/amd64-trixie-cma: Debian 13's 6.12 booted with hugetlb_cma=2G,
+    hugetlb_free_vmemmap=on and thp_anon=64K:always (tests/integration/test_trixie_guest.py).
+    Built without CMA, it ignored hugetlb_cma=: no gigantic page is counted from it."""
+    from pathlib import Path
+    snap = Path(__file__).resolve().parent.parent / "fixtures" / "guests" / "amd64-trixie-cma"
+    h = host.collect(SysRoot(snap))
+    assert h.kernel.startswith("6.12.") and dict(h.cmdline_params)["hugetlb_cma"] == "2G"
+    assert h.mem.cma_total_kb is None and cma_pages(h, GB) == 0
+    assert hvo(h) and h.thp.mthp[64]["enabled"] == "always"
+    r = plan.build(h, [_jvm({GB: 2})], _profile(), {})
+    assert r.pools[0].feasibility == "boot_reservation"
+    [f] = [f for f in r.findings if f.code == "pool.gigantic_runtime"]
+    assert "ignored the hugetlb_cma=" in f.rationale

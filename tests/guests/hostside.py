@@ -32,7 +32,14 @@ def pinned() -> list[str]:
 def run_lab(share: Path, driver: str, cases: tuple[str, ...], qemu: list[str],
             env: dict | None = None) -> dict:
     """Build (once) and boot the amd64 guest with tests/guests/`driver` in `share`, running
-    `cases`; its result.json. `env`: guest.sh's own settings (HPADVISE_GUEST_SUITE, ...)."""
+    `cases`; its result.json, each case's error failing the test. `env`: guest.sh's own
+    settings (HPADVISE_GUEST_SUITE, ...)."""
+    import pytest
+    if os.geteuid() != 0:
+        pytest.skip("the guest lab builds its image with debootstrap: needs root")
+    for tool in ("qemu-system-x86_64", "debootstrap"):
+        if not shutil.which(tool):
+            pytest.fail(f"{tool} not found: run scripts/test.sh, which installs it")
     env = {**os.environ, **(env or {})}
     b = subprocess.run([str(GUEST), "build", "amd64"], capture_output=True, text=True,
                        timeout=3600, env=env)
@@ -50,4 +57,7 @@ def run_lab(share: Path, driver: str, cases: tuple[str, ...], qemu: list[str],
                        text=True, timeout=2400, env=env)
     out = (share / "out.log").read_text() if (share / "out.log").exists() else ""
     assert r.returncode == 0, r.stderr[-2000:] + out[-3000:]
-    return json.loads((share / "result.json").read_text())
+    result = json.loads((share / "result.json").read_text())
+    for case in cases:
+        assert "error" not in result.get(case, {}), (case, result.get(case))
+    return result

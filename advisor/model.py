@@ -173,6 +173,12 @@ class Instance:
     # THP (kB) its main process holds in memory it did not madvise(), read where the host gives
     # such memory THP (filled in by the core)
     thp_unadvised_kb: int | None = None
+    # Its main process's memory by what decides its THP, with the sizes each part can get now
+    # and under the plan (thp_regions.Region; filled in by the core)
+    thp_regions: tuple = ()
+    # Starts of the names of shared mappings its engine knows the server madvise()s where it
+    # allocates their pages, through a mapping smaps no longer shows (set by the engine)
+    thp_advised: tuple[str, ...] = ()
     # The engine's own typed state for this instance (a dataclass of its package). The core
     # never reads it; only the engine that made the instance does.
     state: Any = field(default=None, repr=False)

@@ -22,6 +22,7 @@ from .plan import Report, build
 from .procs import ProcTable
 from .thp_exec import process_mode, unadvised_thp_kb
 from .thp_policy import thp_sizes
+from .thp_regions import attach as attach_regions
 from .sysroot import SysRoot
 
 
@@ -55,15 +56,19 @@ def inspect(sr: SysRoot, profile_name: str = "oltp", targets: Targets | None = N
         instances, left_out = instances + left_out, []
     hier = cgroup_mounts(sr)
     gives = bool(thp_sizes(facts.thp, "enabled", advised=False))  # unadvised memory THP
+    smaps_of: dict[int, str] = {}  # by the instance object: IDs may still change below
     for inst in instances:  # the hugetlb limits on each process decide what it can hold
         if inst.pid is not None:
             inst.cgroup = cgroup_limits(sr, inst.pid, hier)
             inst.memory_limit = memory_limit(sr, inst.pid, hier)
-            # its smaps only where they tell something: the host gives unadvised memory THP
-            smaps = sr.read(f"/proc/{inst.pid}/smaps", quiet_missing=True) if gives else None
+            # its main process's mappings: which of them THP can back (thp_regions.py)
+            smaps = sr.read(f"/proc/{inst.pid}/smaps", quiet_missing=True) \
+                if inst.running else None
+            if smaps:
+                smaps_of[id(inst)] = smaps
             inst.thp_mode = process_mode(sr.read(f"/proc/{inst.pid}/status", quiet_missing=True),
                                          smaps, gives, facts.thp.pmd_size_kb)
-            inst.thp_unadvised_kb = unadvised_thp_kb(smaps) if smaps else None
+            inst.thp_unadvised_kb = unadvised_thp_kb(smaps) if smaps and gives else None
     if sr.live and any(i.pid and i.thp_mode is None for i in instances):
         from .journal import journal_dir
         from .procs import start_time
@@ -85,6 +90,7 @@ def inspect(sr: SysRoot, profile_name: str = "oltp", targets: Targets | None = N
     if measure_limits and facts.cgroup_hidden:
         facts = dataclasses.replace(facts, limit_measured=measured_limits(report))
         report = build(facts, instances, profile, engines, recorded)
+    attach_regions(report, smaps_of)
     report.notes = [str(n) for n in sr.notes] + [
         f"{i.id}: a scratch server of a running `hpadvise validate`, left out"
         for i in left_out]

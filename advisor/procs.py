@@ -31,6 +31,8 @@ class Mapping:
     private_hugetlb_kb: int
     offset: int = 0  # into the file it maps (bytes)
     inode: int = 0  # of the file it maps; 0 for anonymous memory
+    flags: frozenset[str] = frozenset()  # VmFlags: "hg" MADV_HUGEPAGE, "nh" MADV_NOHUGEPAGE
+    file_pmd_kb: int = 0  # FilePmdMapped
 
     @property
     def shared(self) -> bool:
@@ -44,6 +46,7 @@ class Mapping:
 # start-end perms offset dev inode path (Documentation/filesystems/proc.rst, /proc/PID/maps)
 _MAP_HEAD = re.compile(r"^([0-9a-f]+)-([0-9a-f]+) (\S{4}) ([0-9a-f]+) \S+ (\d+)[ \t]*(.*)$", re.M)
 _FIELD = re.compile(r"^(\w+):\s+(\d+) kB$", re.M)
+_VMFLAGS = re.compile(r"^VmFlags:(.*)$", re.M)
 
 
 def parse_smaps(text: str, shared_only: bool = False) -> list[Mapping]:
@@ -57,12 +60,15 @@ def parse_smaps(text: str, shared_only: bool = False) -> list[Mapping]:
             continue
         end = heads[n + 1].start() if n + 1 < len(heads) else len(text)
         f = {m.group(1): int(m.group(2)) for m in _FIELD.finditer(text, head.end(), end)}
+        flags = _VMFLAGS.search(text, head.end(), end)
         out.append(Mapping(
             int(head.group(1), 16), int(head.group(2), 16), perms, head.group(6),
             f.get("Size", 0), f.get("KernelPageSize", 4), f.get("Rss", 0),
             f.get("AnonHugePages", 0), f.get("ShmemPmdMapped", 0),
             f.get("Shared_Hugetlb", 0), f.get("Private_Hugetlb", 0),
-            int(head.group(4), 16), int(head.group(5))))
+            int(head.group(4), 16), int(head.group(5)),
+            frozenset(flags.group(1).split()) if flags else frozenset(),
+            f.get("FilePmdMapped", 0)))
     return out
 
 

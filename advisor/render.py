@@ -41,6 +41,7 @@ def to_dict(r: Report) -> dict:
         d["numa_binding"] = i.numa_binding
         d["thp_mode"] = i.thp_mode
         d["thp_unadvised_kb"] = i.thp_unadvised_kb
+        d["thp_regions"] = [asdict(g) for g in i.thp_regions]
         d["demand"] = None
         if i.demand:
             d["demand"] = asdict(i.demand)
@@ -93,6 +94,17 @@ def _limit(v: str | None) -> str:
 
 def _n(v) -> str:
     return "?" if v is None else str(v)
+
+
+REGION_LABEL = {"anonymous": "private anonymous", "shared": "shared (shmem)",
+                "hugetlb": "static huge pages"}
+ADVICE_LABEL = {"madvise": ", madvise()d", "nohuge": ", MADV_NOHUGEPAGE", "none": ""}
+
+
+def _sizes(g, kbs: tuple[int, ...]) -> str:
+    if g.kind == "hugetlb":
+        return "-"
+    return ", ".join(fmt_page(k) for k in kbs) or "none"
 
 
 def render(r: Report, console, verbose: bool = False) -> None:
@@ -211,6 +223,15 @@ def render(r: Report, console, verbose: bool = False) -> None:
                   "running" if i.running else "stopped",
                   backing if i.running else "-", need, pt)
     if r.instances:
+        console.print(t)
+    regions = [i for i in r.instances if i.thp_regions]
+    if regions:
+        t = table("THP by memory (main process)", "id", "memory", "mapped", "on huge pages",
+                  "THP sizes now", "after the plan")
+        for i in regions:
+            for g in i.thp_regions:
+                t.add_row(i.id, REGION_LABEL[g.kind] + ADVICE_LABEL[g.advice], _kb(g.size_kb),
+                          _kb(g.huge_kb), _sizes(g, g.sizes_now), _sizes(g, g.sizes_planned))
         console.print(t)
     limited = [i for i in r.instances if i.cgroup or i.memory_limit]
     if limited:

@@ -39,7 +39,7 @@ from .findings import CODES, THP_ENABLED
 from .flags import (DOCS, KNOWN, MiB, JvmFlags, jcmd_flags, java_home, java_major, layout,  # noqa: F401
                     probe, read_flags, reservations, split)
 from .state import Jvm
-from .thp import heap_on_thp, read_release, stack_risk
+from .thp import HEAP_MEMFD, heap_on_thp, read_release, stack_risk
 
 
 class JvmEngine(Engine):
@@ -123,6 +123,9 @@ class JvmEngine(Engine):
             j.hugetlb_kb = sum(kb * n for kb, n in j.held.items())
             j.anon_huge_kb = sum(m.anon_huge_kb for m in maps)
             j.heap_knob, j.heap_thp_kb, j.heap_evidence = heap_on_thp(maps, f.gc, heap)
+            if f.thp and j.heap_knob == "shmem_enabled":  # ZGC commits its heap's memfd
+                # through a mapping it madvise()s and unmaps (ZPhysicalMemoryBacking)
+                inst.thp_advised = (HEAP_MEMFD,)
         j.prctl_off = p.status.get("THP_enabled") == "0"
         inst.page_tables_kb = p.vm_pte_kb
         self._size(inst, j, host)

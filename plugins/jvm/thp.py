@@ -72,11 +72,12 @@ def stack_risk(stack: int | None, major: int | None, release: str | None, home: 
 # collectors reserve the heap as one range of private anonymous memory (ReservedHeapSpace),
 # split by smaps into VMAs as it is committed, with the CDS archive's heap objects (classes.jsa)
 # mapped inside it (JDK 12+): AnonHugePages, under `enabled`.
+HEAP_MEMFD = "/memfd:java_heap"  # as smaps names it (proc.rst: memfd files are "/memfd:NAME")
 def heap_on_thp(maps, gc: str | None, heap_bytes: int) -> tuple[str, int | None, str]:
     """(knob that governs the heap, THP kB in the heap's mappings or None when they are not
     found, evidence)."""
     if gc == "Z":
-        heap = [m for m in maps if m.shared and "java_heap" in m.path]
+        heap = [m for m in maps if m.shared and m.path.startswith(HEAP_MEMFD)]
         kb = sum(m.shmem_pmd_kb for m in heap)
         return "shmem_enabled", (kb if heap else None), (
             f"smaps of the heap's memfd (java_heap, {len(heap)} mapping(s)): ShmemPmdMapped "

@@ -44,7 +44,8 @@ def seen(pid):
     report, _ = check_json("--db", "all")
     codes = [f["code"] for f in report["findings"] if f["instance"] == f"jvm:{pid}"]
     shmem = [c for c in report["plan"]["changes"] if c.get("knob") == "shmem_enabled"]
-    return codes, shmem
+    jvm = next((i for i in report["instances"] if i["id"] == f"jvm:{pid}"), {})
+    return codes, shmem, [g for g in jvm.get("thp_regions", []) if g["kind"] == "shared"]
 
 def shmem_now():
     return re.search(r"\[(\w+)\]", open(f"{THP}/shmem_enabled").read()).group(1)
@@ -93,12 +94,15 @@ def test_zgc_keeps_shmem_thp_through_check_apply_and_restart(knobs, classes, tmp
     assert set(res["profiles"]) == {"oltp", "jvm", "mixed"}, (r.stderr[-2000:], res)
     for prof, d in res["profiles"].items():
         assert d["pmd_before"] > 0, (prof, d)
-        codes, shmem = d["check"]
+        codes, shmem, heap = d["check"]
         assert "jvm.thp.active" in codes and not shmem, (prof, d["check"])
+        # the heap's memfd: shared memory, madvise()d, on THP, kept at 2 MiB by the plan
+        assert [(g["advice"], g["huge_kb"] > 0, g["sizes_now"], g["sizes_planned"])
+                for g in heap] == [("madvise", True, [2048], [2048])], (prof, heap)
         assert d["apply"][0] == 0, (prof, d["apply"])
         assert d["shmem_after_apply"] == "advise", (prof, d)
         assert d["pmd_after_restart"] > 0, (prof, d)
-        codes, shmem = d["check_after"]
+        codes, shmem, _ = d["check_after"]
         assert "jvm.thp.active" in codes and not shmem, (prof, d["check_after"])
         # an apply that changed nothing (the plan keeps what runs) has nothing to roll back
         assert d["rollback"][0] == 0 or "nothing to roll back" in d["rollback"][1], \
@@ -115,6 +119,11 @@ def test_zgc_heap_off_thp_is_not_called_on_thp(knobs, java):
     assert "jvm.thp.active" not in codes and "jvm.thp.never" in codes, codes
     want = [c for c in report["plan"]["changes"] if c.get("knob") == "shmem_enabled"]
     assert [(c["current"], c["recommended"]) for c in want] == [("never", "advise")]
+    # its heap gets no THP now, and 2 MiB pages once the plan's advise is applied
+    jvm = next(i for i in report["instances"] if i["id"] == f"jvm:{p.pid}")
+    heap = [(g["advice"], g["sizes_now"], g["sizes_planned"]) for g in jvm["thp_regions"]
+            if g["kind"] == "shared"]
+    assert heap == [("madvise", [], [2048])], jvm["thp_regions"]
 
 
 def test_per_size_override_found_planned_set_and_rolled_back(knobs, classes, tmp_path):

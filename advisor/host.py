@@ -20,7 +20,7 @@ from .cgroups import (HugetlbLimit, MemoryLimit, hidden_ancestors, hugetlb_accou
                       memory_limit)
 from .cgroups import limits as cgroup_limits
 from .sysroot import Note, SysRoot, kb
-from .thp_policy import ThpUser, read_thp_users
+from .thp_rules import ThpUser, read_thp_users
 
 if TYPE_CHECKING:
     from .limitprobe import MeasuredLimit
@@ -36,6 +36,10 @@ CMDLINE_KEYS = (
     "transparent_hugepage", "transparent_hugepage_shmem", "transparent_hugepage_tmpfs",
     "thp_anon", "thp_shmem", "numa", "memhp_default_state",
 )
+# those of them that set the pools and the THP mode at boot, before any setting a running
+# system persists (kernel-parameters.txt): check names them, apply warns of them
+CMDLINE_SETS_BOOT = ("hugepages", "hugepagesz", "default_hugepagesz", "transparent_hugepage",
+                     "transparent_hugepage_shmem")
 
 SYSCTLS = {
     "vm.overcommit_memory": "/proc/sys/vm/overcommit_memory",

@@ -10,6 +10,7 @@ from .boot_plan import THP_KNOBS
 from .cgroups import size_name, workload
 from .cgroups import verdict as cgroup_verdict
 from .findings import CORE
+from .host import CMDLINE_SETS_BOOT
 from .model import Change, Instance
 from .sizing import cmdline_kb, fmt_bytes, fmt_page, k8s_resource, pool_label
 from .thp_policy import (kept_by_itself, own_mode, own_modes, plan_sizes, process_changes,
@@ -18,11 +19,6 @@ from .thp_policy import (kept_by_itself, own_mode, own_modes, plan_sizes, proces
 if TYPE_CHECKING:
     from .engines import Engine
     from .model import Report
-
-# Kernel command line parameters about huge pages and THP
-# (Documentation/admin-guide/kernel-parameters.txt).
-CMDLINE_PARAMS = ("hugepages", "hugepagesz", "default_hugepagesz", "transparent_hugepage",
-                  "transparent_hugepage_shmem")
 
 
 _THP_WHY = {
@@ -125,7 +121,7 @@ def thp(r: Report, engines: dict[str, Engine] | None = None) -> None:
 def host(r: Report) -> None:
     host = r.host
     for key, value in host.cmdline_params:
-        if key in CMDLINE_PARAMS:
+        if key in CMDLINE_SETS_BOOT:
             why = {"transparent_hugepage": "boot-time THP mode; the runtime knob may differ",
                    "default_hugepagesz": "sets the size /proc/meminfo and vm.nr_hugepages "
                                          "refer to; with 1G, 2 MiB pages need their own "

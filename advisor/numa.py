@@ -231,7 +231,7 @@ def mode_of(pid: int) -> str | None:
     knobs let the modes be told apart."""
     from .host import read_thp
     from .thp_exec import process_mode
-    from .thp_policy import thp_sizes
+    from .thp_rules import thp_sizes
     sr = SysRoot("/")
     thp = read_thp(sr)
     gives = bool(thp_sizes(thp, "enabled", advised=False))

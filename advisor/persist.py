@@ -14,7 +14,7 @@ from .actions import File, Symlink
 from .boot_persist import (SYSCTL_LATE, SYSCTL_NAME, TUNED_PROFILE, UNIT_NAME,
                            persistence)
 from .boot_plan import THP_KNOBS, plan_knobs
-from .host_findings import CMDLINE_PARAMS
+from .host import CMDLINE_SETS_BOOT
 from .sizing import cmdline_size, sysfs_pool
 from .steps import ApplyPlan, Step
 
@@ -76,7 +76,7 @@ def persist_steps(ap: ApplyPlan, root: str) -> None:
     if tuned:
         _tuned_profile(ap, root, host.boot, tuned)
     for key, value in host.cmdline_params:
-        if key in CMDLINE_PARAMS:
+        if key in CMDLINE_SETS_BOOT:
             ap.notices.append(f"the kernel command line already has {key}={value}: it applies "
                               "at boot, before the settings persisted here")
     if not boot:

@@ -21,7 +21,7 @@ from .numa import binding
 from .plan import Report, build
 from .procs import ProcTable
 from .thp_exec import process_mode, unadvised_thp_kb
-from .thp_policy import thp_sizes
+from .thp_rules import thp_sizes
 from .thp_regions import attach as attach_regions
 from .sysroot import SysRoot
 

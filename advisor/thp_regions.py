@@ -18,7 +18,7 @@ grouped by what decides their THP (Documentation/admin-guide/mm/transhuge.rst):
   no "hg" while they map PMD-sized pages. Shared memory on THP under a shmem mode that gives
   THP only to madvise()d ranges was madvise()d where it was allocated, and is counted so.
 
-The sizes come from thp_policy.thp_sizes, the same decision the plan is made with; "planned"
+The sizes come from thp_rules.thp_sizes, the same decision the plan is made with; "planned"
 applies the plan's THP changes (top-level and per-size knobs, the server's own mode) first.
 """
 
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .procs import Mapping, parse_smaps
-from .thp_policy import thp_sizes
+from .thp_rules import thp_sizes
 
 if TYPE_CHECKING:
     from .host import THPFacts

@@ -27,7 +27,7 @@ from hpadvise.host import HostFacts
 from hpadvise.procs import Proc, ProcTable, backing_of, binary_version, machine_of
 from hpadvise.profiles import Profile
 from hpadvise.sizing import fmt_bytes, fmt_page
-from hpadvise.thp_policy import thp_sizes
+from hpadvise.thp_rules import thp_sizes
 
 REDIS_DOCS = "redis.io, Diagnosing latency issues"
 MONGO8 = ("MongoDB 8.0 Manual, TCMalloc Performance Optimization for a Self-Managed Deployment: "

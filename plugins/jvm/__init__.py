@@ -32,7 +32,7 @@ from hpadvise.procs import Proc, ProcTable, backing_of, hugetlb_pages, memfd_byt
 from hpadvise.profiles import Profile
 from hpadvise.roots import as_seen_inside, exe_of, proc_root
 from hpadvise.sizing import fmt_bytes, fmt_page
-from hpadvise.thp_policy import ADVISED
+from hpadvise.thp_rules import ADVISED
 
 from . import findings as _findings
 from .findings import CODES, THP_ENABLED

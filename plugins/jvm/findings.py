@@ -7,7 +7,7 @@ from hpadvise.engines import Finding, Instance
 from hpadvise.findings import TRANSHUGE, Code, Codes
 from hpadvise.host import HostFacts
 from hpadvise.sizing import fmt_bytes, fmt_page, pages_for
-from hpadvise.thp_policy import ADVISED, thp_sizes
+from hpadvise.thp_rules import ADVISED, thp_sizes
 
 from .flags import DOCS, MiB
 from .state import Jvm

@@ -10,7 +10,7 @@ from hpadvise import apply, boot_plan, host, pipeline, plan, profiles
 from hpadvise.engines import Instance, registry
 from hpadvise.plugins import kv
 from hpadvise.sysroot import SysRoot
-from hpadvise.thp_policy import effective, thp_sizes
+from hpadvise.thp_rules import effective, thp_sizes
 
 THP = "sys/kernel/mm/transparent_hugepage"
 

@@ -1,5 +1,5 @@
 """Which of a server's memory can get THP at which sizes, now and under the plan
-(thp_regions.py), on captured trees: the same decision (thp_policy.thp_sizes) the plan is made
+(thp_regions.py), on captured trees: the same decision (thp_rules.thp_sizes) the plan is made
 with, per kind of mapping, per madvise, per process mode."""
 
 import json

@@ -7,8 +7,8 @@ import os
 import subprocess
 from typing import Callable
 
-from hpadvise.procs import ProcTable
-from hpadvise.sysroot import SysRoot
+from hpadvise.facts.procs import ProcTable
+from hpadvise.facts.sysroot import SysRoot
 
 ALL_CPUS = sorted(os.sched_getaffinity(0))
 

@@ -14,11 +14,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from hpadvise.host import THP, parse_knob, read_cpu_times, read_meminfo, read_vmstat
-from hpadvise.probe import dtlb_events, parse_perf_csv
-from hpadvise.secrets import redact_args
-from hpadvise.procs import Proc, ProcTable
-from hpadvise.sysroot import SysRoot
+from hpadvise.facts.host import THP, parse_knob, read_cpu_times, read_meminfo, read_vmstat
+from hpadvise.facts.probe import dtlb_events, parse_perf_csv
+from hpadvise.kit.secrets import redact_args
+from hpadvise.facts.procs import Proc, ProcTable
+from hpadvise.facts.sysroot import SysRoot
 
 from .cpus import start_pinned, trade, turn
 

@@ -9,12 +9,12 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 
-from hpadvise.engines import Targets, registry
-from hpadvise.errors import InputError
-from hpadvise.host import read_meminfo
-from hpadvise.pipeline import inspect
-from hpadvise.sizing import fmt_bytes, parse_bytes, sysfs_pool
-from hpadvise.sysroot import SysRoot
+from hpadvise.api.engines import Targets, registry
+from hpadvise.kit.errors import InputError
+from hpadvise.facts.host import read_meminfo
+from hpadvise.planning.pipeline import inspect
+from hpadvise.kit.sizing import fmt_bytes, parse_bytes, sysfs_pool
+from hpadvise.facts.sysroot import SysRoot
 
 from .drivers import BENCHMARKS
 from .own import check_own

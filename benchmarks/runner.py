@@ -41,12 +41,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from typing import Callable
 
-from hpadvise.actions import Pool, SysfsChoice, Compact
-from hpadvise.errors import InputError
-from hpadvise.host import read_meminfo
-from hpadvise.probe import pmu_state
-from hpadvise.sizing import GIB_KB
-from hpadvise.sysroot import SysRoot
+from hpadvise.changes.actions import Pool, SysfsChoice, Compact
+from hpadvise.kit.errors import InputError
+from hpadvise.facts.host import read_meminfo
+from hpadvise.facts.probe import pmu_state
+from hpadvise.kit.sizing import GIB_KB
+from hpadvise.facts.sysroot import SysRoot
 
 from . import stats
 from .cpus import ALL_CPUS, cpu_groups, pin_trees

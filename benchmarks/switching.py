@@ -16,15 +16,15 @@ import sys
 import tempfile
 from typing import Callable
 
-from hpadvise import journal as jr
-from hpadvise.actions import Action, Compact, Pool, SysfsChoice
-from hpadvise.boot_plan import THP_KNOBS, knob_now, plan_knobs
-from hpadvise.engines import Targets
-from hpadvise.pipeline import inspect, plan_for, select
-from hpadvise.scratch import ScratchDir
-from hpadvise.sizing import GIB_KB, sysfs_pool
-from hpadvise.stacked import refuse_stacked
-from hpadvise.sysroot import SysRoot
+from hpadvise.ledger import journal as jr
+from hpadvise.changes.actions import Action, Compact, Pool, SysfsChoice
+from hpadvise.nextboot.boot_plan import THP_KNOBS, knob_now, plan_knobs
+from hpadvise.api.engines import Targets
+from hpadvise.planning.pipeline import inspect, plan_for, select
+from hpadvise.changes.scratch import ScratchDir
+from hpadvise.kit.sizing import GIB_KB, sysfs_pool
+from hpadvise.ledger.stacked import refuse_stacked
+from hpadvise.facts.sysroot import SysRoot
 
 from .target import ON_SCRATCH, BenchTarget, scratch_path
 from .variants import THP_SWITCH, kind
@@ -151,7 +151,7 @@ class Switcher:
     def _plan(self, t: BenchTarget) -> tuple[list[tuple[Action, object]], int]:
         """The recommended steps for server t and its demand in 1 GiB pages, from one
         inspection, made again only when the host's pools or THP changed since."""
-        from hpadvise.apply import prepare
+        from hpadvise.act.apply import prepare
         key, now = t.instance_ref, self._fingerprint() if self.baseline else ()
         cached = self._plans.get(key)
         if cached is not None and cached[0] == now:

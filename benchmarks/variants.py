@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 
-from hpadvise.errors import InputError
+from hpadvise.kit.errors import InputError
 
 VARIANTS = ("current", "recommended", "thp-always", "thp-never", "thp-shmem", "hugepages-off",
             "hugepages-1g")

@@ -1,5 +1,5 @@
 """A process's own THP mode on this kernel, by effect: under THP `enabled = always`, a
-process in each mode (the default, advised-only, off; hpadvise.thp_exec.set_mode before the
+process in each mode (the default, advised-only, off; hpadvise.facts.thp_exec.set_mode before the
 measuring program runs, as `hpadvise thp-exec` does) maps 64 MiB of private memory twice, one
 region madvise(MADV_HUGEPAGE)d, touches every page, and reports what smaps says of each
 region (AnonHugePages, THPeligible) and its /proc/PID/status THP_enabled. Then a PostgreSQL
@@ -24,7 +24,7 @@ from support import PgCluster  # noqa: E402
 ENABLED = Path("/sys/kernel/mm/transparent_hugepage/enabled")
 PROBE = r"""
 import mmap, os, re, sys
-from hpadvise.thp_exec import set_mode
+from hpadvise.facts.thp_exec import set_mode
 if sys.argv[1] != "inherit":
     set_mode(sys.argv[1])
 import subprocess
@@ -60,7 +60,7 @@ def hpadvise(*args: str) -> subprocess.CompletedProcess:
 def backend(c) -> dict:
     """A backend's own 64 MiB, as smaps shows it while it holds them."""
     import time
-    from hpadvise.thp_exec import process_mode
+    from hpadvise.facts.thp_exec import process_mode
     hold = ("DO $$DECLARE t text := repeat('x', 64 * 1024 * 1024); BEGIN "
             "PERFORM pg_sleep(6); RAISE NOTICE '%', length(t); END$$")
     p = subprocess.Popen([f"{c.bindir}/psql", "-h", c.tmp, "-p", str(c.port), "-U", "postgres",

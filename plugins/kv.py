@@ -21,13 +21,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from hpadvise.engines import Engine, Finding, Instance, Targets
-from hpadvise.findings import Code, Codes
-from hpadvise.host import HostFacts
-from hpadvise.procs import Proc, ProcTable, backing_of, binary_version, machine_of
-from hpadvise.profiles import Profile
-from hpadvise.sizing import fmt_bytes, fmt_page
-from hpadvise.thp_rules import thp_sizes
+from hpadvise.api.engines import Engine, Finding, Instance, Targets
+from hpadvise.kit.findings import Code, Codes
+from hpadvise.facts.host import HostFacts
+from hpadvise.facts.procs import Proc, ProcTable, backing_of, binary_version, machine_of
+from hpadvise.api.profiles import Profile
+from hpadvise.kit.sizing import fmt_bytes, fmt_page
+from hpadvise.facts.thp_rules import thp_sizes
 
 REDIS_DOCS = "redis.io, Diagnosing latency issues"
 MONGO8 = ("MongoDB 8.0 Manual, TCMalloc Performance Optimization for a Self-Managed Deployment: "

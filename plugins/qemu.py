@@ -13,12 +13,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from hpadvise.engines import Demand, Engine, Finding, Instance, Targets
-from hpadvise.host import HostFacts
-from hpadvise.findings import Code, Codes
-from hpadvise.procs import ProcTable, backing_of
-from hpadvise.profiles import Profile
-from hpadvise.sizing import fmt_bytes, fmt_page, pages_for
+from hpadvise.api.engines import Demand, Engine, Finding, Instance, Targets
+from hpadvise.facts.host import HostFacts
+from hpadvise.kit.findings import Code, Codes
+from hpadvise.facts.procs import ProcTable, backing_of
+from hpadvise.api.profiles import Profile
+from hpadvise.kit.sizing import fmt_bytes, fmt_page, pages_for
 
 DOCS = "libvirt Domain XML, Memory Backing; QEMU -m / memory-backend-file"
 CODES = Codes(

@@ -8,8 +8,8 @@ import json
 import re
 from pathlib import Path
 
-from hpadvise.engines import catalog
-from hpadvise.findings import markdown
+from hpadvise.api.engines import catalog
+from hpadvise.kit.findings import markdown
 
 REPO = Path(__file__).resolve().parent.parent
 SCHEMA = REPO / "advisor" / "check-schema.json"

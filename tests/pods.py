@@ -30,8 +30,8 @@ import time
 import uuid
 from pathlib import Path
 
-from hpadvise.cgroups import mounts
-from hpadvise.sysroot import SysRoot
+from hpadvise.facts.cgroups import mounts
+from hpadvise.facts.sysroot import SysRoot
 
 REPO = Path(__file__).resolve().parent.parent
 # What the container needs of the host to run the servers and the test interpreter.

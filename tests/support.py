@@ -20,10 +20,10 @@ import time
 from pathlib import Path
 
 from hpadvise.benchmarks.target import free_port  # noqa: F401
-from hpadvise.cgroups import mounts
+from hpadvise.facts.cgroups import mounts
 from hpadvise.plugins.postgres.bench import ScratchCluster as PgCluster  # noqa: F401
 from hpadvise.plugins.postgres.bench import pg_bindir  # noqa: F401
-from hpadvise.sysroot import SysRoot
+from hpadvise.facts.sysroot import SysRoot
 
 THP = "/sys/kernel/mm/transparent_hugepage"
 REPO = Path(__file__).resolve().parent.parent

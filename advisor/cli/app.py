@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 import typer.main
 
-from ..errors import InputError
+from ..kit.errors import InputError
 
 app = typer.Typer(
     no_args_is_help=True, rich_markup_mode=None,
@@ -21,7 +21,7 @@ app = typer.Typer(
 
 def _version(value: bool) -> None:
     if value:
-        from ..dists import version
+        from ..facts.dists import version
         print(f"hpadvise {version('hpadvise') or 'unknown'}")
         raise typer.Exit(0)
 
@@ -46,7 +46,7 @@ def _engine_options(group, argv: list[str]) -> None:
         return
     from typer.core import TyperOption
 
-    from ..engines import registry
+    from ..api.engines import registry
 
     def store(ctx, param, value):
         if value:
@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     import os
 
-    from ..secrets import ScrubbedStream, remember_environ
+    from ..kit.secrets import ScrubbedStream, remember_environ
     # The one secrets filter: everything printed, by whatever code, goes through it.
     remember_environ(dict(os.environ))
     if not isinstance(sys.stdout, ScrubbedStream):

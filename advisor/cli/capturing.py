@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..errors import InputError
+from ..kit.errors import InputError
 from .app import app
 
 
@@ -47,11 +47,11 @@ def capture(
       hpadvise capture --instance main --duration 5m --output /var/tmp/cap
       hpadvise validate --replay /var/tmp/cap --duration 20m --html replay.html
     """
-    from .. import journal as jr
+    from ..ledger import journal as jr
     from ..benchmarks.variants import parse_duration
-    from ..engines import Targets, registry
-    from ..pipeline import inspect, select
-    from ..sysroot import SysRoot
+    from ..api.engines import Targets, registry
+    from ..planning.pipeline import inspect, select
+    from ..facts.sysroot import SysRoot
     seconds = parse_duration(duration)
     if not output.strip():
         raise InputError("--output: empty; name a new directory")

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..errors import InputError
+from ..kit.errors import InputError
 from .app import app
 from .common import ApplyFormat, Format2, JsonOpt, OutputOpt, TableOrJson, deliver, fmt_of
 
@@ -55,9 +55,9 @@ def apply(
       hpadvise apply --db all --profile mixed --dry-run   # one plan for every engine found
       hpadvise apply --db postgres --db jvm --instance 5432 --instance jvm:4242 --restart
     """
-    from .. import applying
-    from .. import apply as ap_mod
-    from ..engines import registry
+    from ..act import applying
+    from ..act import apply as ap_mod
+    from ..api.engines import registry
 
     json_out = fmt_of(fmt, json_out) == "json"
     if output and not json_out:
@@ -121,8 +121,8 @@ def rollback(
     import contextlib
     import os
 
-    from .. import journal as jr
-    from ..stacked import older_than_holders
+    from ..ledger import journal as jr
+    from ..ledger.stacked import older_than_holders
     form = fmt_of(fmt, json_out)
     say = (lambda *a, **k: None) if form == "json" else print
     d = jr.journal_dir(journal_dir)
@@ -188,7 +188,7 @@ def history(
     Example: hpadvise history --json | jq -r '.[] | select(.rolled_back == null) | .id'"""
     import time
 
-    from .. import journal as jr
+    from ..ledger import journal as jr
     form = fmt_of(fmt, json_out)
     d = jr.journal_dir(journal_dir)
     jr.readable_dir(d)

@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..errors import InputError
+from ..kit.errors import InputError
 
 
 class Format(str, Enum):
@@ -46,7 +46,7 @@ def emit(text: str, output: str | None, what: str = "--output") -> None:
         return
     import os
 
-    from ..files import write_atomic
+    from ..kit.files import write_atomic
     try:
         write_atomic(output, text.encode())
     except OSError as exc:
@@ -60,7 +60,7 @@ def output_path(value: str | None, what: str = "--output") -> str | None:
     or a new one in an existing directory ("-" is stdout)."""
     if value is None or value == "-":
         return value
-    from ..files import target
+    from ..kit.files import target
     target(value, what)
     return value
 
@@ -146,12 +146,12 @@ def targets(dsn: list[str] | None = None, engines: list[str] | None = None):
     """What the user pointed hpadvise at: DSNs (each checked: secrets.check_dsn) and every
     engine option given. With `engines` (--db), a DSN no engine among them takes is refused:
     it would be ignored silently."""
-    from ..model import Targets
-    from ..secrets import check_dsn, redact_dsn
+    from ..api.model import Targets
+    from ..kit.secrets import check_dsn, redact_dsn
     for d in dsn or ():
         check_dsn(d)
         if engines is not None:
-            from ..engines import registry
+            from ..api.engines import registry
             takers = [n for n in registry.names() if registry.get(n).takes_dsn(d)]
             if takers and not set(takers) & set(engines):
                 raise InputError(f"--dsn {redact_dsn(d)} is a {'/'.join(takers)} DSN, but --db "

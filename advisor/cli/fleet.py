@@ -29,7 +29,7 @@ def report_cmd(
       hpadvise report reports/*.json
       hpadvise report /srv/audit/ --html fleet.html
     """
-    from .. import fleet
+    from ..outputs import fleet
     form = fmt_of(fmt, json_out)
     rs = fleet.rows(paths)
     if html:

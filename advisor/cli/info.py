@@ -22,7 +22,7 @@ def list_engines(
       hpadvise engines
       hpadvise engines --json | jq -r '.[] | select(.validate != []) | .name'
     """
-    from ..engines import registry
+    from ..api.engines import registry
     rows = registry.describe()
 
     def table() -> None:
@@ -44,8 +44,8 @@ def list_profiles(
     """List the shipped profiles (name and what each is for).
 
     Example: hpadvise profiles --json | jq -r '.[].name'"""
-    from .. import profiles
-    from ..engines import registry
+    from ..api import profiles
+    from ..api.engines import registry
     rows = [{"name": n, "description": profiles.load(n, registry.profile_schemas()).description}
             for n in profiles.shipped()]
     deliver(fmt_of(fmt, json_out), rows,

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..errors import InputError
+from ..kit.errors import InputError
 from .app import app
 from .common import (CheckFormat, CheckOutput, FailOn, Format, Format2, JsonOpt, OutputOpt, deliver,
                      emit, fmt_of, format_opt, targets)
@@ -65,10 +65,10 @@ def check(
       hpadvise check --dsn 'postgresql://app@db1:5432/postgres'
       hpadvise check --pgdata /var/lib/postgresql/data --measure-limits   # in an init container
     """
-    from ..pipeline import inspect
-    from ..sysroot import SysRoot, snapshot_root
+    from ..planning.pipeline import inspect
+    from ..facts.sysroot import SysRoot, snapshot_root
 
-    from ..engines import registry
+    from ..api.engines import registry
     import time
     started = time.monotonic()
     form = fmt_of(fmt, json_out, ("table", "json", "prometheus"))
@@ -79,27 +79,27 @@ def check(
     report = inspect(SysRoot(snapshot_root(root)), profile, targets(dsn, engines), engines,
                      measure_limits=measure_limits)
     if form == "json":
-        from ..render import to_json
+        from ..outputs.render import to_json
         emit(to_json(report) + "\n", output)
     elif form == "prometheus":
-        from ..metrics import to_prometheus
+        from ..outputs.metrics import to_prometheus
         emit(to_prometheus(report, time.monotonic() - started, time.time()), output)
     elif output:
         import io
 
-        from ..render import render
+        from ..outputs.render import render
         buf = io.StringIO()
         render(report, make_console(file=buf), verbose)
         emit(buf.getvalue(), output)
     else:
-        from ..render import render
+        from ..outputs.render import render
         render(report, make_console(), verbose)
     for e in report.errors:
         print(f"hpadvise: error: {e}", file=sys.stderr)
     if report.errors:
         raise typer.Exit(2)
     if fail_on != FailOn.none:
-        from ..engines import SEVERITIES
+        from ..api.engines import SEVERITIES
         worst = SEVERITIES.index(fail_on.value)
         tripped = [f for f in report.findings if SEVERITIES.index(f.severity) >= worst]
         if tripped:  # say which, so that a pipeline's log shows why it failed
@@ -123,10 +123,10 @@ def snapshot(
     option files and DSNs are replaced by ***; environments are left out unless asked for.
 
     Example: hpadvise snapshot /tmp/host-a && hpadvise check --root /tmp/host-a"""
-    from ..files import new_directory
-    from ..pipeline import inspect
-    from ..snapshot import write_snapshot
-    from ..sysroot import SysRoot
+    from ..kit.files import new_directory
+    from ..planning.pipeline import inspect
+    from ..outputs.snapshot import write_snapshot
+    from ..facts.sysroot import SysRoot
 
     new_directory(directory, "snapshot directory")
     sr = SysRoot("/", record=True)
@@ -174,18 +174,18 @@ def k8s(
       hpadvise k8s --db postgres --manifest operator > cluster.yaml
       hpadvise k8s --manifest daemonset --image registry.example/hpadvise:0.1.0
     """
-    from .. import k8s as k8s_mod
-    from ..pipeline import inspect, select
-    from ..procs import ProcTable
-    from ..sysroot import SysRoot
+    from ..outputs import k8s as k8s_mod
+    from ..planning.pipeline import inspect, select
+    from ..facts.procs import ProcTable
+    from ..facts.sysroot import SysRoot
 
     if pods < 1:
         raise InputError(f"--pods {pods}: a node holds at least 1 pod; give 1 or more")
-    from ..engines import registry
-    from ..sysroot import snapshot_root
+    from ..api.engines import registry
+    from ..facts.sysroot import snapshot_root
     form = fmt_of(fmt, json_out)
     if manifest == Manifest.daemonset:  # the same for every node: nothing to inspect
-        from ..yamlout import dump
+        from ..kit.yamlout import dump
         ds = k8s_mod.daemonset(image)
         deliver(form, ds, lambda: print(dump(ds), end=""), output)
         return

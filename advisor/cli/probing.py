@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..errors import InputError
+from ..kit.errors import InputError
 from .app import app
 from .common import Format2, JsonOpt, TableOrJson, fmt_of, OutputOpt, deliver
 
@@ -34,18 +34,18 @@ def probe_cmd(
       hpadvise probe
       hpadvise probe --size 8GiB --json
     """
-    from .. import probe
-    from ..sizing import parse_bytes
+    from ..facts import probe
+    from ..kit.sizing import parse_bytes
     form = fmt_of(fmt, json_out)
     if accesses < 100_000 or runs < 1:
         raise InputError("--accesses: give at least 100000; --runs: at least 1")
-    from ..sysroot import SysRoot
+    from ..facts.sysroot import SysRoot
     if size:
-        from ..host import collect
+        from ..facts.host import collect
         nbytes = parse_bytes(size, "--size")
         host = collect(SysRoot("/"))
     else:  # the planned pools' size; the plan's host facts serve the probe too
-        from ..pipeline import inspect
+        from ..planning.pipeline import inspect
         r = inspect(SysRoot("/"))
         host = r.host
         planned = sum(p.target_pages * p.size_kb * 1024 for p in r.pools)

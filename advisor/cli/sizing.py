@@ -39,10 +39,11 @@ def size_cmd(
       hpadvise size jvm -- -Xmx16g -XX:+UseLargePages -XX:ReservedCodeCacheSize=240m
       hpadvise size postgres shared_buffers=8GB + jvm -Xmx4g --root /srv/audit/db7
     """
-    from .. import host as host_mod
-    from .. import profiles, whatif
-    from ..engines import registry
-    from ..sysroot import SysRoot, snapshot_root
+    from ..facts import host as host_mod
+    from ..api import profiles
+    from ..outputs import whatif
+    from ..api.engines import registry
+    from ..facts.sysroot import SysRoot, snapshot_root
 
     form = fmt_of(fmt, json_out)
     args = [a for a in spec if a != "--"]

@@ -28,5 +28,5 @@ def thp_exec(
       sudo -u postgres hpadvise thp-exec --mode advised -- pg_ctl -D /srv/pg/17 start
       hpadvise thp-exec --mode never -- redis-server /etc/redis/redis.conf
     """
-    from ..thp_exec import exec_under
+    from ..facts.thp_exec import exec_under
     exec_under(mode, list(command or []))

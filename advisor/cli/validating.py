@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..errors import InputError
+from ..kit.errors import InputError
 from .app import app
 from .common import (Format2, JsonOpt, ValidateFormat, ValidateOutput, _output_callback, emit,
                      fmt_of, pct, targets)
@@ -134,7 +134,7 @@ def validate(
     from ..benchmarks.runner import Validation
     from ..benchmarks.variants import DEFAULT_VARIANTS, parse_duration
 
-    from ..engines import registry
+    from ..api.engines import registry
     benched = [e.name for e in registry.all() if e.benches]
     if db is None:
         db = next((e.name for e in registry.all() if e.validate_default and e.benches),

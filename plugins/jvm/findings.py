@@ -3,11 +3,11 @@ the host's THP settings as they bear on it (docs/findings.md lists the codes).""
 
 from __future__ import annotations
 
-from hpadvise.engines import Finding, Instance
-from hpadvise.findings import TRANSHUGE, Code, Codes
-from hpadvise.host import HostFacts
-from hpadvise.sizing import fmt_bytes, fmt_page, pages_for
-from hpadvise.thp_rules import ADVISED, thp_sizes
+from hpadvise.api.engines import Finding, Instance
+from hpadvise.kit.findings import TRANSHUGE, Code, Codes
+from hpadvise.facts.host import HostFacts
+from hpadvise.kit.sizing import fmt_bytes, fmt_page, pages_for
+from hpadvise.facts.thp_rules import ADVISED, thp_sizes
 
 from .flags import DOCS, MiB
 from .state import Jvm

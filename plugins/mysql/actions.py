@@ -11,12 +11,12 @@ import subprocess
 import time
 from pathlib import Path
 
-from hpadvise.actions import ActionError, File, FileSetting, Restart
-from hpadvise.numa import Keep, keep_of, keeper
-from hpadvise.procs import Proc, ProcTable, proc_state, systemd_unit
-from hpadvise.roots import reach
-from hpadvise.sizing import fmt_bytes
-from hpadvise.sysroot import SysRoot
+from hpadvise.changes.actions import ActionError, File, FileSetting, Restart
+from hpadvise.facts.numa import Keep, keep_of, keeper
+from hpadvise.facts.procs import Proc, ProcTable, proc_state, systemd_unit
+from hpadvise.facts.roots import reach
+from hpadvise.kit.sizing import fmt_bytes
+from hpadvise.facts.sysroot import SysRoot
 
 from .conf import SERVER_GROUP, default_files, norm, strip_value
 from .layers import effective

@@ -12,9 +12,9 @@ from pathlib import Path
 
 from hpadvise.benchmarks.target import (BenchTarget, free_port, mark_scratch, owned_tmpdir,
                                         wait_gone)
-from hpadvise.errors import InputError
-from hpadvise.procs import Proc, backing_of
-from hpadvise.sysroot import SysRoot
+from hpadvise.kit.errors import InputError
+from hpadvise.facts.procs import Proc, backing_of
+from hpadvise.facts.sysroot import SysRoot
 
 from .actions import MyOption, MyRestart, server_greets
 

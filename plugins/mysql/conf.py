@@ -7,9 +7,9 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from hpadvise.errors import InputError
-from hpadvise.secrets import redact_text
-from hpadvise.sysroot import SysRoot
+from hpadvise.kit.errors import InputError
+from hpadvise.kit.secrets import redact_text
+from hpadvise.facts.sysroot import SysRoot
 
 
 

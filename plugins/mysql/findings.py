@@ -14,11 +14,11 @@ import dataclasses
 
 from typing import TYPE_CHECKING
 
-from hpadvise.engines import Change, Finding, Instance
-from hpadvise.findings import TRANSHUGE, Code, Codes
-from hpadvise.host import HostFacts
-from hpadvise.profiles import Profile
-from hpadvise.sizing import fmt_bytes, fmt_page
+from hpadvise.api.engines import Change, Finding, Instance
+from hpadvise.kit.findings import TRANSHUGE, Code, Codes
+from hpadvise.facts.host import HostFacts
+from hpadvise.api.profiles import Profile
+from hpadvise.kit.sizing import fmt_bytes, fmt_page
 
 from .conf import DOCS, OptionFileError, parse_size
 from .sizing import bool_on, chunk_fallback

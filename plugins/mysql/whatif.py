@@ -14,9 +14,9 @@ import re
 import shutil
 import subprocess
 
-from hpadvise.engines import Demand, Instance
-from hpadvise.errors import InputError
-from hpadvise.host import HostFacts
+from hpadvise.api.engines import Demand, Instance
+from hpadvise.kit.errors import InputError
+from hpadvise.facts.host import HostFacts
 
 from .conf import OptionFileError, norm
 from .sizing import allocations, describe, pages_needed, version_tuple

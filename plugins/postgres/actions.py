@@ -10,12 +10,12 @@ import shlex
 import subprocess
 from pathlib import Path
 
-from hpadvise.actions import ActionError, File, FileSetting, Restart
-from hpadvise.numa import keep_of, keeper
-from hpadvise.procs import Proc, backing_of, systemd_unit
-from hpadvise.roots import reach
-from hpadvise.sizing import fmt_bytes, fmt_page
-from hpadvise.sysroot import SysRoot
+from hpadvise.changes.actions import ActionError, File, FileSetting, Restart
+from hpadvise.facts.numa import keep_of, keeper
+from hpadvise.facts.procs import Proc, backing_of, systemd_unit
+from hpadvise.facts.roots import reach
+from hpadvise.kit.sizing import fmt_bytes, fmt_page
+from hpadvise.facts.sysroot import SysRoot
 
 from .conf import parse_conf
 from .preflight import would_start
@@ -146,8 +146,8 @@ def diagnose(c: dict, pid: int) -> str:
     """Why a server restarted for huge pages came back on 4 KiB pages, in one line: the
     setting as the server took it and from where (a layer that outranks the change), its
     cgroup's hugetlb limit, or a pool that others took."""
-    from hpadvise.cgroups import limits, size_name
-    from hpadvise.host import read_meminfo, read_pools
+    from hpadvise.facts.cgroups import limits, size_name
+    from hpadvise.facts.host import read_meminfo, read_pools
     sr = SysRoot("/")
     why = []
     try:

@@ -11,9 +11,9 @@ import subprocess
 from types import SimpleNamespace
 
 from hpadvise.benchmarks.target import BenchTarget, mark_scratch, need_binary, own_copy, run_as
-from hpadvise.errors import InputError
-from hpadvise.procs import Proc, backing_of
-from hpadvise.sysroot import SysRoot
+from hpadvise.kit.errors import InputError
+from hpadvise.facts.procs import Proc, backing_of
+from hpadvise.facts.sysroot import SysRoot
 
 from .actions import PgRestart, PgSetting, main_segment, read_pid
 from .scratch_cluster import ScratchCluster, pg_bindir  # noqa: F401 (validate's and the tests')

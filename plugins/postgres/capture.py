@@ -11,7 +11,7 @@ log_destination can add csvlog only where the logging collector runs (logging_co
 restart-only setting): there the capture gives the server a log directory of its own, so the
 statements reach no log but the capture's; elsewhere it reads the server's stderr file, with
 the prefix, after the user's --yes (capture_log.py). A capture stacked on one not rolled back
-is refused (hpadvise.stacked).
+is refused (hpadvise.ledger.stacked).
 
 Before the log starts, the capture takes a base backup (copying.base_backup): pgreplay
 replays onto "a clone of the database cluster that generated the logs from the time
@@ -31,8 +31,8 @@ import sys
 import time
 from typing import Callable
 
-from hpadvise.actions import Restart
-from hpadvise.errors import InputError
+from hpadvise.changes.actions import Restart
+from hpadvise.kit.errors import InputError
 
 from .actions import connect_socket
 from .capture_log import (PREFIX, OWN_FILE, CaptureDir, Follower, PgLogSetting,  # noqa: F401
@@ -104,9 +104,9 @@ def capture(inst, out_dir: str, duration_s: int, journal_dir: str, base: bool,
             yes: bool = False) -> dict:
     """Record `inst`'s statements for duration_s seconds into out_dir (see the module's
     docstring); every setting put back at the end, also on Ctrl-C and SIGTERM."""
-    from hpadvise import journal as jr
+    from hpadvise.ledger import journal as jr
     from hpadvise.benchmarks.target import run_as
-    from hpadvise.stacked import refuse_stacked
+    from hpadvise.ledger.stacked import refuse_stacked
     import pwd
     from .actions import spec_of
     from .copying import base_backup_into, data_bytes, source_settings

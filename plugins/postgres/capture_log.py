@@ -22,8 +22,8 @@ import shutil
 import tempfile
 import time
 
-from hpadvise.actions import Action, ActionError
-from hpadvise.errors import InputError
+from hpadvise.changes.actions import Action, ActionError
+from hpadvise.kit.errors import InputError
 
 from .actions import PgSetting, connect_socket
 

@@ -23,8 +23,8 @@ import shutil
 import subprocess
 
 from hpadvise.benchmarks.target import check_run, mark_scratch
-from hpadvise.errors import InputError
-from hpadvise.model import SCRATCH_MARK
+from hpadvise.kit.errors import InputError
+from hpadvise.api.model import SCRATCH_MARK
 
 # Settings a copy never takes from its source (pg_settings names): its files and port, its
 # network, WAL shipping and replication (the copy is no member of the source's cluster), its

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import re
 
-from hpadvise.sysroot import SysRoot
+from hpadvise.facts.sysroot import SysRoot
 
 
 def debian_clusters(sr: SysRoot):

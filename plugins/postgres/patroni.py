@@ -20,8 +20,8 @@ import os
 import re
 from dataclasses import dataclass
 
-from hpadvise.procs import ProcTable
-from hpadvise.sysroot import SysRoot
+from hpadvise.facts.procs import ProcTable
+from hpadvise.facts.sysroot import SysRoot
 
 
 @dataclass(frozen=True)

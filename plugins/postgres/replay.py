@@ -28,7 +28,7 @@ import re
 import subprocess
 from dataclasses import dataclass
 
-from hpadvise.errors import InputError
+from hpadvise.kit.errors import InputError
 
 # The speed factor validate replays at by default: a day's log in under a tenth of a second of
 # schedule, so that the server, not the schedule, sets the pace (pgreplay accepts any

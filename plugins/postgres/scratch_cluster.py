@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Callable
 
 from hpadvise.benchmarks.target import check_run, free_port, run_as
-from hpadvise.errors import InputError
+from hpadvise.kit.errors import InputError
 
 from .actions import scratch_dir
 from .copying import prepare_copy

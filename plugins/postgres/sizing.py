@@ -17,10 +17,10 @@ import subprocess
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from hpadvise.engines import Demand, Instance
-from hpadvise.host import HostFacts
-from hpadvise.procs import Mapping
-from hpadvise.sizing import pages_for
+from hpadvise.api.engines import Demand, Instance
+from hpadvise.facts.host import HostFacts
+from hpadvise.facts.procs import Mapping
+from hpadvise.kit.sizing import pages_for
 
 from .conf import BLCKSZ, DEFAULTS, GUC_UNIT_BYTES, ConfError, parse_int, parse_memory
 from .opts import as_args

@@ -10,8 +10,8 @@ import pwd
 import subprocess
 
 from hpadvise.benchmarks.target import run_as
-from hpadvise.errors import InputError
-from hpadvise.sysroot import SysRoot
+from hpadvise.kit.errors import InputError
+from hpadvise.facts.sysroot import SysRoot
 
 from .capture import read_capture
 from .copying import base_backup, copy_base, data_bytes, source_settings
@@ -22,8 +22,8 @@ def find_instance(opts, restarts: bool = True):
     """The running cluster --instance names, checked for what validate needs of it: a
     superuser connection over its socket, and --allow-restart where validate restarts it
     (`restarts`; a copy leaves it running as it is)."""
-    from hpadvise.engines import Targets
-    from hpadvise.pipeline import inspect, select
+    from hpadvise.api.engines import Targets
+    from hpadvise.planning.pipeline import inspect, select
     report = inspect(SysRoot("/"), opts.profile, Targets(), ["postgres"])
     try:
         inst = select(report, ["postgres"], [opts.instance])[0]

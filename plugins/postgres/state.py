@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from hpadvise.procs import Mapping
+from hpadvise.facts.procs import Mapping
 
 
 @dataclass

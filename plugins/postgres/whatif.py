@@ -16,9 +16,9 @@ import shutil
 import subprocess
 import tempfile
 
-from hpadvise.engines import Demand, Instance
-from hpadvise.errors import InputError
-from hpadvise.host import HostFacts
+from hpadvise.api.engines import Demand, Instance
+from hpadvise.kit.errors import InputError
+from hpadvise.facts.host import HostFacts
 
 from .binaries import major_of
 from .conf import DEFAULTS, ConfError, parse_memory

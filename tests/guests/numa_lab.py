@@ -185,7 +185,7 @@ def _start_status(start) -> int:
 
 def surplus() -> dict:
     """The kernel's per-node write while another node holds surplus pages (what rollback's
-    order avoids, advisor/node_pools.py): a server bound to node 1 holds its pages, node 1 is
+    order avoids, advisor/changes/node_pools.py): a server bound to node 1 holds its pages, node 1 is
     written to 0 (its pages in use turn surplus), then node 0 is written to 0."""
     out: dict = {}
     initdb()

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from hpadvise import boot
-from hpadvise.sysroot import SysRoot
+from hpadvise.facts import boot
+from hpadvise.facts.sysroot import SysRoot
 from support import check_json, run_cli
 
 pytestmark = [pytest.mark.integration, pytest.mark.live]

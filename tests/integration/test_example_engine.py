@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from hpadvise import apply as ap_mod
-from hpadvise import journal as jr
+from hpadvise.act import apply as ap_mod
+from hpadvise.ledger import journal as jr
 from hpadvise.cli import main
-from hpadvise.engines import registry
-from hpadvise.pipeline import inspect
-from hpadvise.plan import build
-from hpadvise.sysroot import SysRoot
+from hpadvise.api.engines import registry
+from hpadvise.planning.pipeline import inspect
+from hpadvise.planning.plan import build
+from hpadvise.facts.sysroot import SysRoot
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "example"))
 from hpdemo import DemoEngine  # noqa: E402

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from hpadvise import host, journal
-from hpadvise.actions import Pool
-from hpadvise.gigantic import pull_in, transient_pages
-from hpadvise.sysroot import SysRoot
+from hpadvise.facts import host
+from hpadvise.ledger import journal
+from hpadvise.changes.actions import Pool
+from hpadvise.changes.gigantic import pull_in, transient_pages
+from hpadvise.facts.sysroot import SysRoot
 from support import NoGiganticPages
 
 pytestmark = [pytest.mark.integration, pytest.mark.live]

@@ -70,7 +70,7 @@ def test_one_wrong_dsn_costs_no_other_instance(my_factory):
 def test_option_file_broken_after_start_is_never_stopped(my_factory, knobs, tmp_path, broken):
     """The option file breaks while the server runs: check says so (crit, exit 2), apply
     leaves it out, and the restart action refuses before it stops anything."""
-    from hpadvise.actions import NotStopped
+    from hpadvise.changes.actions import NotStopped
     from hpadvise.plugins.mysql.actions import MyRestart
     m = my_factory()
     m.start()

@@ -44,7 +44,7 @@ def pool() -> int:
 def test_configuration_broken_after_start_is_never_stopped(pg_factory, knobs, dirs, broken):
     """The files break while the server runs: check says so (crit, exit 2), apply plans
     nothing for it and never stops it, and a restart action refuses before stopping."""
-    from hpadvise.actions import NotStopped
+    from hpadvise.changes.actions import NotStopped
     from hpadvise.plugins.postgres.actions import PgRestart
     j, p = dirs
     c = pg_factory({"shared_buffers": "64MB", "huge_pages": "try"})

@@ -12,7 +12,7 @@ import pytest
 
 from hpadvise.plugins.mysql import conf as myconf
 from hpadvise.plugins.mysql import sizing as mysizing
-from hpadvise.procs import parse_smaps
+from hpadvise.facts.procs import parse_smaps
 from support import check_json, run_cli
 
 pytestmark = pytest.mark.integration
@@ -228,9 +228,9 @@ def test_client_library_and_connector_read_the_same(my_factory, monkeypatch):
     """check talks to MariaDB through the host's client library (libmariadb here), and through
     mysql-connector where none is installed: on a real server both return the same rows for
     every statement check sends, NULL as None, and the same sizing."""
-    from hpadvise.pipeline import inspect
+    from hpadvise.planning.pipeline import inspect
     from hpadvise.plugins.mysql import client
-    from hpadvise.sysroot import SysRoot
+    from hpadvise.facts.sysroot import SysRoot
     m = my_factory({"key-cache-segments": "2", "large-pages": "OFF"})
     m.start()
     statements = ["SHOW GLOBAL VARIABLES", "SELECT CURRENT_USER()",

@@ -18,7 +18,7 @@ import pytest
 
 from support import KernelKnobs, run_cli
 
-from hpadvise.thp_exec import kernel_has_advised, process_mode
+from hpadvise.facts.thp_exec import kernel_has_advised, process_mode
 
 pytestmark = [pytest.mark.integration, pytest.mark.live]
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from hpadvise.procs import parse_smaps
+from hpadvise.facts.procs import parse_smaps
 from support import run_cli
 
 pytestmark = pytest.mark.integration

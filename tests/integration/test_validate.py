@@ -42,7 +42,7 @@ def test_short_validate_every_variant(knobs, tmp_path):
     # THP `enabled` does not reach shared memory: the buffers stay on 4 KiB pages
     assert by["thp-always"]["backing"] == "4k" and by["thp-never"]["backing"] == "4k"
     assert res["meta"]["warm_s"] == 2 and res["meta"]["run_s"] == 2
-    from hpadvise.probe import pmu_state
+    from hpadvise.facts.probe import pmu_state
     pmu = pmu_state()
     assert res["meta"]["dtlb_counters"] == pmu and "dTLB counters" in r.stdout + r.stderr
     if pmu == "present":  # a host with hardware counters: every run counted

@@ -143,7 +143,7 @@ def test_the_default_scale_follows_the_disk(monkeypatch, free_gib, scale, refuse
     import shutil
 
     from hpadvise.benchmarks import options, runner
-    from hpadvise.errors import InputError
+    from hpadvise.kit.errors import InputError
     usage = shutil.disk_usage("/")
     monkeypatch.setattr(options.shutil, "disk_usage",
                         lambda p: usage._replace(free=free_gib << 30))

@@ -7,13 +7,17 @@ import shutil
 
 import pytest
 
-from hpadvise.persist import BootValue, grub_cmdline
+from hpadvise.act.persist import BootValue, grub_cmdline
 
-from hpadvise import apply, host, journal, plan, profiles
-from hpadvise.actions import File
-from hpadvise.engines import Demand, Instance, registry
-from hpadvise.errors import InputError
-from hpadvise.sysroot import SysRoot
+from hpadvise.act import apply
+from hpadvise.facts import host
+from hpadvise.ledger import journal
+from hpadvise.planning import plan
+from hpadvise.api import profiles
+from hpadvise.changes.actions import File
+from hpadvise.api.engines import Demand, Instance, registry
+from hpadvise.kit.errors import InputError
+from hpadvise.facts.sysroot import SysRoot
 
 
 @pytest.fixture
@@ -170,7 +174,7 @@ def test_torn_last_line_is_tolerated_but_corruption_is_not(tmp_path):
 
 def test_pool_get_is_the_persistent_count(root):
     """sysfs nr_hugepages counts surplus pages; the value to restore is nr - surplus."""
-    from hpadvise.actions import Pool
+    from hpadvise.changes.actions import Pool
     d = root / "sys/kernel/mm/hugepages/hugepages-2048kB"
     (d / "nr_hugepages").write_text("72\n")
     (d / "surplus_hugepages").write_text("72\n")  # a lowered pool still in use
@@ -182,7 +186,7 @@ def test_pool_get_is_the_persistent_count(root):
 def test_print_script_appends_to_an_option_file_it_cannot_read(tmp_path):
     """A plan made by a user who cannot read the server's option file: the script appends the
     setting (the last occurrence wins) and says why, instead of rewriting a file it never saw."""
-    from hpadvise.apply import Step, describe, ApplyPlan
+    from hpadvise.act.apply import Step, describe, ApplyPlan
     from hpadvise.plugins.mysql.actions import MyOption
     unreadable = tmp_path / "my.cnf"
     unreadable.mkdir()  # reading it fails, for root too

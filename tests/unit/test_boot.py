@@ -7,8 +7,10 @@ import json
 import os
 import shutil
 
-from hpadvise import boot, boot_persist, pipeline
-from hpadvise.sysroot import SysRoot
+from hpadvise.facts import boot
+from hpadvise.nextboot import boot_persist
+from hpadvise.planning import pipeline
+from hpadvise.facts.sysroot import SysRoot
 
 from support import run_cli
 

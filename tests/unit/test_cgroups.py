@@ -6,8 +6,9 @@ import shutil
 
 import pytest
 
-from hpadvise import cgroups, pipeline
-from hpadvise.sysroot import SysRoot
+from hpadvise.facts import cgroups
+from hpadvise.planning import pipeline
+from hpadvise.facts.sysroot import SysRoot
 
 MiB = 1 << 20
 

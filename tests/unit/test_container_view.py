@@ -8,10 +8,11 @@ import shutil
 
 import pytest
 
-from hpadvise import pipeline, plan, profiles
-from hpadvise.engines import Demand, Instance, registry
-from hpadvise.host import collect
-from hpadvise.sysroot import SysRoot
+from hpadvise.planning import pipeline, plan
+from hpadvise.api import profiles
+from hpadvise.api.engines import Demand, Instance, registry
+from hpadvise.facts.host import collect
+from hpadvise.facts.sysroot import SysRoot
 
 CG = "sys/fs/cgroup/unified/hpadvise-test-8223-0"
 
@@ -86,7 +87,7 @@ def test_hugetlb_memory_accounting_is_read_off_the_mount(hosts, tmp_path):
     mi.write_text(mi.read_text().replace("- cgroup2 cgroup2 rw",
                                          "- cgroup2 cgroup2 rw,memory_hugetlb_accounting"))
     assert collect(SysRoot(tree)).hugetlb_accounting
-    from hpadvise.cgroups import MemoryLimit
+    from hpadvise.facts.cgroups import MemoryLimit
     inst = _planned()
     facts = collect(SysRoot(tree))
     inst.memory_limit = MemoryLimit(100 << 20, "/sys/fs/cgroup/unified/x/memory.max")

@@ -8,11 +8,15 @@ import dataclasses
 
 import pytest
 
-from hpadvise import apply, findings, k8s, pipeline, plan, profiles, render, whatif
-from hpadvise.engines import Demand, Instance, registry
-from hpadvise.host import collect
-from hpadvise.procs import ProcTable
-from hpadvise.sysroot import SysRoot
+from hpadvise.act import apply
+from hpadvise.kit import findings
+from hpadvise.outputs import k8s, render, whatif
+from hpadvise.planning import pipeline, plan
+from hpadvise.api import profiles
+from hpadvise.api.engines import Demand, Instance, registry
+from hpadvise.facts.host import collect
+from hpadvise.facts.procs import ProcTable
+from hpadvise.facts.sysroot import SysRoot
 
 
 def _inst(iid, pages_2m, pages_1g=None, page_kb=2048):

@@ -4,8 +4,8 @@ directly, agree with importlib.metadata on this install and on a third-party dis
 import importlib.metadata as md
 import sys
 
-from hpadvise import dists
-from hpadvise.engines import registry
+from hpadvise.facts import dists
+from hpadvise.api.engines import registry
 
 
 def test_agrees_with_importlib_metadata_on_this_install():

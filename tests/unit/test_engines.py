@@ -6,14 +6,15 @@ import os
 
 import pytest
 
-from hpadvise import host, pipeline
-from hpadvise import journal as jr
-from hpadvise.actions import KINDS, Action, File, FileSetting
-from hpadvise.engines import action_from_spec as from_spec
-from hpadvise.engines import Engine, Instance, Targets, registry
-from hpadvise.findings import CORE, Codes
-from hpadvise.procs import ProcTable
-from hpadvise.sysroot import SysRoot
+from hpadvise.facts import host
+from hpadvise.planning import pipeline
+from hpadvise.ledger import journal as jr
+from hpadvise.changes.actions import KINDS, Action, File, FileSetting
+from hpadvise.api.engines import action_from_spec as from_spec
+from hpadvise.api.engines import Engine, Instance, Targets, registry
+from hpadvise.kit.findings import CORE, Codes
+from hpadvise.facts.procs import ProcTable
+from hpadvise.facts.sysroot import SysRoot
 
 
 @pytest.fixture
@@ -153,7 +154,7 @@ class ToyEngine(Engine):
 
     def discover(self, host, procs, targets):
         i = Instance("toy", "toy:1", "toy", True)
-        from hpadvise.engines import Demand
+        from hpadvise.api.engines import Demand
         i.demand = Demand("toy:1", None, 2048, {2048: 10}, True, "toy")
         return [i]
 

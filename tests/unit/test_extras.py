@@ -6,12 +6,12 @@ import sys
 
 import pytest
 
-from hpadvise.errors import InputError
+from hpadvise.kit.errors import InputError
 from hpadvise.plugins.mysql import client
 
 
 def test_probe_without_numpy(monkeypatch):
-    from hpadvise import probe
+    from hpadvise.facts import probe
     monkeypatch.setitem(sys.modules, "numpy", None)  # as if not installed
     with pytest.raises(InputError, match=r"hpadvise\[probe\]"):
         probe.run(1 << 30)

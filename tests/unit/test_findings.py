@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from hpadvise.engines import catalog
-from hpadvise.findings import CORE, Code, Codes, markdown
+from hpadvise.api.engines import catalog
+from hpadvise.kit.findings import CORE, Code, Codes, markdown
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "scripts"))
@@ -49,7 +49,7 @@ def test_every_raised_code_is_declared_and_every_declared_one_raised():
 
 def test_findings_are_made_only_from_declared_codes():
     direct = [f"{p.relative_to(REPO)}:{n.lineno}" for p in sources() if p.name != "findings.py"
-              or p.parent.name != "advisor" for n in ast.walk(ast.parse(p.read_text()))
+              or p.parent.name != "kit" for n in ast.walk(ast.parse(p.read_text()))
               if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "Finding"]
     assert direct == [], "build findings from a declared Code, not Finding(...)"
 

@@ -4,9 +4,9 @@ variants from the kernel's own sizes (arm64: Documentation/arch/arm64/hugetlbpag
 
 from pathlib import Path
 
-from hpadvise.cgroups import size_name
-from hpadvise.probe import Geometry, variants_for
-from hpadvise.sizing import cmdline_size, fmt_page
+from hpadvise.facts.cgroups import size_name
+from hpadvise.facts.probe import Geometry, variants_for
+from hpadvise.kit.sizing import cmdline_size, fmt_page
 
 KB = 1
 MB = 1024
@@ -43,9 +43,9 @@ def test_a_snapshot_keeps_the_units_a_wants_directory_links(tmp_path):
     apply had persisted was set by nothing at the next boot."""
     import os
 
-    from hpadvise import boot
-    from hpadvise.snapshot import write_snapshot
-    from hpadvise.sysroot import SysRoot
+    from hpadvise.facts import boot
+    from hpadvise.outputs.snapshot import write_snapshot
+    from hpadvise.facts.sysroot import SysRoot
     live = tmp_path / "live"
     unit = live / "etc/systemd/system/hpadvise-hugepages.service"
     unit.parent.mkdir(parents=True)
@@ -106,8 +106,8 @@ def _model_64k(src, dest):
 
 
 def test_arm64_64k_granule_modelled(tmp_path):
-    from hpadvise import host
-    from hpadvise.sysroot import SysRoot
+    from hpadvise.facts import host
+    from hpadvise.facts.sysroot import SysRoot
     tree = _model_64k(GUESTS / "arm64-4k-pg32m", tmp_path / "arm64-64k")
     h = host.collect(SysRoot(str(tree)))
     assert h.base_page_bytes == 65536 and h.default_hugepage_kb == 512 * MB
@@ -126,8 +126,8 @@ def test_arm64_4k_granule_as_captured(tmp_path):
     """The arm64 guest's own tree (Debian 12's 6.1, 4 KiB granule), PostgreSQL 15 on 32 MiB
     pages (huge_page_size = 32MB): four sizes, 32 MiB and 1 GiB gigantic, the server's
     shared memory counted in 32 MiB pages as it holds them."""
-    from hpadvise import pipeline
-    from hpadvise.sysroot import SysRoot
+    from hpadvise.planning import pipeline
+    from hpadvise.facts.sysroot import SysRoot
     r = pipeline.inspect(SysRoot(str(GUESTS / "arm64-4k-pg32m")), engine_names=["postgres"])
     h = r.host
     assert sorted(h.page_sizes_kb) == [64, 2 * MB, 32 * MB, 1 * GB]
@@ -143,9 +143,9 @@ def test_arm64_4k_granule_as_captured(tmp_path):
 def test_a_command_line_size_the_kernel_does_not_offer(tmp_path):
     """arm64 with 64 KiB pages refuses hugepagesz=1G at boot (arch_hugetlb_valid_size); the
     hugepages= after it reserves nothing. check says so; a size it offers is only noted."""
-    from hpadvise import pipeline
-    from hpadvise.sizing import cmdline_kb
-    from hpadvise.sysroot import SysRoot
+    from hpadvise.planning import pipeline
+    from hpadvise.kit.sizing import cmdline_kb
+    from hpadvise.facts.sysroot import SysRoot
     for kb in (64, 2 * MB, 32 * MB, 512 * MB, 1 * GB, 16 * GB):
         assert cmdline_kb(cmdline_size(kb)) == kb
     tree = _model_64k(GUESTS / "arm64-4k-pg32m", tmp_path / "arm64-64k")

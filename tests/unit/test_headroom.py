@@ -3,10 +3,12 @@ next smaller planned size takes the rest (sizing.headrooms, plan._pools, k8s).""
 
 import dataclasses
 
-from hpadvise import host, plan, profiles
-from hpadvise.engines import Demand, Instance, registry
-from hpadvise.sizing import headrooms
-from hpadvise.sysroot import SysRoot
+from hpadvise.facts import host
+from hpadvise.planning import plan
+from hpadvise.api import profiles
+from hpadvise.api.engines import Demand, Instance, registry
+from hpadvise.kit.sizing import headrooms
+from hpadvise.facts.sysroot import SysRoot
 
 GB, MB2 = 1048576, 2048
 
@@ -104,8 +106,8 @@ class _Stub:
 def test_k8s_node_pages_follow_the_same_rule(hosts):
     """The node's pages for N pods are reckoned like the host's pools: 2 pods' 2 GiB of heap
     on 1 GiB pages take 2 pages (20.5 MiB share: none), 2 MiB pages take that share."""
-    from hpadvise import k8s
-    from hpadvise.procs import ProcTable
+    from hpadvise.outputs import k8s
+    from hpadvise.facts.procs import ProcTable
     sr = SysRoot(hosts / "no-pools")
     i = _jvm("jvm", {GB: 1, MB2: 130})
     r = plan.build(host.collect(sr), [i], _oltp(), {})

@@ -6,8 +6,8 @@ import subprocess
 
 import pytest
 
-from hpadvise import host
-from hpadvise.sysroot import SysRoot
+from hpadvise.facts import host
+from hpadvise.facts.sysroot import SysRoot
 
 
 def facts(root):

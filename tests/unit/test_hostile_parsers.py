@@ -14,14 +14,16 @@ import string
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hpadvise import journal, profiles, secrets
-from hpadvise.actions import File, Pool
-from hpadvise.errors import InputError
+from hpadvise.ledger import journal
+from hpadvise.api import profiles
+from hpadvise.kit import secrets
+from hpadvise.changes.actions import File, Pool
+from hpadvise.kit.errors import InputError
 from hpadvise.plugins.mysql.conf import OptionFiles, read_option_file, server_groups
 from hpadvise.plugins.postgres.conf import read_conf
-from hpadvise.secrets import check_dsn, redact_dsn, remember_dsn, scrub
-from hpadvise.sizing import parse_bytes
-from hpadvise.sysroot import SysRoot
+from hpadvise.kit.secrets import check_dsn, redact_dsn, remember_dsn, scrub
+from hpadvise.kit.sizing import parse_bytes
+from hpadvise.facts.sysroot import SysRoot
 
 # 150 examples a test in the suite; HPADVISE_HYPOTHESIS_EXAMPLES=5000 for a longer hunt.
 SETTINGS = settings(max_examples=int(os.environ.get("HPADVISE_HYPOTHESIS_EXAMPLES", 150)),
@@ -244,7 +246,7 @@ def test_dsns_never_show_their_password(pw, form):
 def test_libpq_errors_never_show_the_password(pw):
     """libpq's own error for a DSN that does not connect (a closed port), through the line
     check prints."""
-    from hpadvise.engines import error_line
+    from hpadvise.api.engines import error_line
     from hpadvise.plugins.postgres.libpq import Connection, PqError
     secrets._KNOWN.clear()
     for dsn in (f"postgresql://app:{pw}@127.0.0.1:1/db", f"host=127.0.0.1 port=1 user=app "

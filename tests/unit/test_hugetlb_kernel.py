@@ -4,10 +4,12 @@ shrink stop short, and free gigantic pages can be demoted in place."""
 
 import dataclasses
 
-from hpadvise import host, plan, profiles
-from hpadvise.engines import Demand, Instance, registry
-from hpadvise.hugetlb_kernel import cma_bytes, cma_pages, hvo, hvo_on, vmemmap_saved_kb
-from hpadvise.sysroot import SysRoot
+from hpadvise.facts import host
+from hpadvise.planning import plan
+from hpadvise.api import profiles
+from hpadvise.api.engines import Demand, Instance, registry
+from hpadvise.facts.hugetlb_kernel import cma_bytes, cma_pages, hvo, hvo_on, vmemmap_saved_kb
+from hpadvise.facts.sysroot import SysRoot
 
 GB, MB2 = 1048576, 2048
 

@@ -1,7 +1,8 @@
 """The package's imports run one way: no module imports, even lazily inside a function, one
-that imports it back, directly or around a circle (imports for type checking only excepted).
-Read from the source with ast; the top-level folders map to their import names as
-pyproject.toml's package-dir maps them."""
+that imports it back, directly or around a circle (imports for type checking only excepted);
+the core's stages (hpadvise.STAGES, one package each) import only from themselves and the
+stages before them, type-checking imports included. Read from the source with ast; the
+top-level folders map to their import names as pyproject.toml's package-dir maps them."""
 
 from __future__ import annotations
 
@@ -23,13 +24,14 @@ def modules() -> dict[str, tuple[Path, bool]]:
     return out
 
 
-def graph(mods: dict[str, tuple[Path, bool]]) -> dict[str, set[str]]:
-    """Module -> the package modules it imports anywhere in its body."""
+def graph(mods: dict[str, tuple[Path, bool]], typing: bool = False) -> dict[str, set[str]]:
+    """Module -> the package modules it imports anywhere in its body (`typing`: and in its
+    type-checking blocks)."""
     out: dict[str, set[str]] = {m: set() for m in mods}
     for mod, (path, is_pkg) in mods.items():
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
-            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            if not typing and isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
                 node.body = []  # for the type checker only: never run
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom):
@@ -104,3 +106,43 @@ def test_no_import_circle():
 def test_the_finder_finds_a_circle():
     assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert circles({"a": {"b"}, "b": set()}) == []
+
+
+def stage_of(mod: str) -> int | None:
+    """A core module's stage (its index in hpadvise.STAGES); None outside the core's stages."""
+    from hpadvise import STAGES
+    parts = mod.split(".")
+    if parts[0] != "hpadvise" or len(parts) < 2 or parts[1] not in STAGES:
+        return None
+    return STAGES.index(parts[1])
+
+
+def upward(g: dict[str, set[str]]) -> list[str]:
+    """Imports from a stage to a later one."""
+    return sorted(f"{m} -> {t}" for m, ts in g.items() for t in ts
+                  if stage_of(m) is not None and stage_of(t) is not None
+                  and stage_of(t) > stage_of(m))
+
+
+def test_stages_import_only_their_own_and_earlier_ones():
+    mods = modules()
+    g = graph(mods, typing=True)
+    staged = [m for m in mods if stage_of(m) is not None]
+    assert len(staged) > 60  # the stages were read
+    assert upward(g) == []
+
+
+def test_every_core_module_is_in_a_stage():
+    from hpadvise import STAGES
+    flat = sorted(p.name for p in (REPO / "advisor").glob("*.py") if p.name != "__init__.py")
+    assert flat == [], "a module of the core belongs in one of the stages' packages"
+    dirs = sorted(p.name for p in (REPO / "advisor").iterdir()
+                  if p.is_dir() and (p / "__init__.py").exists())
+    assert sorted(STAGES) == dirs
+
+
+def test_the_checker_finds_an_upward_import():
+    assert upward({"hpadvise.kit.sizing": {"hpadvise.facts.host"},
+                   "hpadvise.facts.host": {"hpadvise.kit.sizing"}}) == [
+        "hpadvise.kit.sizing -> hpadvise.facts.host"]
+    assert upward({"hpadvise.plugins.kv": {"hpadvise.cli.app"}}) == []  # not a stage

@@ -5,11 +5,13 @@ legacy TCMalloc and wants THP off. The architecture is read from the process's o
 
 import pytest
 
-from hpadvise import host, plan, profiles
-from hpadvise.engines import Instance, registry
+from hpadvise.facts import host
+from hpadvise.planning import plan
+from hpadvise.api import profiles
+from hpadvise.api.engines import Instance, registry
 from hpadvise.plugins import kv
-from hpadvise.procs import ProcTable, machine_of
-from hpadvise.sysroot import SysRoot
+from hpadvise.facts.procs import ProcTable, machine_of
+from hpadvise.facts.sysroot import SysRoot
 
 ENGINES = {"redis": kv.RedisEngine(), "mongodb": kv.MongoEngine()}
 

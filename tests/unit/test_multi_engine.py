@@ -3,12 +3,14 @@ each other, Redis/MongoDB discovered from /proc, JVM flag parsing."""
 
 import dataclasses
 
-from hpadvise import host, plan, profiles
-from hpadvise.engines import Instance, registry
+from hpadvise.facts import host
+from hpadvise.planning import plan
+from hpadvise.api import profiles
+from hpadvise.api.engines import Instance, registry
 from hpadvise.plugins import jvm, kv
 from hpadvise.plugins.jvm import flags as jflags
-from hpadvise.procs import ProcTable
-from hpadvise.sysroot import SysRoot
+from hpadvise.facts.procs import ProcTable
+from hpadvise.facts.sysroot import SysRoot
 
 
 def facts(hosts, state):

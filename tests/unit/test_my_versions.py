@@ -6,14 +6,15 @@ the output says it is a model; the error log lines follow the message texts in M
 
 import pytest
 
-from hpadvise import host, profiles
-from hpadvise.engines import Demand, Instance, registry
+from hpadvise.facts import host
+from hpadvise.api import profiles
+from hpadvise.api.engines import Demand, Instance, registry
 from hpadvise.plugins import mysql as my
 from hpadvise.plugins.mysql import sizing as mysizing
 from hpadvise.plugins.mysql import versions
 from hpadvise.plugins.mysql.state import Server
-from hpadvise.procs import Mapping
-from hpadvise.sysroot import SysRoot
+from hpadvise.facts.procs import Mapping
+from hpadvise.facts.sysroot import SysRoot
 
 MiB = 1 << 20
 

@@ -8,7 +8,7 @@ from hpadvise.plugins.mysql import conf as myconf
 from hpadvise.plugins.mysql import discovery as mydisc
 from hpadvise.plugins.mysql import sizing as mysizing
 from hpadvise.plugins.mysql import versions
-from hpadvise.sysroot import SysRoot
+from hpadvise.facts.sysroot import SysRoot
 
 GROUPS = myconf.server_groups("mariadb", (10, 11, 19))
 
@@ -154,15 +154,16 @@ def test_option_edit_in_place_and_dropin():
 
 
 def _server_instance(version, flavour, settings):
-    from hpadvise.engines import Instance
+    from hpadvise.api.engines import Instance
     s = mydisc.Server(pid=None, flavour=flavour, version=version, settings=settings)
     i = Instance("mysql", "mysql:x", "x", running=False, state=s)
     return i
 
 
 def test_sysv_finding_only_for_versions_that_use_shm(hosts):
-    from hpadvise import host, profiles
-    from hpadvise.engines import registry
+    from hpadvise.facts import host
+    from hpadvise.api import profiles
+    from hpadvise.api.engines import registry
     facts = host.collect(SysRoot(hosts / "no-pools"))
     prof = profiles.load("oltp", registry.profile_schemas())
     eng = my.MySQLEngine()

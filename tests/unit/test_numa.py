@@ -5,11 +5,13 @@ import dataclasses
 import shutil
 from pathlib import Path
 
-from hpadvise import apply as ap_mod
-from hpadvise import host, pipeline, plan, profiles
-from hpadvise.engines import Demand, Instance, registry
-from hpadvise.procs import ProcTable
-from hpadvise.sysroot import SysRoot
+from hpadvise.act import apply as ap_mod
+from hpadvise.facts import host
+from hpadvise.planning import pipeline, plan
+from hpadvise.api import profiles
+from hpadvise.api.engines import Demand, Instance, registry
+from hpadvise.facts.procs import ProcTable
+from hpadvise.facts.sysroot import SysRoot
 
 GUESTS = Path(__file__).resolve().parent.parent / "fixtures" / "guests"
 TWO = GUESTS / "amd64-2node-membind"
@@ -66,7 +68,7 @@ def test_apply_allocates_and_verifies_per_node(hosts, tmp_path):
 
 
 def test_per_node_pools_persist_in_node_format():
-    from hpadvise.persist import BootValue, grub_cmdline
+    from hpadvise.act.persist import BootValue, grub_cmdline
     text, left = grub_cmdline('GRUB_CMDLINE_LINUX="quiet"\n', [
         BootValue("604", size_kb=2048, node=0), BootValue("43", size_kb=2048, node=1)])
     assert 'GRUB_CMDLINE_LINUX="quiet hugepagesz=2M hugepages=0:604,1:43"' in text
@@ -105,8 +107,8 @@ def test_rollback_lowers_a_node_holding_pages_in_use_last(tmp_path):
     """Writing one node while another holds surplus pages makes some kernels allocate fresh
     persistent pages on the node written (node_pools.py): the node whose pages are still in
     use is put back after the others."""
-    from hpadvise.actions import Pool
-    from hpadvise.node_pools import restore_order
+    from hpadvise.changes.actions import Pool
+    from hpadvise.changes.node_pools import restore_order
     _node_tree(tmp_path, {0: (2, 2), 1: (277, 0)})
     n0, n1 = Pool(2048, node=0, root=str(tmp_path)), Pool(2048, node=1, root=str(tmp_path))
     other = Pool(1048576, root=str(tmp_path))
@@ -117,8 +119,8 @@ def test_rollback_lowers_a_node_holding_pages_in_use_last(tmp_path):
 
 
 def test_rollback_empties_a_size_in_one_global_write_when_two_nodes_hold_pages(tmp_path):
-    from hpadvise.actions import Pool
-    from hpadvise.node_pools import restore_order
+    from hpadvise.changes.actions import Pool
+    from hpadvise.changes.node_pools import restore_order
     _node_tree(tmp_path, {0: (100, 10), 1: (277, 0)})
     items = [(_E(0), Pool(2048, node=n, root=str(tmp_path))) for n in (1, 0)]
     ordered, first = restore_order(items)
@@ -178,7 +180,7 @@ def test_captured_guest_bound_by_a_cpuset():
 
 
 def test_memory_policies_as_numa_maps_shows_them():
-    from hpadvise.numa import Policy, parse_policy, task_policy
+    from hpadvise.facts.numa import Policy, parse_policy, task_policy
     text = next((GUESTS / "amd64-2node-membind" / "proc").glob("*/numa_maps")).read_text()
     first = text.splitlines()[0]
     assert parse_policy(first) == Policy("bind", (1,))
@@ -196,8 +198,8 @@ def test_memory_policies_as_numa_maps_shows_them():
 def test_rollback_counts_reserved_pages_as_kept(tmp_path):
     """Reservations are counted for the whole pool: a node whose pages are reserved but not yet
     touched keeps them as surplus when lowered, so it goes last too."""
-    from hpadvise.actions import Pool
-    from hpadvise.node_pools import restore_order
+    from hpadvise.changes.actions import Pool
+    from hpadvise.changes.node_pools import restore_order
     _node_tree(tmp_path, {0: (2, 2), 1: (280, 280)})
     g = tmp_path / "sys/kernel/mm/hugepages/hugepages-2048kB"
     g.mkdir(parents=True)
@@ -219,7 +221,7 @@ def test_rollback_reports_and_reads_back_each_node_after_one_global_write(tmp_pa
     reservations, so either node may keep pages) and still names and reads back each node.
     A copied tree does not do the kernel's books: its per-node files stay as they were after
     the global write, and rollback writes them itself."""
-    from hpadvise import journal as jr
+    from hpadvise.ledger import journal as jr
     root = tmp_path / "host"
     shutil.copytree(TWO, root, symlinks=True)
     f = host.collect(SysRoot(str(root)))
@@ -246,7 +248,7 @@ def test_a_restart_starts_its_process_with_the_servers_memory_policy():
     numa_maps then shows it; with nothing to keep there is no preexec function at all."""
     import subprocess
 
-    from hpadvise.numa import Keep, Policy, keeper, parse_policy
+    from hpadvise.facts.numa import Keep, Policy, keeper, parse_policy
     if not (Path("/proc/self/numa_maps").exists()):
         import pytest
         pytest.skip("this kernel has no NUMA support (/proc/self/numa_maps is missing)")
@@ -263,8 +265,8 @@ def test_a_restart_starts_its_process_with_the_servers_memory_policy():
 def test_the_next_boot_counts_a_pool_written_node_by_node(tmp_path):
     """apply persists per-node pools in its boot unit, node by node (as the two-node guest's
     apply wrote them); the next boot's pool is their sum, not "nothing sets it"."""
-    from hpadvise import boot
-    from hpadvise.sysroot import SysRoot
+    from hpadvise.facts import boot
+    from hpadvise.facts.sysroot import SysRoot
     unit = tmp_path / "etc/systemd/system/hpadvise-hugepages.service"
     unit.parent.mkdir(parents=True)
     unit.write_text(

@@ -11,7 +11,7 @@ import pytest
 from hpadvise.benchmarks.options import Options
 from hpadvise.benchmarks.own import check_own, file_hash, origins
 from hpadvise.benchmarks.report import origin_lines
-from hpadvise.errors import InputError
+from hpadvise.kit.errors import InputError
 from hpadvise.plugins.postgres.capture_log import Follower, csv_name
 from hpadvise.plugins.postgres.copying import (CONFIG_FILES, conf_value, kept, reset_data,
                                                source_settings)
@@ -202,9 +202,9 @@ def test_a_capture_without_its_base_backup_is_not_called_a_log_file(tmp_path):
 
 def test_a_stopped_cluster_named_by_its_data_directory_is_said_to_be_stopped(tmp_path,
                                                                             monkeypatch):
-    import hpadvise.pipeline
+    import hpadvise.planning.pipeline
     from hpadvise.cli import capturing
-    from hpadvise.engines import registry
+    from hpadvise.api.engines import registry
     data = tmp_path / "15-main"
     data.mkdir()
     assert registry.get("postgres").not_running(str(data)) is None  # not a data directory
@@ -213,7 +213,7 @@ def test_a_stopped_cluster_named_by_its_data_directory_is_said_to_be_stopped(tmp
         f"the cluster in {data} is not running"
     # capture finds no running instance there (discovery sees running ones only)
     monkeypatch.setattr(capturing.os, "geteuid", lambda: 0)
-    monkeypatch.setattr(hpadvise.pipeline, "inspect",
+    monkeypatch.setattr(hpadvise.planning.pipeline, "inspect",
                         lambda *a, **k: SimpleNamespace(instances=[], engines={}))
     with pytest.raises(InputError) as exc:
         capturing.capture(instance=str(data), output=str(tmp_path / "cap"), duration="20s",

@@ -6,7 +6,7 @@ import pytest
 
 from hpadvise.plugins.postgres.layers import winning
 from hpadvise.plugins.postgres.state import Cluster
-from hpadvise.sysroot import SysRoot
+from hpadvise.facts.sysroot import SysRoot
 
 CONF = "/etc/postgresql/16/main/postgresql.conf"
 

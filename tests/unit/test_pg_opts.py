@@ -6,7 +6,7 @@ import pytest
 from hpadvise.plugins.postgres.conf import ConfError
 from hpadvise.plugins.postgres.opts import SOURCE, as_args, last_start, parse, take
 from hpadvise.plugins.postgres.state import Cluster
-from hpadvise.sysroot import SysRoot
+from hpadvise.facts.sysroot import SysRoot
 
 # Written by PostgreSQL 15 here: `pg_ctl -o "-c shared_buffers=1GB" start` on a scratch
 # cluster, and Debian's pg_ctlcluster starting its main cluster.

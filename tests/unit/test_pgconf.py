@@ -2,10 +2,10 @@
 
 import pytest
 
-from hpadvise import engines
+from hpadvise.api import engines
 from hpadvise.plugins.postgres import conf as pgconf
 from hpadvise.plugins.postgres import sizing as pgsizing
-from hpadvise.sysroot import SysRoot
+from hpadvise.facts.sysroot import SysRoot
 
 
 def write(p, text):

@@ -4,9 +4,11 @@ import dataclasses
 
 import pytest
 
-from hpadvise import host, plan, profiles
-from hpadvise.engines import Demand, Instance, registry
-from hpadvise.sysroot import SysRoot
+from hpadvise.facts import host
+from hpadvise.planning import plan
+from hpadvise.api import profiles
+from hpadvise.api.engines import Demand, Instance, registry
+from hpadvise.facts.sysroot import SysRoot
 
 
 def facts(hosts, state):
@@ -125,7 +127,7 @@ def test_free_memory_not_listed_yet_is_no_fragmentation(hosts):
     125 GiB free, 1567 free 2 MiB blocks in buddyinfo. The 12,729 pages 24 GB of buffers need
     fit (the pool grew at once there): no false warning. The same plan where every free page
     is listed, and few are contiguous, is still warned about."""
-    from hpadvise.engines import Demand, Instance
+    from hpadvise.api.engines import Demand, Instance
     prof = profiles.load("oltp", registry.profile_schemas())
 
     def plan_for(state, pages):

@@ -3,7 +3,7 @@ CSV parser on output captured here, and the upper-bound arithmetic."""
 
 from pathlib import Path
 
-from hpadvise import probe
+from hpadvise.facts import probe
 
 PERF = Path(__file__).resolve().parents[1] / "fixtures" / "perf"
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from hpadvise.errors import InputError
-from hpadvise.thp_exec import kernel_has_advised, mode_now, process_mode, set_mode
+from hpadvise.kit.errors import InputError
+from hpadvise.facts.thp_exec import kernel_has_advised, mode_now, process_mode, set_mode
 
 MODES = Path(__file__).resolve().parent.parent / "fixtures" / "thp_modes"
 
@@ -56,5 +56,5 @@ def test_set_mode_in_a_child_is_inherited_by_what_it_runs():
 def test_thp_held_in_memory_not_madvised(mode, kb):
     """The 8 MiB left alone holds 8 MiB of THP only in the default mode; the madvise()d 8 MiB
     beside it is not counted."""
-    from hpadvise.thp_exec import unadvised_thp_kb
+    from hpadvise.facts.thp_exec import unadvised_thp_kb
     assert unadvised_thp_kb((MODES / mode / "smaps").read_text()) == kb

@@ -1,7 +1,7 @@
 """smaps parsing on captured postmaster smaps (PostgreSQL on hugetlb and on 4 KiB pages)."""
 
-from hpadvise.procs import ProcTable, parse_smaps
-from hpadvise.sysroot import SysRoot
+from hpadvise.facts.procs import ProcTable, parse_smaps
+from hpadvise.facts.sysroot import SysRoot
 
 
 def postmaster_maps(root, shared_only=False):
@@ -46,7 +46,7 @@ ZGC_SMAPS = "".join(
 
 
 def test_a_hugetlb_file_mapped_thrice_is_counted_once():
-    from hpadvise.procs import hugetlb_pages, parse_smaps
+    from hpadvise.facts.procs import hugetlb_pages, parse_smaps
     maps = parse_smaps(ZGC_SMAPS)
     assert [(m.inode, m.offset) for m in maps] == [(122347, 0)] * 3 + [(122346, 0)]
     assert hugetlb_pages(maps) == {2048: 494 + 120}

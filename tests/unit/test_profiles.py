@@ -1,8 +1,8 @@
 import pytest
 
-from hpadvise import profiles
-from hpadvise.engines import registry
-from hpadvise.errors import InputError
+from hpadvise.api import profiles
+from hpadvise.api.engines import registry
+from hpadvise.kit.errors import InputError
 
 
 def load(tmp_path, text):

@@ -6,12 +6,16 @@ import shutil
 
 import pytest
 
-from hpadvise import apply, host, journal, plan, profiles
-from hpadvise.actions import Restart
-from hpadvise.engines import Demand, Engine, Instance, registry
-from hpadvise.model import Recorded
-from hpadvise.recorded import for_header, for_stopped
-from hpadvise.sysroot import SysRoot
+from hpadvise.act import apply
+from hpadvise.facts import host
+from hpadvise.ledger import journal
+from hpadvise.planning import plan
+from hpadvise.api import profiles
+from hpadvise.changes.actions import Restart
+from hpadvise.api.engines import Demand, Engine, Instance, registry
+from hpadvise.api.model import Recorded
+from hpadvise.ledger.recorded import for_header, for_stopped
+from hpadvise.facts.sysroot import SysRoot
 
 STARTS: list[str] = []  # what ToyRestart.set started
 RUNNING = {"toy:1": True}
@@ -87,7 +91,7 @@ def test_a_stopped_instance_keeps_what_the_active_apply_recorded(hosts, toy):
     # without the record: its files' count, as before
     assert build(hosts, [a, b], toy).pools[0].demand_pages == 72 + 72
     # what apply --instance plans for another instance keeps it too
-    from hpadvise.pipeline import plan_for
+    from hpadvise.planning.pipeline import plan_for
     assert plan_for(r, [b]).pools[0].demand_pages == 537 + 72
 
 
@@ -194,7 +198,7 @@ def test_an_instance_only_the_journal_knows_keeps_its_pages(tmp_path, hosts, toy
     the active apply's record makes it a stopped instance whose pages the pool keeps; found
     under its ID or its data directory it is not made up twice; a socket's path is no
     server's own (a server in a root of its own names the host's socket path too)."""
-    from hpadvise.recorded import absent
+    from hpadvise.ledger.recorded import absent
     d = tmp_path / "journal"
     d.mkdir()
     datadir = tmp_path / "data"
@@ -220,7 +224,7 @@ def test_a_record_of_an_id_that_named_a_process_is_not_kept(tmp_path):
     """A JVM is known by its PID: once that process is gone, its successor is a new instance,
     and the apply's record of the old one must not keep pages as if it were stopped."""
     from hpadvise.plugins.jvm import JvmEngine
-    from hpadvise.recorded import absent
+    from hpadvise.ledger.recorded import absent
     d = tmp_path / "j"
     d.mkdir(mode=0o700)
     recs = [{"instance": "jvm:4242", "engine": "jvm", "refs": [], "pages": {"2048": 600},

@@ -14,9 +14,9 @@ import pytest
 from hpadvise.benchmarks import fixed
 from hpadvise.benchmarks.drivers import BENCHMARKS
 from hpadvise.benchmarks.options import Options, duration_for
-from hpadvise.errors import InputError
+from hpadvise.kit.errors import InputError
 from hpadvise.plugins.postgres.replay import REPLAY_FASTEST, Replay
-from hpadvise.sysroot import SysRoot
+from hpadvise.facts.sysroot import SysRoot
 
 REPORT = Path(__file__).resolve().parent.parent / "fixtures" / "pgreplay" / "replay-pg15.txt"
 STEP_S = 0.05  # each step of the fake server: prewarm, stop, reset, start

@@ -6,9 +6,9 @@ import os
 
 import pytest
 
-from hpadvise.procs import ProcTable
-from hpadvise.roots import ProcRoot, RootGone, RootView, reach, resolve_in, users, view
-from hpadvise.sysroot import SysRoot
+from hpadvise.facts.procs import ProcTable
+from hpadvise.facts.roots import ProcRoot, RootGone, RootView, reach, resolve_in, users, view
+from hpadvise.facts.sysroot import SysRoot
 
 
 @pytest.fixture
@@ -84,7 +84,7 @@ def test_a_process_sharing_our_root_is_read_through_the_host(tmp_path):
 def test_a_root_this_user_cannot_enter_is_not_read_as_the_hosts(tmp_path):
     """A HiddenView refuses every read with a note, so that the host's file of the same name is
     never taken for the server's own."""
-    from hpadvise.roots import HiddenView
+    from hpadvise.facts.roots import HiddenView
     host = SysRoot("/")
     v = HiddenView(host, 4242)
     assert v.read("/etc/passwd") is None and not v.exists("/etc/passwd")

@@ -4,9 +4,9 @@ environments, and snapshots written for their owner only, without environments u
 import os
 import stat
 
-from hpadvise.secrets import redact_args, redact_dsn, redact_environ, redact_text
-from hpadvise.snapshot import write_snapshot
-from hpadvise.sysroot import SysRoot
+from hpadvise.kit.secrets import redact_args, redact_dsn, redact_environ, redact_text
+from hpadvise.outputs.snapshot import write_snapshot
+from hpadvise.facts.sysroot import SysRoot
 
 SECRET = "S3cretValue"
 
@@ -107,8 +107,8 @@ def test_snapshot_is_private_redacted_and_leaves_environments_out(tmp_path):
 def test_journal_keeps_whole_files_apart_and_restores_them_exactly(tmp_path):
     import base64
 
-    from hpadvise import journal
-    from hpadvise.actions import File
+    from hpadvise.ledger import journal
+    from hpadvise.changes.actions import File
     cnf = tmp_path / "my.cnf"
     original = f"[client]\npassword={SECRET}\n[mysqld]\nlarge_pages = OFF\n".encode()
     cnf.write_bytes(original)

@@ -5,10 +5,10 @@ import time
 
 import pytest
 
-from hpadvise import journal as jr
-from hpadvise.actions import SysfsChoice
-from hpadvise.errors import InputError
-from hpadvise.stacked import older_than_holders, refuse_stacked
+from hpadvise.ledger import journal as jr
+from hpadvise.changes.actions import SysfsChoice
+from hpadvise.kit.errors import InputError
+from hpadvise.ledger.stacked import older_than_holders, refuse_stacked
 
 
 def knob(tmp_path, name: str) -> SysfsChoice:

@@ -6,11 +6,15 @@ import re
 
 import pytest
 
-from hpadvise import apply, boot_plan, host, pipeline, plan, profiles
-from hpadvise.engines import Instance, registry
+from hpadvise.act import apply
+from hpadvise.nextboot import boot_plan
+from hpadvise.facts import host
+from hpadvise.planning import pipeline, plan
+from hpadvise.api import profiles
+from hpadvise.api.engines import Instance, registry
 from hpadvise.plugins import kv
-from hpadvise.sysroot import SysRoot
-from hpadvise.thp_rules import effective, thp_sizes
+from hpadvise.facts.sysroot import SysRoot
+from hpadvise.facts.thp_rules import effective, thp_sizes
 
 THP = "sys/kernel/mm/transparent_hugepage"
 

@@ -10,9 +10,10 @@ import sys
 
 import pytest
 
-from hpadvise import host, pipeline
-from hpadvise.sysroot import SysRoot
-from hpadvise.thp_regions import Region, read_regions, sizes
+from hpadvise.facts import host
+from hpadvise.planning import pipeline
+from hpadvise.facts.sysroot import SysRoot
+from hpadvise.planning.thp_regions import Region, read_regions, sizes
 
 THP = "sys/kernel/mm/transparent_hugepage"
 FIX = __import__("pathlib").Path(__file__).parents[1] / "fixtures"

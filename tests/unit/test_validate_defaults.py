@@ -11,7 +11,7 @@ import pytest
 from hpadvise.benchmarks import options
 from hpadvise.benchmarks.options import (Options, default_clients, disk_need, fitting_scale,
                                          gigantic_variant)
-from hpadvise.sysroot import SysRoot
+from hpadvise.facts.sysroot import SysRoot
 
 GIB = 1 << 30
 

@@ -10,8 +10,8 @@ import pytest
 from hpadvise.benchmarks import cpus, report, stats, variants
 from hpadvise.benchmarks.measure import Sample
 from hpadvise.benchmarks.options import Options, choose_design
-from hpadvise.errors import InputError
-from hpadvise.sysroot import SysRoot
+from hpadvise.kit.errors import InputError
+from hpadvise.facts.sysroot import SysRoot
 
 DEFAULT = list(variants.DEFAULT_VARIANTS)
 

@@ -10,7 +10,7 @@ import pytest
 from hpadvise.benchmarks import cpus, measure, pgbench, runner, stats, variants
 from hpadvise.benchmarks.options import Options
 from hpadvise.benchmarks.switching import Switcher
-from hpadvise.errors import InputError
+from hpadvise.kit.errors import InputError
 from hpadvise.plugins.postgres import bench as pgbench_target
 
 PGB = Path(__file__).resolve().parent.parent / "fixtures" / "pgbench"
@@ -200,8 +200,8 @@ def test_prewarm_queries_cover_every_block_once_in_equal_shares():
 def test_steal_share_from_two_proc_stat_readings(tmp_path):
     # Two `cpu` lines captured 5 s apart on the project's VM, the second with steal added to
     # show the arithmetic: 100 ticks of steal out of 1,000.
-    from hpadvise.host import read_cpu_times
-    from hpadvise.sysroot import SysRoot
+    from hpadvise.facts.host import read_cpu_times
+    from hpadvise.facts.sysroot import SysRoot
     (tmp_path / "proc").mkdir()
     stat = tmp_path / "proc" / "stat"
     stat.write_text("cpu  38244 0 43081 101903 1025 0 289 101 0 0\n"
@@ -330,7 +330,7 @@ def test_the_advice_quotes_checks_own_thp_plan(hosts):
     from a captured host whose THP knobs are all 'always'), so the two never disagree; a
     profile that wants shmem THP is quoted as agreeing with a shmem THP gain."""
     from hpadvise.benchmarks import report
-    from hpadvise.sysroot import SysRoot
+    from hpadvise.facts.sysroot import SysRoot
     plan_thp = Switcher("postgres", "oltp", SysRoot(hosts / "thp-always")).plan_thp()
     assert plan_thp == {"enabled": "madvise", "defrag": "madvise", "shmem_enabled": "never"}
 

@@ -1,0 +1,139 @@
+"""`apply` as a whole, without the command line: the plan for the instances asked for (one
+pipeline: inspect, select, plan for them, prepare the steps), running it under the journal,
+and the printed and JSON forms of both. The CLI parses options and confirms; the Ansible
+modules and tests can drive the same functions."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Callable
+
+from . import apply as ap
+from ..ledger import journal as jr
+from ..kit.errors import InputError
+from ..ledger.stacked import refuse_stacked
+from ..api.model import Targets
+from ..planning.pipeline import inspect, plan_for, select
+from .steps import ApplyPlan, Result
+from ..facts.sysroot import SysRoot
+
+
+@dataclass
+class Request:
+    engines: list[str] | None  # engine names (None: every installed engine)
+    instances: list[str] = field(default_factory=list)  # IDs or references; empty: all
+    profile: str = "oltp"
+    restart: bool = False
+    persist: bool = True
+    persist_root: str = ""
+    read_only: bool = False  # a plan to show (--dry-run, --print-script), maybe not as root
+    journal_dir: str | None = None
+
+
+def plan(req: Request) -> ApplyPlan:
+    """The steps apply would take; InputError when it must not (not root, nothing found,
+    nothing sizable, a blocked plan)."""
+    if os.geteuid() != 0 and not req.read_only:
+        raise InputError("apply changes kernel settings and needs root; run it with sudo, or "
+                         "use --print-script to hand the changes to someone who is root")
+    if req.persist_root not in ("", "/") and not os.path.isdir(req.persist_root):
+        raise InputError(f"--persist-root {req.persist_root}: no such directory; create it, "
+                         "or leave the option out to persist under /")
+    report = inspect(SysRoot("/"), req.profile, Targets(), None, journal=req.journal_dir)
+    names = sorted(report.engines) if req.engines is None else req.engines
+    selected = select(report, names, req.instances)
+    if not selected:
+        raise InputError(f"no running or named {'/'.join(names)} instance found; "
+                         "`hpadvise check` shows what is there")
+    # An instance that cannot be planned (check reports an error for it, or cannot size it
+    # as this user) is named and left out; the others are planned without it.
+    why = {i.id: "; ".join(i.errors) for i in selected if i.errors}
+    why.update({i.id: "cannot size it as this user, its configuration is unreadable (run as "
+                "root or as the server's owner)" for i in selected
+                if i.id not in why and report.placements[i.id].status == "unsized"})
+    if why and len(why) == len(selected):
+        raise InputError("nothing can be planned: " + "; ".join(
+            f"{i}: {w}" for i, w in why.items()))
+    p = ap.prepare(plan_for(report, [i for i in selected if i.id not in why]),
+                   report.engines, restart=req.restart, persist=req.persist,
+                   persist_root=req.persist_root, read_only=os.geteuid() != 0)
+    p.notices[:0] = [f"{i} left out, nothing of it is changed: {w}" for i, w in why.items()]
+    p.instances = [i for i in p.instances if not i.found]  # kept ones: only their pages
+    # refused before it asks (and again under the journal's lock, before the first change)
+    refuse_stacked(jr.journal_dir(req.journal_dir), [s.action for s in p.steps if s.needed],
+                   "apply")
+    return p
+
+
+def run(p: ApplyPlan, req: Request, say: Callable[[str], None] = lambda s: None
+        ) -> tuple[Result, list[str]]:
+    """Run the plan under the journal; the result and, after persisting to the real /etc,
+    every planned knob the next boot would not give as planned."""
+    names = sorted({i.engine for i in p.instances})
+    argv = ["apply", "--db", *names] + [a for i in req.instances for a in ("--instance", i)] \
+        + (["--restart"] if req.restart else [])
+    result = ap.execute(p, jr.journal_dir(req.journal_dir),
+                        {"argv": argv, "instances": [i.id for i in p.instances],
+                         "profile": p.report.profile.name}, say=say)
+    boot = ap.verify_boot(p, req.persist_root) \
+        if result.status in ("ok", "nothing") and req.persist else []
+    return result, boot
+
+
+def plan_json(p: ApplyPlan) -> dict:
+    return {"schema_version": 1, "dry_run": True, "changes": ap.changes_json(p), "notices": p.notices,
+            "restart_needed": p.restart_pending + p.restart_unaided}
+
+
+def restart_needed(p: ApplyPlan) -> list[str]:
+    """Instances whose settings this apply left changed without restarting them: those not
+    restarted on purpose (no --restart), and, after a failure, those whose settings stay
+    changed while their restart was not reached or failed. What the servers' own
+    pending_restart says."""
+    out = list(p.restart_pending)
+    restarted = {s.action.instance for s in p.steps if s.phase == "restart"
+                 and s.status == "done"}
+    for s in p.steps:
+        i = s.action.instance
+        if s.phase == "engine" and s.status == "done" and i not in restarted and i not in out:
+            out.append(i)
+    if any(s.status == "done" for s in p.steps):  # its pool or settings changed
+        out += [i for i in p.restart_unaided if i not in out]
+    return out
+
+
+def result_json(p: ApplyPlan, result: Result, boot: list[str]) -> dict:
+    return {"schema_version": 1, "status": result.status, "journal": result.journal,
+            "changes": ap.changes_json(p), "problems": result.problems,
+            "notices": p.notices, "restart_needed": restart_needed(p), "next_boot": boot}
+
+
+def print_plan(p: ApplyPlan) -> None:
+    print(f"Plan for {', '.join(i.id for i in p.instances)} (profile "
+          f"{p.report.profile.name}):")
+    for ln in ap.describe(p) or ["nothing to change"]:
+        print("  " + ln.replace("\n", "\n  "))
+    for n in p.notices:
+        print(f"  note: {n}")
+
+
+def print_result(p: ApplyPlan, req: Request, result: Result, boot: list[str]) -> None:
+    for d in result.done:
+        print(f"done: {d}")
+    if result.status == "nothing":
+        print("Nothing to change: the host already matches the plan.")
+    restartable = set(p.restart_pending) | {s.action.instance for s in p.steps
+                                            if s.phase == "restart"}
+    for iid in restart_needed(p):
+        pool = ", ".join(f"{pp.target_pages} x {pp.size_kb} kB" for pp in p.report.pools)
+        # an instance apply never restarts (a server in a root of its own): the note says how
+        how = "run again with --restart or restart it yourself" if iid in restartable \
+            else "restart it yourself, as the note above says"
+        print(f"restart needed: {iid} takes its huge pages at its next start (the pool holds "
+              f"{pool} until then, unused); {how}")
+    if result.journal:
+        print(f"journal: {result.journal} (undo with `hpadvise rollback {result.journal}`)")
+    if result.status in ("ok", "nothing") and req.persist and req.persist_root in ("", "/"):
+        print("next boot: " + ("every planned knob comes back as planned (checked)"
+                               if not boot else "; ".join(boot)))

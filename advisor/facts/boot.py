@@ -1,0 +1,475 @@
+"""What the next boot will set: every place that writes a huge page or THP knob at boot, read
+in the order they apply, so that `check` can show each knob now, at next boot and in the plan.
+
+The order at boot, and the sources (each a `Setter`):
+ 0. the kernel command line (`hugepages=`, `transparent_hugepage=`, ...): the one configured
+    for the next boot is read from GRUB's generated config (what the boot loader will pass),
+    /etc/default/grub (what `update-grub` will generate next), BLS entries
+    (/boot/loader/entries) or /etc/kernel/cmdline; Documentation/admin-guide/kernel-parameters.txt.
+ 1. sysctl files, as `systemd-sysctl` (sysctl.d(5)) or, without systemd, procps's
+    `sysctl --system` (sysctl(8)) read them: *.conf in /etc/sysctl.d, /run/sysctl.d,
+    /usr/local/lib/sysctl.d, /usr/lib/sysctl.d (and /lib/sysctl.d for procps); a name in an
+    earlier directory shadows the same name in a later one (a symlink to /dev/null masks it),
+    all names are sorted together and applied in that order, so the last name wins; procps
+    then reads /etc/sysctl.conf last of all.
+ 2. systemd units and init scripts that write the knobs (a "disable THP" unit, hpadvise's own),
+    when enabled;
+ 3. /etc/rc.local, when executable (it runs last among the init scripts);
+ 4. TuneD's active profile with its include chain (tuned.conf(5): `include=` profiles are
+    merged first, the including profile overrides them): `[vm] transparent_hugepages`,
+    `[sysctl]`, `[sysfs]`, `[bootloader] cmdline`. TuneD applies it at every start; with
+    `reapply_sysctl = 1` in tuned-main.conf (its default) it then applies the system's sysctl
+    files again, which therefore win over the profile's [sysctl].
+Units, rc.local and TuneD all run after the sysctl files; among themselves their order is not
+fixed unless a unit says so, and the prediction says where it is not.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass, field
+
+from ..kit.sizing import cmdline_kb
+from .sysroot import SysRoot
+
+THP = "/sys/kernel/mm/transparent_hugepage"
+SYSCTL_DIRS = ("/etc/sysctl.d", "/run/sysctl.d", "/usr/local/lib/sysctl.d", "/usr/lib/sysctl.d",
+               "/lib/sysctl.d")
+UNIT_DIRS = ("/etc/systemd/system", "/run/systemd/system", "/usr/local/lib/systemd/system",
+             "/usr/lib/systemd/system", "/lib/systemd/system")
+TUNED_DIRS = ("/etc/tuned", "/usr/lib/tuned", "/usr/lib/tuned/profiles")
+STAGES = ("kernel command line", "sysctl files", "units and init scripts", "rc.local", "TuneD")
+
+
+@dataclass(frozen=True)
+class Setter:
+    """One place that sets a knob at boot."""
+    knob: str  # "pool.<kB>", "thp.enabled", "thp.defrag", "thp.shmem_enabled"
+    value: str
+    source: str  # file:line, or a description
+    stage: int  # index into STAGES
+    ordered: bool = True  # False: its order among its stage's peers and later stages is unknown
+
+
+@dataclass
+class Boot:
+    """Every setter found, in the order they apply (stage, then file order)."""
+    setters: list[Setter] = field(default_factory=list)
+    sysctl_engine: str = "procps"  # or "systemd-sysctl"
+    cmdline_source: str | None = None  # where the next boot's kernel command line comes from
+    cmdline: str | None = None
+    tuned_profile: str | None = None  # the active TuneD profile(s), if TuneD is installed
+    tuned_files: tuple[str, ...] = ()  # the include chain, parent first
+    notes: list[str] = field(default_factory=list)
+    systemd: bool = False  # units run at boot (apply can write one)
+    grub: bool = False  # /etc/default/grub exists (apply can add kernel parameters)
+
+    def at_boot(self, knob: str) -> Setter | None:
+        """The setter whose value the knob has once boot is over (the last to apply; the
+        kernel's default, stage -1, when nothing sets it)."""
+        found = [s for s in self.setters if s.knob == knob]
+        return found[-1] if found else None
+
+    def competitors(self, knob: str, except_source: str = "") -> list[Setter]:
+        return [s for s in self.setters if s.knob == knob and not s.source.startswith(
+            except_source or "\0")]
+
+
+# ---- the kernel command line ------------------------------------------------------------
+
+def cmdline_knobs(cmdline: str, default_kb: int | None) -> list[tuple[str, str]]:
+    """(knob, value) from kernel parameters: `hugepages=N` reserves N pages of the size named
+    by the `hugepagesz=` before it, or of the default size (`default_hugepagesz=` or the
+    architecture's); `hugepages=0:N,1:M` is per node (summed here); transparent_hugepage= and
+    transparent_hugepage_shmem= set the THP modes (kernel-parameters.txt)."""
+    out: list[tuple[str, str]] = []
+    size_kb: int | None = None
+    default = default_kb or 2048
+    try:
+        tokens = shlex.split(cmdline or "", posix=True)
+    except ValueError:
+        tokens = (cmdline or "").split()
+    for tok in tokens:
+        if tok == "--":  # what follows is init's, not the kernel's
+            break
+        key, _, value = tok.partition("=")
+        if key == "default_hugepagesz":
+            default = cmdline_kb(value) or default
+        elif key == "hugepagesz":
+            size_kb = cmdline_kb(value)
+        elif key == "hugepages":
+            pages = sum(int(p.split(":")[-1]) for p in value.split(",") if p.split(":")[-1]
+                        .isdigit())
+            out.append((f"pool.{size_kb or default}", str(pages)))
+            size_kb = None
+        elif key == "transparent_hugepage":
+            out.append(("thp.enabled", value))
+        elif key == "transparent_hugepage_shmem":
+            out.append(("thp.shmem_enabled", value))
+    return out
+
+
+def _grub_default(sr: SysRoot) -> tuple[str | None, list[str]]:
+    """GRUB_CMDLINE_LINUX and _DEFAULT from /etc/default/grub and /etc/default/grub.d/*.cfg
+    (sourced after it, grub-mkconfig), with `$VAR` references to themselves expanded."""
+    files = ["/etc/default/grub"] + [f"/etc/default/grub.d/{n}" for n in
+                                     sr.listdir("/etc/default/grub.d") if n.endswith(".cfg")]
+    env: dict[str, str] = {}
+    seen = []
+    for f in files:
+        text = sr.read(f, quiet_missing=True)
+        if text is None:
+            continue
+        seen.append(f)
+        for line in text.splitlines():
+            mt = re.match(r"\s*(GRUB_CMDLINE_LINUX(?:_DEFAULT)?)=(.*)$", line)
+            if not mt:
+                continue
+            try:
+                words = shlex.split(mt.group(2), comments=True)
+            except ValueError:
+                continue
+            value = " ".join(words)
+            value = re.sub(r"\$\{?(GRUB_CMDLINE_LINUX(?:_DEFAULT)?)\}?",
+                           lambda m: env.get(m.group(1), ""), value)
+            env[mt.group(1)] = value.strip()
+    if not seen:
+        return None, []
+    return " ".join(x for x in (env.get("GRUB_CMDLINE_LINUX"),
+                                env.get("GRUB_CMDLINE_LINUX_DEFAULT")) if x), seen
+
+
+def _next_cmdline(sr: SysRoot, b: Boot) -> None:
+    """The kernel command line of the next boot, and where it comes from."""
+    for cfg in ("/boot/grub/grub.cfg", "/boot/grub2/grub.cfg"):
+        text = sr.read(cfg, quiet_missing=True)
+        if text:  # the first `linux` line: the default entry unless GRUB_DEFAULT says else
+            mt = re.search(r"^\s*linux(?:efi)?\s+\S+\s+(.*)$", text, re.M)
+            if mt:
+                b.cmdline, b.cmdline_source = mt.group(1).strip(), f"{cfg} (first entry)"
+                break
+    entries = sorted(n for n in sr.listdir("/boot/loader/entries") if n.endswith(".conf"))
+    if b.cmdline is None and entries:
+        last = entries[-1]  # sd-boot and grubby default to the newest entry
+        for line in (sr.read(f"/boot/loader/entries/{last}") or "").splitlines():
+            if line.startswith("options "):
+                b.cmdline = line[len("options "):].strip()
+                b.cmdline_source = f"/boot/loader/entries/{last}"
+    if b.cmdline is None:
+        text = sr.read("/etc/kernel/cmdline", quiet_missing=True)
+        if text:
+            b.cmdline, b.cmdline_source = text.strip(), "/etc/kernel/cmdline"
+    grub, files = _grub_default(sr)
+    if grub is not None:
+        if b.cmdline is None:
+            b.cmdline, b.cmdline_source = grub, " + ".join(files)
+        else:
+            want = dict(cmdline_knobs(grub, None))
+            have = dict(cmdline_knobs(b.cmdline, None))
+            if want != have:
+                b.notes.append(f"{' + '.join(files)} asks for {_fmt(want) or 'nothing'} but "
+                               f"{b.cmdline_source} boots with {_fmt(have) or 'nothing'}: "
+                               "run update-grub for it to take effect")
+
+
+def _fmt(knobs: dict[str, str]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(knobs.items()))
+
+
+# ---- sysctl files ------------------------------------------------------------------------
+
+def sysctl_files(sr: SysRoot, engine: str) -> list[str]:
+    """The sysctl files in the order they are applied."""
+    chosen: dict[str, str] = {}
+    dirs = SYSCTL_DIRS if engine == "procps" else SYSCTL_DIRS[:4] + ("/lib/sysctl.d",)
+    for d in dirs:
+        for name in sr.listdir(d):
+            if name.endswith(".conf") and name not in chosen:
+                chosen[name] = f"{d}/{name}"
+    out = []
+    for name in sorted(chosen):
+        p = chosen[name]
+        if _masked(sr, p):
+            continue
+        out.append(p)
+    if engine == "procps" and sr.exists("/etc/sysctl.conf"):
+        out.append("/etc/sysctl.conf")
+    return out
+
+
+def _masked(sr: SysRoot, path: str) -> bool:
+    import os
+    try:
+        return os.path.realpath(sr.path(path)) == "/dev/null" or \
+            os.readlink(sr.path(path)) == "/dev/null"
+    except OSError:
+        return False
+
+
+def sysctl_knob(key: str, default_kb: int | None) -> str | None:
+    key = key.strip().lstrip("-").replace("/", ".")
+    if key in ("vm.nr_hugepages", "vm.nr_hugepages_mempolicy"):
+        return f"pool.{default_kb or 2048}"
+    return None
+
+
+def _sysctl_setters(sr: SysRoot, files: list[str], default_kb: int | None,
+                    stage: int = 1) -> list[Setter]:
+    out = []
+    for f in files:
+        for n, line in enumerate((sr.read(f, quiet_missing=True) or "").splitlines(), 1):
+            line = line.strip()
+            if not line or line[0] in "#;" or "=" not in line:
+                continue
+            key, _, value = line.partition("=")
+            knob = sysctl_knob(key, default_kb)
+            if knob:
+                out.append(Setter(knob, value.strip(), f"{f}:{n}", stage))
+    return out
+
+
+# ---- units, init scripts, rc.local ----------------------------------------------------------
+
+_WRITE = re.compile(r"""echo\s+(?:-n\s+)?['"]?([\w+\-]+)['"]?\s*>+\s*['"]?(/sys/[\w/.\-]+)""")
+_SYSCTL_W = re.compile(r"sysctl\s+(?:-q\s+)?-w\s+['\"]?(vm[./]nr_hugepages)\s*=\s*(\d+)")
+
+
+def path_knob(path: str) -> str | None:
+    """The knob a sysfs path sets."""
+    if path.startswith(THP + "/"):
+        rest = path[len(THP) + 1:]
+        if rest in ("enabled", "defrag", "shmem_enabled") or \
+                re.fullmatch(r"hugepages-\d+kB/(enabled|shmem_enabled)", rest):
+            return f"thp.{rest}"
+    mt = re.fullmatch(r"/sys/kernel/mm/hugepages/hugepages-(\d+)kB/nr_hugepages", path)
+    return f"pool.{mt.group(1)}" if mt else None
+
+
+_NODE_POOL = re.compile(r"/sys/devices/system/node/node(\d+)/hugepages/hugepages-(\d+)kB/"
+                        r"nr_hugepages")
+
+
+def _script_setters(text: str, where: str, stage: int, default_kb: int | None,
+                    ordered: bool) -> list[Setter]:
+    out = []
+    nodes: dict[str, dict[str, str]] = {}  # size -> node -> value (NUMA: each node's pool)
+    first: dict[str, int] = {}  # size -> the line of its first node write
+    for n, line in enumerate(text.splitlines(), 1):
+        s = line.strip()
+        if s.startswith("#"):
+            continue
+        for mt in _WRITE.finditer(s):
+            knob = path_knob(mt.group(2))
+            if knob:
+                out.append(Setter(knob, mt.group(1), f"{where}:{n}", stage, ordered))
+            elif (nm := _NODE_POOL.fullmatch(mt.group(2))) and mt.group(1).isdigit():
+                nodes.setdefault(nm.group(2), {})[nm.group(1)] = mt.group(1)
+                first.setdefault(nm.group(2), n)
+        for mt in _SYSCTL_W.finditer(s):
+            out.append(Setter(f"pool.{default_kb or 2048}", mt.group(2), f"{where}:{n}", stage,
+                              ordered))
+    # a pool written node by node is, at the end of the boot, the sum of its nodes
+    for kb, per in nodes.items():
+        out.append(Setter(f"pool.{kb}", str(sum(int(v) for v in per.values())),
+                          f"{where}:{first[kb]}", stage, ordered))
+    return out
+
+
+def _enabled_units(sr: SysRoot) -> set[str]:
+    """Unit names linked into a .wants directory under /etc/systemd/system."""
+    out: set[str] = set()
+    for d in sr.listdir("/etc/systemd/system"):
+        if d.endswith(".wants") or d.endswith(".requires"):
+            out.update(sr.listdir(f"/etc/systemd/system/{d}"))
+    return out
+
+
+def _unit_setters(sr: SysRoot, default_kb: int | None, systemd: bool) -> list[Setter]:
+    out: list[Setter] = []
+    if systemd:
+        enabled = _enabled_units(sr)
+        seen: set[str] = set()
+        for d in UNIT_DIRS:
+            for name in sr.listdir(d):
+                if not name.endswith(".service") or name in seen:
+                    continue
+                seen.add(name)
+                if name not in enabled:
+                    continue
+                text = sr.read(f"{d}/{name}", quiet_missing=True) or ""
+                execs = "\n".join(ln if re.match(r"\s*Exec(Start|StartPre|StartPost)=", ln)
+                                  else "" for ln in text.splitlines())
+                out += _script_setters(execs, f"{d}/{name}", 2, default_kb, ordered=False)
+    else:
+        runlevel = {n[3:] for d in ("/etc/rcS.d", "/etc/rc2.d", "/etc/rc3.d")
+                    for n in sr.listdir(d) if n[:1] == "S"}
+        for name in sr.listdir("/etc/init.d"):
+            if name in runlevel:
+                text = sr.read(f"/etc/init.d/{name}", quiet_missing=True) or ""
+                out += _script_setters(text, f"/etc/init.d/{name}", 2, default_kb,
+                                       ordered=False)
+    import os
+    rc = sr.path("/etc/rc.local")
+    if os.path.isfile(rc) and os.access(rc, os.X_OK):
+        out += _script_setters(sr.read("/etc/rc.local") or "", "/etc/rc.local", 3, default_kb,
+                               ordered=False)
+    return out
+
+
+# ---- TuneD ------------------------------------------------------------------------------
+
+def _ini(text: str) -> dict[str, dict[str, tuple[str, int]]]:
+    """tuned.conf sections -> {key: (value, line)} (configobj-style: `key = value`)."""
+    out: dict[str, dict[str, tuple[str, int]]] = {}
+    sec = None
+    for n, line in enumerate(text.splitlines(), 1):
+        s = line.strip()
+        if not s or s[0] in "#;":
+            continue
+        if s.startswith("[") and s.endswith("]"):
+            sec = s[1:-1].strip()
+            out.setdefault(sec, {})
+        elif "=" in s and sec is not None:
+            k, _, v = s.partition("=")
+            out[sec][k.strip()] = (v.strip().strip('"'), n)
+    return out
+
+
+def tuned_profile_file(sr: SysRoot, name: str) -> str | None:
+    for d in TUNED_DIRS:
+        p = f"{d}/{name}/tuned.conf"
+        if sr.exists(p):
+            return p
+    return None
+
+
+def _tuned_chain(sr: SysRoot, names: list[str], depth: int = 0) -> list[str]:
+    """Profile files, parents first (include= is applied before the including profile)."""
+    out: list[str] = []
+    for name in names:
+        f = tuned_profile_file(sr, name)
+        if f is None or depth > 10:
+            continue
+        main = _ini(sr.read(f) or "").get("main", {})
+        inc = main.get("include", ("", 0))[0]
+        out += _tuned_chain(sr, [x for x in re.split(r"[\s,]+", inc) if x], depth + 1)
+        out.append(f)
+    return out
+
+
+def _tuned(sr: SysRoot, b: Boot, default_kb: int | None) -> list[Setter]:
+    if not (sr.exists("/usr/sbin/tuned") or sr.exists("/usr/lib/tuned")):
+        return []
+    active = (sr.read("/etc/tuned/active_profile", quiet_missing=True) or "").split()
+    if not active:
+        return []
+    b.tuned_profile = " ".join(active)
+    chain = _tuned_chain(sr, active)
+    b.tuned_files = tuple(chain)
+    main_conf = _ini("[main]\n" + (sr.read("/etc/tuned/tuned-main.conf", quiet_missing=True)
+                                   or ""))["main"]
+    reapply = main_conf.get("reapply_sysctl", ("1", 0))[0].lower() not in ("0", "false", "no")
+    merged: dict[str, Setter] = {}
+    for f in chain:
+        for sec, keys in _ini(sr.read(f) or "").items():
+            plugin = keys.get("type", (sec, 0))[0]
+            for k, (v, n) in keys.items():
+                knob = None
+                if plugin == "vm" and k in ("transparent_hugepages", "transparent_hugepage"):
+                    knob = "thp.enabled"
+                elif plugin == "vm" and k == "transparent_hugepage.defrag":
+                    knob = "thp.defrag"
+                elif plugin == "sysctl":
+                    knob = sysctl_knob(k, default_kb)
+                elif plugin == "sysfs":
+                    knob = path_knob(k)
+                if knob:  # a later (including) profile overrides its parents
+                    merged[knob] = Setter(knob, v, f"TuneD [{plugin}] {f}:{n}", 4,
+                                          ordered=False)
+                if plugin == "bootloader" and k == "cmdline":
+                    for knob2, v2 in cmdline_knobs(v, default_kb):
+                        b.notes.append(f"TuneD {f}:{n} puts {knob2.replace('pool.', 'a pool of ')}"
+                                       f"={v2} on the kernel command line it manages")
+    out = list(merged.values())
+    if reapply:  # TuneD applies the system's sysctl files again after its own
+        b.notes.append("TuneD re-applies the system's sysctl files after its profile "
+                       "(reapply_sysctl): they win over its [sysctl]")
+    return out
+
+
+# ---- the kernel's own defaults -------------------------------------------------------------
+
+def kernel_config(sr: SysRoot) -> str | None:
+    """The running kernel's build configuration: /boot/config-<release>, or /proc/config.gz."""
+    release = (sr.read("/proc/sys/kernel/osrelease", quiet_missing=True) or "").strip()
+    text = sr.read(f"/boot/config-{release}", quiet_missing=True) if release else None
+    if text is None:
+        data = sr.read_bytes("/proc/config.gz", quiet_missing=True)
+        if data:
+            import gzip
+            try:
+                text = gzip.decompress(data).decode("utf-8", "replace")
+            except (OSError, EOFError):
+                text = None
+    return text
+
+
+def _kernel_defaults(sr: SysRoot) -> list[Setter]:
+    """What the knobs are when nothing sets them: pools empty; THP `enabled` as the kernel was
+    built (CONFIG_TRANSPARENT_HUGEPAGE_ALWAYS / _MADVISE / _NEVER, mm/Kconfig); `defrag`
+    madvise (mm/huge_memory.c, transparent_hugepage_flags); `shmem_enabled` never unless
+    built otherwise (mm/shmem.c; CONFIG_TRANSPARENT_HUGEPAGE_SHMEM_HUGE_*, mm/Kconfig)."""
+    config = kernel_config(sr)
+    out = [Setter("thp.defrag", "madvise", "kernel default (mm/huge_memory.c)", -1)]
+    if config is None:
+        return out + [Setter("thp.shmem_enabled", "never", "kernel default (mm/shmem.c)", -1)]
+    for mode in ("always", "madvise", "never"):
+        if f"CONFIG_TRANSPARENT_HUGEPAGE_{mode.upper()}=y" in config:
+            out.append(Setter("thp.enabled", mode, f"kernel default (CONFIG_TRANSPARENT_"
+                              f"HUGEPAGE_{mode.upper()})", -1))
+    shmem = "never"
+    for mode in ("always", "within_size", "advise", "never", "deny", "force"):
+        if f"CONFIG_TRANSPARENT_HUGEPAGE_SHMEM_HUGE_{mode.upper()}=y" in config:
+            shmem = mode
+    out.append(Setter("thp.shmem_enabled", shmem, "kernel default (mm/shmem.c)", -1))
+    return out
+
+
+# ---- all together -----------------------------------------------------------------------
+
+def read(sr: SysRoot, default_kb: int | None) -> Boot:
+    b = Boot()
+    systemd = sr.exists("/run/systemd/system")
+    b.systemd, b.grub = systemd, sr.exists("/etc/default/grub")
+    b.sysctl_engine = "systemd-sysctl" if systemd else "procps"
+    _next_cmdline(sr, b)
+    if b.cmdline is None:
+        b.notes.append("no boot loader configuration found (no GRUB, BLS entries or "
+                       "/etc/kernel/cmdline): the next boot's kernel command line is taken to "
+                       "be this boot's")
+        b.cmdline = (sr.read("/proc/cmdline") or "").strip()
+        b.cmdline_source = "/proc/cmdline (this boot's)"
+    b.setters += _kernel_defaults(sr)
+    b.setters += [Setter(k, v, f"kernel command line ({b.cmdline_source})", 0)
+                  for k, v in cmdline_knobs(b.cmdline, default_kb)]
+    sysctl = _sysctl_setters(sr, sysctl_files(sr, b.sysctl_engine), default_kb)
+    units = _unit_setters(sr, default_kb, systemd)
+    tuned = _tuned(sr, b, default_kb)
+    b.setters += sysctl + units + tuned
+    if tuned and any("reapply_sysctl" in n for n in b.notes):
+        # after its profile TuneD applies the system's sysctl files again: their last value
+        # of each knob TuneD's [sysctl] also sets comes last
+        for knob in {t.knob for t in tuned if t.source.startswith("TuneD [sysctl]")}:
+            mine = [s for s in sysctl if s.knob == knob]
+            if mine:
+                last = mine[-1]
+                b.setters.append(Setter(knob, last.value, last.source + " (re-applied by TuneD)",
+                                        4, ordered=False))
+    later = [s for s in b.setters if s.stage >= 2]
+    for knob in {s.knob for s in later}:
+        who = {s.source.split(":")[0] for s in later if s.knob == knob}
+        if len(who) > 1:
+            b.notes.append(f"{knob} is written at boot by {', '.join(sorted(who))}, in an order "
+                           "that is not fixed: the value after boot may be any of theirs")
+    return b

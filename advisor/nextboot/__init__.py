@@ -1,0 +1,1 @@
+"""Next-boot knobs: what each knob will be at the next boot and who sets it, and where apply persists each."""

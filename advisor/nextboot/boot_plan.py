@@ -1,0 +1,155 @@
+"""Boot-time knobs in the plan: each pool and THP knob now, at the next boot (boot.py reads
+who sets what at boot, and in which order) and as planned; the findings when the next boot
+would undo the plan or break what runs now."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING
+
+from .boot_persist import after_apply, persistence
+from ..kit.findings import CORE
+from ..facts.host import HostFacts
+from ..kit.sizing import fmt_page
+
+if TYPE_CHECKING:
+    from ..api.model import Report
+
+THP_KNOBS = ("enabled", "defrag", "shmem_enabled")
+
+
+def plan_knobs(r: Report) -> dict[str, str]:
+    """The value the plan wants for each boot-time knob ("pool.<kB>", "thp.<knob>"), as apply
+    persists it. Pools planned per NUMA node are left out (they persist per node)."""
+    out = {f"pool.{pp.size_kb}": str(pp.target_pages) for pp in r.pools if not pp.per_node}
+    thp = {c.knob: c.recommended for c in r.changes if c.kind == "thp"}
+    p = r.profile
+    for knob, want in (("enabled", p.thp_enabled), ("defrag", p.thp_defrag),
+                       ("shmem_enabled", p.thp_shmem_enabled)):
+        value = thp.get(knob) or getattr(r.host.thp, knob).value
+        if want != "keep" and value:
+            out[f"thp.{knob}"] = str(value)
+    # per-size knobs (hugepages-<kB>/enabled...): the ones the plan changes (thp_policy.py),
+    # and the ones it changed before that something else would set otherwise at boot
+    sizes = {c.knob: c.recommended for c in r.changes if c.kind == "thp" and "/" in c.knob}
+    b = r.host.boot
+    for kb, d in r.host.thp.mthp.items() if b is not None else ():
+        for k, v in d.items():
+            s = b.at_boot(f"thp.hugepages-{kb}kB/{k}")
+            if v is not None and s is not None and s.value != v:
+                sizes.setdefault(f"hugepages-{kb}kB/{k}", v)
+    out.update({f"thp.{k}": str(v) for k, v in sizes.items()})
+    return out
+
+
+def knob_now(host: HostFacts, knob: str) -> str | None:
+    """A boot-time knob's value now (a pool: its persistent pages, without surplus)."""
+    if knob.startswith("pool."):
+        pool = next((p for p in host.pools if f"pool.{p.size_kb}" == knob), None)
+        return None if pool is None or pool.persistent_pages is None else \
+            str(pool.persistent_pages)
+    name = knob.split(".", 1)[1]
+    if "/" in name:  # a per-size knob, hugepages-<kB>kB/<file>
+        kb, _, k = name.partition("/")
+        return host.thp.mthp.get(int(kb[10:-2]), {}).get(k)
+    return getattr(host.thp, name).value
+
+
+def findings(r: Report) -> None:
+    """The next boot against now and the plan (boot.py reads who sets what at boot)."""
+    b, host = r.host.boot, r.host
+    if b is None:
+        return
+    r.changes = [dataclasses.replace(c, at_boot=_at_boot(b, c.boot_knob)) if c.boot_knob
+                 else c for c in r.changes]
+    plan = plan_knobs(r)
+    per = persistence(b, plan, host.default_hugepage_kb)
+    after = after_apply(b, per)
+    blocked = {k: (s, why) for k, s, why in per.blocked}
+    for knob, value in plan.items():
+        s = after.at_boot(knob)
+        if s is not None and s.value == value:
+            continue
+        if s is None or s.stage < 0:  # THP without systemd, GRUB or TuneD to persist it
+            known = s is not None
+            r.findings.append(CORE["boot.not_persisted"](
+                "Nothing here sets it at boot and apply cannot either (no systemd unit, no GRUB "
+                "kernel parameter, no TuneD): the kernel starts with "
+                + (f"{s.value} ({s.source})" if known else "its built-in default, which is "
+                   "unknown here (no kernel config readable)") + ". Add it to a boot script "
+                "such as /etc/rc.local (apply prints the line).",
+                f"{knob}: planned {value}; {b.sysctl_engine}, kernel command line from "
+                f"{b.cmdline_source}", title=f"{knob_name(knob)} = {value} would not survive "
+                "a reboot" if known else f"{knob_name(knob)} = {value}: unknown after a reboot",
+                severity="warn" if known else "info"))
+            continue
+        what, why = blocked.get(knob, (s, "it applies after hpadvise's setting"))
+        r.findings.append(CORE["boot.overridden"](
+            f"{what.source} sets {knob_name(knob)} = {what.value} at boot and {why}: the next "
+            f"boot undoes the plan ({value}). Remove that setting, or make it {value}; apply "
+            "refuses to persist what it cannot make stick.",
+            f"at next boot: {s.value} from {s.source}; plan: {value}",
+            title=f"The next boot would set {knob_name(knob)} to {s.value}, not the planned "
+                  f"{value}"))
+        r.blocked.append(f"{what.source} overrides {knob_name(knob)} at boot; remove it first")
+    for pool in host.pools:  # as things stand: can the instances on huge pages start again?
+        knob = f"pool.{pool.size_kb}"
+        s = b.at_boot(knob)
+        at_boot = int(s.value) if s is not None and s.value.isdigit() else 0
+        users = [i for i in r.instances if i.running and i.backing == "hugetlb" and i.demand
+                 and (i.backing_page_kb or i.demand.page_kb) == pool.size_kb]
+        need = sum(i.demand.held_pages or i.demand.pages.get(pool.size_kb, 0) for i in users)
+        now = knob_now(host, knob)
+        if users and at_boot < need:
+            r.findings.append(CORE["boot.instance_breaks"](
+                "After a reboot the pool is smaller than what the instances running on it hold "
+                "now: a server that falls back runs on 4 KiB pages, one that insists (huge_pages "
+                "= on, -XX:+UseLargePages with a hard failure) does not start. `hpadvise apply` "
+                "persists the pool.", f"{knob}: now {now}, at next boot {at_boot} "
+                f"({s.source if s else 'nothing sets it'}); held by "
+                f"{', '.join(i.id for i in users)}: {need}",
+                title=f"After a reboot the {knob_name(knob)} would be {at_boot} pages; "
+                      f"{len(users)} instance(s) need {need}"))
+        elif now is not None and str(at_boot) != now and knob not in plan:
+            r.findings.append(CORE["boot.differs"](
+                "A value set by hand now is not what boot sets.", f"now {now}; at next boot "
+                f"{at_boot} from {s.source if s else 'nothing (the kernel starts with none)'}",
+                title=f"{knob_name(knob)} is {now} now and {at_boot} after a reboot"))
+    for knob in (f"thp.{k}" for k in THP_KNOBS):
+        s, now = b.at_boot(knob), knob_now(host, knob)
+        if s is not None and now is not None and s.value != now and knob not in plan:
+            r.findings.append(CORE["boot.differs"](
+                "A value set by hand now is not what boot sets.", f"now {now}; at next boot "
+                f"{s.value} from {s.source}", title=f"{knob_name(knob)} is {now} now and "
+                f"{s.value} after a reboot"))
+
+
+def _at_boot(b, knob: str) -> str | None:
+    """The value the next boot sets for a knob as things stand (a pool nothing sets: 0)."""
+    s = b.at_boot(knob)
+    return s.value if s else ("0" if knob.startswith("pool.") else None)
+
+
+def view(r: Report) -> list[dict]:
+    """Each boot-time knob three ways: now, at the next boot (and what sets it), the plan."""
+    b = r.host.boot
+    if b is None:
+        return []
+    plan = plan_knobs(r)
+    knobs = [f"pool.{p.size_kb}" for p in r.host.pools] + [f"thp.{k}" for k in THP_KNOBS]
+    knobs += [k for k in plan if "/" in k]  # per-size THP knobs the plan sets
+    out = []
+    for knob in knobs:
+        s = b.at_boot(knob)
+        at = _at_boot(b, knob)
+        src = s.source if s else ("nothing sets it" if knob.startswith("pool.") else
+                                  "the kernel's built-in default (unknown here)")
+        out.append({"knob": knob, "name": knob_name(knob), "now": knob_now(r.host, knob),
+                    "at_boot": at, "source": src, "plan": plan.get(knob)})
+    return out
+
+
+def knob_name(knob: str) -> str:
+    if knob.startswith("pool."):
+        return f"{fmt_page(int(knob.split('.')[1]))} pool"
+    return f"THP {knob.split('.', 1)[1]}"

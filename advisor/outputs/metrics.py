@@ -1,0 +1,105 @@
+"""`check --format prometheus`: the report as metrics in the Prometheus text exposition format,
+for node_exporter's textfile collector (write it with --output into the collector's directory;
+the file is replaced atomically, as the collector's documentation asks).
+
+Metric names are part of hpadvise's interface (docs/prometheus.md). Every sample of a family shares one `# HELP` and one `# TYPE` line
+(exposition format, "Text-based format"); label values are escaped as it prescribes.
+"""
+
+from __future__ import annotations
+
+from ..kit.findings import SEVERITIES
+from ..planning.plan import Report
+
+
+def _esc(value: object) -> str:
+    return str(value).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+class _Out:
+    def __init__(self):
+        self.lines: list[str] = []
+
+    def family(self, name: str, help_: str, samples: list[tuple[dict, float]],
+               kind: str = "gauge") -> None:
+        self.lines += [f"# HELP {name} {help_}", f"# TYPE {name} {kind}"]
+        for labels, value in samples:
+            lab = ",".join(f'{k}="{_esc(v)}"' for k, v in labels.items())
+            num = str(int(value)) if float(value).is_integer() else repr(float(value))
+            self.lines.append(f"{name}{{{lab}}} {num}" if lab else f"{name} {num}")
+
+
+def _size(kb: int) -> dict:
+    """A page size as a label in the base unit (Prometheus naming: bytes, not kB)."""
+    return {"page_size_bytes": kb * 1024}
+
+
+def to_prometheus(r: Report, duration_s: float, now: float) -> str:
+    """Prometheus's rules (docs "Metric and label naming", "Writing exporters"): base units;
+    no label named `instance` or `job`, which the scrape itself sets (with honor_labels false
+    they would arrive as exported_instance), so the database instance is `db_instance`; every
+    family such that sum() over any of its labels means something (the whole pool and its
+    NUMA nodes are separate families, as are total and free pages); a _build_info gauge."""
+    from ..facts.dists import version
+    ver = version("hpadvise") or "unknown"
+    o = _Out()
+    h = r.host
+    o.family("hpadvise_build_info", "hpadvise's version, as a label", [({"version": ver}, 1)])
+    o.family("hpadvise_check_success", "1 when the check read the host and sized every "
+             "instance without an input error", [({}, 0 if r.errors else 1)])
+    o.family("hpadvise_check_duration_seconds", "How long the check took",
+             [({}, round(duration_s, 3))])
+    o.family("hpadvise_check_timestamp_seconds", "When the check ran (Unix time)",
+             [({}, round(now, 3))])
+
+    for name, attr, help_ in (("pages", "nr_pages", "Static huge pages in the pool"),
+                              ("free_pages", "free_pages", "Free pages of the pool"),
+                              ("reserved_pages", "resv_pages",
+                               "Pages of the pool reserved, not faulted yet"),
+                              ("surplus_pages", "surplus_pages", "Surplus pages of the pool")):
+        o.family(f"hpadvise_pool_{name}", f"{help_}, per page size",
+                 [(_size(p.size_kb), getattr(p, attr)) for p in h.pools
+                  if getattr(p, attr) is not None])
+    for name, attr, help_ in (("pages", "nr_pages", "Static huge pages"),
+                              ("free_pages", "free_pages", "Free huge pages")):
+        o.family(f"hpadvise_pool_node_{name}", f"{help_} on each NUMA node, per page size",
+                 [({**_size(p.size_kb), "node": n.node}, getattr(n, attr)) for p in h.pools
+                  for n in p.nodes if getattr(n, attr) is not None])
+    o.family("hpadvise_pool_recommended_pages", "The pool the plan recommends per page size",
+             [(_size(p.size_kb), p.target_pages) for p in r.pools])
+
+    thp = []
+    for knob, k in (("enabled", h.thp.enabled), ("defrag", h.thp.defrag),
+                    ("shmem_enabled", h.thp.shmem_enabled)):
+        for choice in k.choices:
+            thp.append(({"knob": knob, "mode": choice}, 1 if choice == k.value else 0))
+    o.family("hpadvise_thp_mode", "Transparent huge page modes: 1 for the active one", thp)
+
+    need, on, held = [], [], []
+    for i in r.instances:
+        lab = {"engine": i.engine, "db_instance": i.id}
+        d = i.demand
+        if d:
+            for kb, n in (d.split or {d.page_kb: d.pages.get(d.page_kb, 0)}).items():
+                need.append(({**lab, **_size(kb)}, n))
+            for kb, n in (d.held_split or {d.page_kb: d.held_pages}).items():
+                held.append(({**lab, **_size(kb)}, n))
+        if i.running and i.backing is not None:
+            on.append((lab, 1 if i.backing == "hugetlb" else 0))
+    o.family("hpadvise_instance_pages_needed", "Huge pages an instance needs, per page size",
+             need)
+    o.family("hpadvise_instance_pages_held", "Huge pages an instance holds now, per page size",
+             held)
+    o.family("hpadvise_instance_on_huge_pages", "1 when a running instance's shared memory "
+             "is on static huge pages, 0 when it is not (the silent-fallback alarm)", on)
+
+    o.family("hpadvise_finding", "A finding of the check, by code, severity and database "
+             "instance (docs/findings.md)",
+             [({"code": f.code, "severity": f.severity, "db_instance": f.instance or ""}, 1)
+              for f in r.findings])
+    counts = {s: 0 for s in SEVERITIES}
+    for f in r.findings:
+        counts[f.severity] += 1
+    o.family("hpadvise_findings", "Findings by severity",
+             [({"severity": s}, n) for s, n in counts.items()])
+    return "\n".join(o.lines) + "\n"

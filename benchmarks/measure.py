@@ -14,7 +14,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from hpadvise.facts.host import THP, parse_knob, read_cpu_times, read_meminfo, read_vmstat
+from hpadvise.kit.paths import THP_DIR as THP
+from hpadvise.facts.host import read_meminfo, read_vmstat
+from hpadvise.facts.platform import read_cpu_times
+from hpadvise.facts.thp_rules import parse_knob
 from hpadvise.facts.probe import dtlb_events, parse_perf_csv
 from hpadvise.kit.secrets import redact_args
 from hpadvise.facts.procs import Proc, ProcTable

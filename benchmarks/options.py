@@ -13,7 +13,8 @@ from hpadvise.api.engines import Targets, registry
 from hpadvise.kit.errors import InputError
 from hpadvise.facts.host import read_meminfo
 from hpadvise.planning.pipeline import inspect
-from hpadvise.kit.sizing import fmt_bytes, parse_bytes, sysfs_pool
+from hpadvise.kit.paths import sysfs_pool
+from hpadvise.kit.sizing import fmt_bytes, parse_bytes
 from hpadvise.facts.sysroot import SysRoot
 
 from .drivers import BENCHMARKS

@@ -22,14 +22,13 @@ from hpadvise.nextboot.boot_plan import THP_KNOBS, knob_now, plan_knobs
 from hpadvise.api.engines import Targets
 from hpadvise.planning.pipeline import inspect, plan_for, select
 from hpadvise.changes.scratch import ScratchDir
-from hpadvise.kit.sizing import GIB_KB, sysfs_pool
+from hpadvise.kit.paths import HUGEPAGES_DIR, THP_DIR as THP, sysfs_pool
+from hpadvise.kit.sizing import GIB_KB
 from hpadvise.ledger.stacked import refuse_stacked
 from hpadvise.facts.sysroot import SysRoot
 
 from .target import ON_SCRATCH, BenchTarget, scratch_path
 from .variants import THP_SWITCH, kind
-
-THP = "/sys/kernel/mm/transparent_hugepage"
 
 
 class ValidateError(Exception):
@@ -63,7 +62,7 @@ class Switcher:
     def host_knobs(self) -> list[Action]:
         """Every knob validate may change on the host: each pool, the THP knobs."""
         return [Pool(int(d.split("-")[1][:-2]))
-                for d in sorted(os.listdir("/sys/kernel/mm/hugepages"))] \
+                for d in sorted(os.listdir(HUGEPAGES_DIR))] \
             + [SysfsChoice(f"{THP}/{k}") for k in THP_KNOBS]
 
     def refuse_stacked(self) -> None:

@@ -15,11 +15,10 @@ from ..nextboot.boot_persist import (SYSCTL_LATE, SYSCTL_NAME, TUNED_PROFILE, UN
                            persistence)
 from ..nextboot.boot_plan import THP_KNOBS, plan_knobs
 from ..facts.host import CMDLINE_SETS_BOOT
-from ..kit.sizing import cmdline_size, sysfs_pool
+from ..kit.paths import THP_DIR, sysfs_pool
+from ..kit.sizing import cmdline_size
 from .steps import ApplyPlan, Step
 
-
-THP_DIR = "/sys/kernel/mm/transparent_hugepage"
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from typing import Any
 from .action_base import (Action, ActionError, NotStopped, PathAction, _read,  # noqa: F401
                           _write, missing_dirs)
 from ..kit.sizing import fmt_page
+from ..kit.paths import sysfs_pool
 
 
 class SysfsChoice(PathAction):
@@ -99,10 +100,7 @@ class Pool(Action):
 
     @property
     def path(self) -> str:
-        if self.node is None:
-            return f"{self.root}/sys/kernel/mm/hugepages/hugepages-{self.size_kb}kB/nr_hugepages"
-        return (f"{self.root}/sys/devices/system/node/node{self.node}/hugepages/"
-                f"hugepages-{self.size_kb}kB/nr_hugepages")
+        return f"{self.root}{sysfs_pool(self.size_kb, self.node)}"
 
     def spec(self) -> dict:
         return {"kind": self.kind, "size_kb": self.size_kb, "node": self.node, "root": self.root}

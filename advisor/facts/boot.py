@@ -30,10 +30,10 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
+from ..kit.paths import THP_DIR as THP
 from ..kit.sizing import cmdline_kb
 from .sysroot import SysRoot
 
-THP = "/sys/kernel/mm/transparent_hugepage"
 SYSCTL_DIRS = ("/etc/sysctl.d", "/run/sysctl.d", "/usr/local/lib/sysctl.d", "/usr/lib/sysctl.d",
                "/lib/sysctl.d")
 UNIT_DIRS = ("/etc/systemd/system", "/run/systemd/system", "/usr/local/lib/systemd/system",

@@ -16,18 +16,17 @@ from typing import TYPE_CHECKING
 
 from .boot import Boot
 from .boot import read as read_boot
+from ..kit.paths import HUGEPAGES_DIR as HUGEPAGES, NODES_DIR as NODES
 from .cgroups import (HugetlbLimit, MemoryLimit, hidden_ancestors, hugetlb_accounting,
                       memory_limit)
 from .cgroups import limits as cgroup_limits
-from .sysroot import Note, SysRoot, kb
-from .thp_rules import ThpUser, read_thp_users
+from .platform import read_cpu_flags, read_isolation, read_memlock, read_virtualization
+from .sysroot import SysRoot, kb, size_dirs
+from .thp_rules import THPFacts, ThpUser, read_thp, read_thp_users
 
 if TYPE_CHECKING:
     from .limitprobe import MeasuredLimit
 
-THP = "/sys/kernel/mm/transparent_hugepage"
-HUGEPAGES = "/sys/kernel/mm/hugepages"
-NODES = "/sys/devices/system/node"
 
 # Kernel command line parameters that shape pools and THP
 # (Documentation/admin-guide/kernel-parameters.txt).
@@ -118,23 +117,6 @@ class HugePool:
 
 
 @dataclass(frozen=True)
-class Knob:
-    """A sysfs "choice" file such as 'always [madvise] never'."""
-    value: str | None
-    choices: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class THPFacts:
-    enabled: Knob
-    defrag: Knob
-    shmem_enabled: Knob
-    khugepaged: dict[str, int | None]
-    pmd_size_kb: int | None
-    mthp: dict[int, dict[str, str | None]]  # size_kb -> {"enabled": .., "shmem_enabled": ..}
-
-
-@dataclass(frozen=True)
 class BuddyZone:
     node: int
     zone: str
@@ -187,7 +169,7 @@ class HostFacts:
     memory_limit: MemoryLimit | None = None  # the tightest memory limit on hpadvise itself
     # check --measure-limits: what faulting free huge pages from hpadvise's cgroup found
     limit_measured: tuple[MeasuredLimit, ...] = ()
-    # processes with shared or file memory on THP now (thp_policy.py)
+    # processes with shared or file memory on THP now (thp_rules.py)
     thp_users: tuple[ThpUser, ...] = ()
 
     def pool(self, size_kb: int) -> HugePool | None:
@@ -260,16 +242,6 @@ class HostFacts:
         return (free + self.unlisted_free_bytes) // (size_kb * 1024)
 
 
-def parse_knob(text: str | None) -> Knob:
-    if text is None:
-        return Knob(None)
-    words = text.split()
-    chosen = next((w[1:-1] for w in words if w.startswith("[") and w.endswith("]")), None)
-    if chosen is None and len(words) == 1:
-        chosen = words[0]
-    return Knob(chosen, tuple(w.strip("[]") for w in words))
-
-
 def read_meminfo(sr: SysRoot, path: str = "/proc/meminfo") -> MemInfo:
     m = sr.read_kv(path) or {}
     return MemInfo(
@@ -284,18 +256,9 @@ def read_meminfo(sr: SysRoot, path: str = "/proc/meminfo") -> MemInfo:
     )
 
 
-def _size_dirs(sr: SysRoot, base: str) -> list[tuple[int, str]]:
-    out = []
-    for name in sr.listdir(base):
-        mt = re.fullmatch(r"hugepages-(\d+)kB", name)
-        if mt:
-            out.append((int(mt.group(1)), f"{base}/{name}"))
-    return sorted(out)
-
-
 def read_pools(sr: SysRoot, nodes: tuple[int, ...]) -> tuple[HugePool, ...]:
     pools = []
-    for size_kb, d in _size_dirs(sr, HUGEPAGES):
+    for size_kb, d in size_dirs(sr, HUGEPAGES):
         per_node = []
         for n in nodes:
             nd = f"{NODES}/node{n}/hugepages/hugepages-{size_kb}kB"
@@ -313,25 +276,6 @@ def read_numa_nodes(sr: SysRoot) -> tuple[int, ...]:
     return tuple(sorted(int(n[4:]) for n in sr.listdir(NODES) if re.fullmatch(r"node\d+", n)))
 
 
-def read_thp(sr: SysRoot) -> THPFacts:
-    def rd(name: str) -> str | None:
-        return sr.read(f"{THP}/{name}", quiet_missing=True)
-
-    kh = {k: sr.read_int(f"{THP}/khugepaged/{k}", quiet_missing=True)
-          for k in ("defrag", "max_ptes_none", "pages_to_scan")}
-    mthp: dict[int, dict[str, str | None]] = {}
-    for size_kb, d in _size_dirs(sr, THP):
-        mthp[size_kb] = {
-            k: parse_knob(sr.read(f"{d}/{k}", quiet_missing=True)).value
-            for k in ("enabled", "shmem_enabled")
-        }
-    pmd = sr.read_int(f"{THP}/hpage_pmd_size", quiet_missing=True)
-    if not sr.exists(THP):
-        sr.notes.append(Note(THP, "missing: kernel without THP, or /sys not mounted"))
-    return THPFacts(parse_knob(rd("enabled")), parse_knob(rd("defrag")),
-                    parse_knob(rd("shmem_enabled")), kh, pmd // 1024 if pmd else None, mthp)
-
-
 def parse_cmdline(cmdline: str | None) -> tuple[tuple[str, str], ...]:
     if not cmdline:
         return ()
@@ -343,57 +287,6 @@ def parse_cmdline(cmdline: str | None) -> tuple[tuple[str, str], ...]:
         if key in CMDLINE_KEYS:
             out.append((key, value))
     return tuple(out)
-
-
-def read_memlock(sr: SysRoot, pid: str = "self") -> tuple[str | None, str | None]:
-    text = sr.read(f"/proc/{pid}/limits")
-    for line in (text or "").splitlines():
-        if line.startswith("Max locked memory"):
-            parts = line[len("Max locked memory"):].split()
-            return parts[0], parts[1]
-    return None, None
-
-
-def read_cpu_flags(sr: SysRoot) -> frozenset[str]:
-    text = sr.read("/proc/cpuinfo") or ""
-    for line in text.splitlines():
-        if line.startswith("flags"):
-            return frozenset(line.partition(":")[2].split())
-    return frozenset()
-
-
-def read_virtualization(sr: SysRoot, flags: frozenset[str]) -> tuple[str | None, str | None]:
-    vendor = (sr.read("/sys/class/dmi/id/sys_vendor", quiet_missing=True) or "").strip()
-    product = (sr.read("/sys/class/dmi/id/product_name", quiet_missing=True) or "").strip()
-    virt = None
-    if "hypervisor" in flags:
-        virt = " ".join(x for x in (vendor, product) if x) or "virtual machine (hypervisor flag)"
-    container = None
-    if sr.exists("/.dockerenv"):
-        container = "docker"
-    elif sr.exists("/run/.containerenv"):
-        container = "podman"
-    elif sr.exists("/var/run/secrets/kubernetes.io/serviceaccount"):
-        container = "kubernetes"
-    return virt, container
-
-
-def read_isolation(sr: SysRoot, hint: str | None) -> tuple[bool, tuple[str, ...]]:
-    """Whether hpadvise runs in a container, judged by what it can see rather than by marker
-    files alone (a VM built from a container image keeps /.dockerenv). The kernel's thread
-    creator, kthreadd, is PID 2 in the host's PID namespace and invisible in any other
-    (kernel/kthread.c; pid_namespaces(7)): a /proc without it belongs to a PID namespace of
-    its own, where the host's and other containers' processes cannot be seen."""
-    status = sr.read("/proc/2/status", quiet_missing=True)
-    if status is None and not sr.exists("/proc/1"):
-        return False, ()  # no /proc at all (an incomplete snapshot): nothing to judge
-    own_ns = not (status or "").startswith("Name:\tkthreadd")
-    evidence = []
-    if own_ns:
-        evidence.append("own PID namespace (no kthreadd at PID 2)")
-    if hint:
-        evidence.append(f"{hint} marker file")
-    return own_ns, tuple(evidence)
 
 
 def read_mounts(sr: SysRoot) -> tuple[Mount, ...]:
@@ -422,18 +315,6 @@ def read_vmstat(sr: SysRoot) -> dict[str, int]:
         if key.startswith(("thp_", "compact_", "htlb_")) and value.strip().isdigit():
             out[key] = int(value)
     return out
-
-
-def read_cpu_times(sr: SysRoot) -> dict[str, int] | None:
-    """The aggregate `cpu` line of /proc/stat in USER_HZ ticks: user nice system idle iowait irq
-    softirq steal ... (proc(5)). `steal` is time the hypervisor ran something else while this
-    guest wanted the CPU."""
-    names = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
-    for line in (sr.read("/proc/stat", quiet_missing=True, limit=4096) or "").splitlines():
-        f = line.split()
-        if f and f[0] == "cpu":
-            return dict(zip(names, map(int, f[1:9])))
-    return None
 
 
 def read_base_page_bytes(sr: SysRoot) -> int:

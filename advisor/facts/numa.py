@@ -229,7 +229,7 @@ def keeper(keep: Keep | None, uid: int | None = None, gid: int | None = None
 def mode_of(pid: int) -> str | None:
     """A live process's own THP mode (thp_exec.process_mode), read where this host's THP
     knobs let the modes be told apart."""
-    from .host import read_thp
+    from .thp_rules import read_thp
     from .thp_exec import process_mode
     from .thp_rules import thp_sizes
     sr = SysRoot("/")

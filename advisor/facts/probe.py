@@ -37,12 +37,12 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ..kit.errors import InputError
+from ..kit.paths import sysfs_pool
 from ..kit.sizing import fmt_bytes, fmt_page
 
 MAP_HUGETLB = 0x40000
 MAP_HUGE_SHIFT = 26
 MiB, GiB = 1 << 20, 1 << 30
-POOL = "/sys/kernel/mm/hugepages/hugepages-{kb}kB/nr_hugepages"
 
 
 @dataclass
@@ -125,7 +125,7 @@ def _address(mm: mmap.mmap) -> int:
 
 def _grow_pool(kb: int, pages: int) -> tuple[int, int] | str:
     """Grow the pool by `pages`; (old nr, granted) or why not."""
-    path = POOL.format(kb=kb)
+    path = sysfs_pool(kb)
     if not os.path.exists(path):
         return f"no {fmt_bytes(kb * 1024)} pages in this kernel"
     if os.geteuid() != 0:
@@ -140,7 +140,7 @@ def _grow_pool(kb: int, pages: int) -> tuple[int, int] | str:
 
 
 def _restore_pool(kb: int, old: int) -> None:
-    with open(POOL.format(kb=kb), "w") as f:
+    with open(sysfs_pool(kb), "w") as f:
         f.write(str(old))
 
 

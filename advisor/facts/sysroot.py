@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -174,3 +175,13 @@ def kb(value: str | None) -> int | None:
         return int(value.split()[0])
     except (ValueError, IndexError):
         return None
+
+
+def size_dirs(sr: SysRoot, base: str) -> list[tuple[int, str]]:
+    """The hugepages-<N>kB directories under `base` (a pool's or a THP size's), by size."""
+    out = []
+    for name in sr.listdir(base):
+        mt = re.fullmatch(r"hugepages-(\d+)kB", name)
+        if mt:
+            out.append((int(mt.group(1)), f"{base}/{name}"))
+    return sorted(out)

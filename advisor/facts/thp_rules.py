@@ -16,11 +16,55 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from .host import THPFacts
-    from .sysroot import SysRoot
+from ..kit.paths import THP_DIR as THP
+from .sysroot import Note, SysRoot, size_dirs
+
+@dataclass(frozen=True)
+class Knob:
+    """A sysfs "choice" file such as 'always [madvise] never'."""
+    value: str | None
+    choices: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class THPFacts:
+    enabled: Knob
+    defrag: Knob
+    shmem_enabled: Knob
+    khugepaged: dict[str, int | None]
+    pmd_size_kb: int | None
+    mthp: dict[int, dict[str, str | None]]  # size_kb -> {"enabled": .., "shmem_enabled": ..}
+
+
+def parse_knob(text: str | None) -> Knob:
+    if text is None:
+        return Knob(None)
+    words = text.split()
+    chosen = next((w[1:-1] for w in words if w.startswith("[") and w.endswith("]")), None)
+    if chosen is None and len(words) == 1:
+        chosen = words[0]
+    return Knob(chosen, tuple(w.strip("[]") for w in words))
+
+
+def read_thp(sr: SysRoot) -> THPFacts:
+    def rd(name: str) -> str | None:
+        return sr.read(f"{THP}/{name}", quiet_missing=True)
+
+    kh = {k: sr.read_int(f"{THP}/khugepaged/{k}", quiet_missing=True)
+          for k in ("defrag", "max_ptes_none", "pages_to_scan")}
+    mthp: dict[int, dict[str, str | None]] = {}
+    for size_kb, d in size_dirs(sr, THP):
+        mthp[size_kb] = {
+            k: parse_knob(sr.read(f"{d}/{k}", quiet_missing=True)).value
+            for k in ("enabled", "shmem_enabled")
+        }
+    pmd = sr.read_int(f"{THP}/hpage_pmd_size", quiet_missing=True)
+    if not sr.exists(THP):
+        sr.notes.append(Note(THP, "missing: kernel without THP, or /sys not mounted"))
+    return THPFacts(parse_knob(rd("enabled")), parse_knob(rd("defrag")),
+                    parse_knob(rd("shmem_enabled")), kh, pmd // 1024 if pmd else None, mthp)
+
 
 # How much THP each mode gives, per knob (transhuge.rst): `madvise`/`advise` only to ranges
 # that asked with madvise(MADV_HUGEPAGE); `within_size` only inside i_size; `deny` is `never`
@@ -57,6 +101,7 @@ def thp_sizes(thp: THPFacts, knob: str, advised: bool, prctl_off: bool = False) 
 
 # ---- who uses shared-memory THP now ---------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class ThpUser:
     """A process with PMD-mapped THP of shared or file memory (smaps_rollup, proc.rst)."""
@@ -87,3 +132,5 @@ def read_thp_users(sr: SysRoot) -> tuple[ThpUser, ...]:
             out.append(ThpUser(int(name), comm, f.get("ShmemPmdMapped", 0),
                                f.get("FilePmdMapped", 0)))
     return tuple(sorted(out, key=lambda u: u.pid))
+
+

@@ -62,13 +62,6 @@ def cmdline_kb(text: str) -> int | None:
     return {"": n // 1024, "K": n, "M": n * 1024, "G": n * 1048576}[mt.group(2)]
 
 
-def sysfs_pool(size_kb: int, node: int | None = None) -> str:
-    """The sysfs file of a pool's size (Documentation/admin-guide/mm/hugetlbpage.rst): the
-    global one, or one NUMA node's. The only place these paths are spelled."""
-    base = "/sys/kernel/mm" if node is None else f"/sys/devices/system/node/node{node}"
-    return f"{base}/hugepages/hugepages-{size_kb}kB/nr_hugepages"
-
-
 def pool_label(size_kb: int) -> str:
     """The short name users know a pool by: "hugepages-2048kB/nr_hugepages"."""
     return f"hugepages-{size_kb}kB/nr_hugepages"

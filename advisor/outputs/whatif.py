@@ -20,7 +20,8 @@ from dataclasses import dataclass
 
 from ..api.engines import Instance, Targets
 from ..planning.plan import Report, build
-from ..kit.sizing import cmdline_size, sysfs_pool
+from ..kit.paths import sysfs_pool
+from ..kit.sizing import cmdline_size
 
 
 @dataclass

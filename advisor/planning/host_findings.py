@@ -10,6 +10,7 @@ from ..nextboot.boot_plan import THP_KNOBS
 from ..facts.cgroups import size_name, workload
 from ..facts.cgroups import verdict as cgroup_verdict
 from ..kit.findings import CORE
+from ..kit.paths import THP_DIR
 from ..facts.host import CMDLINE_SETS_BOOT
 from ..api.model import Change, Instance
 from ..kit.sizing import cmdline_kb, fmt_bytes, fmt_page, k8s_resource, pool_label
@@ -104,7 +105,7 @@ def thp(r: Report, engines: dict[str, Engine] | None = None) -> None:
                                 _THP_WHY[knob], knob=knob))
         sev = "warn" if cur in ("always", "force") else "info"
         r.findings.append(CORE[f"thp.{knob}"](
-            _THP_WHY[knob], f"/sys/kernel/mm/transparent_hugepage/{knob} = {cur}",
+            _THP_WHY[knob], f"{THP_DIR}/{knob} = {cur}",
             title=f"THP {knob} is {cur}; profile {p.name} wants {want}", severity=sev))
     plan_sizes(r, planned)
     if planned.get("enabled"):

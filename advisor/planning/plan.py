@@ -14,6 +14,7 @@ from ..nextboot import boot_plan
 from . import host_findings
 from ..api.engines import Engine
 from ..kit.findings import CORE
+from ..kit.paths import pool_dir
 from ..facts.host import HostFacts
 from ..facts.hugetlb_kernel import cma_asked, cma_pages, hvo, vmemmap_saved_kb
 from ..api.model import SCHEMA_VERSION, Change, Instance, Placement, Recorded, Report  # noqa: F401
@@ -241,7 +242,7 @@ def _demote(r: Report) -> None:
                              * small.size_kb // big.size_kb))
             if n <= 0:
                 continue
-            path = f"/sys/kernel/mm/hugepages/hugepages-{big.size_kb}kB"
+            path = pool_dir(big.size_kb)
             r.findings.append(CORE["pool.demote"](
                 f"{n} free {fmt_page(big.size_kb)} pages the plan does not need can become "
                 f"{n * big.size_kb // small.size_kb} {fmt_page(small.size_kb)} pages in place, "

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..kit.findings import CORE
+from ..kit.paths import THP_DIR
 from ..api.model import Change
 from ..kit.sizing import fmt_bytes, fmt_page
 from ..facts.thp_rules import ADVISED, RANK, SIZE_KNOBS, ThpUser
@@ -68,7 +69,7 @@ def plan_sizes(r: Report, planned: dict[str, str | None]) -> None:
                 f"(transhuge.rst): {gets} {fmt_page(kb)} THP"
                 + (" although the top level says " if more else " where the plan gives ")
                 + f"{top}. The plan sets it to {want}.",
-                f"/sys/kernel/mm/transparent_hugepage/{name} = {cur}; {knob} planned {top}",
+                f"{THP_DIR}/{name} = {cur}; {knob} planned {top}",
                 title=f"THP {name} = {cur} overrides {knob} = {top} for {fmt_page(kb)} pages",
                 severity="warn" if cur in ("always", "force") and more else "info"))
             r.changes.append(Change(

@@ -32,7 +32,7 @@ from ..facts.procs import Mapping, parse_smaps
 from ..facts.thp_rules import thp_sizes
 
 if TYPE_CHECKING:
-    from ..facts.host import THPFacts
+    from ..facts.thp_rules import THPFacts
     from ..api.model import Report
 
 KINDS = ("anonymous", "shared", "hugetlb")

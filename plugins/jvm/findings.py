@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from hpadvise.api.engines import Finding, Instance
 from hpadvise.kit.findings import TRANSHUGE, Code, Codes
+from hpadvise.kit.paths import THP_DIR
 from hpadvise.facts.host import HostFacts
 from hpadvise.kit.sizing import fmt_bytes, fmt_page, pages_for
 from hpadvise.facts.thp_rules import ADVISED, thp_sizes
@@ -13,7 +14,7 @@ from .flags import DOCS, MiB
 from .state import Jvm
 from .thp import g1_madvise_bug
 
-THP_ENABLED = "/sys/kernel/mm/transparent_hugepage/enabled"
+THP_ENABLED = f"{THP_DIR}/enabled"
 
 CODES = Codes(
     Code("jvm.vanished", "info", "JVM could not be inspected"),

@@ -8,6 +8,7 @@ import pytest
 
 from hpadvise.facts import host
 from hpadvise.facts.sysroot import SysRoot
+from hpadvise.facts.thp_rules import parse_knob
 
 
 def facts(root):
@@ -74,10 +75,10 @@ def test_cmdline_parsing():
 
 
 def test_knob_parsing():
-    k = host.parse_knob("always defer defer+madvise [madvise] never\n")
+    k = parse_knob("always defer defer+madvise [madvise] never\n")
     assert k.value == "madvise" and "defer+madvise" in k.choices
-    assert host.parse_knob("inherit").value == "inherit"
-    assert host.parse_knob(None).value is None
+    assert parse_knob("inherit").value == "inherit"
+    assert parse_knob(None).value is None
 
 
 def _copy(src, tmp_path):

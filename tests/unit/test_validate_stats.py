@@ -200,7 +200,7 @@ def test_prewarm_queries_cover_every_block_once_in_equal_shares():
 def test_steal_share_from_two_proc_stat_readings(tmp_path):
     # Two `cpu` lines captured 5 s apart on the project's VM, the second with steal added to
     # show the arithmetic: 100 ticks of steal out of 1,000.
-    from hpadvise.facts.host import read_cpu_times
+    from hpadvise.facts.platform import read_cpu_times
     from hpadvise.facts.sysroot import SysRoot
     (tmp_path / "proc").mkdir()
     stat = tmp_path / "proc" / "stat"

@@ -32,13 +32,13 @@ from dataclasses import dataclass, field
 
 from ..kit.paths import THP_DIR as THP
 from ..kit.sizing import cmdline_kb
+from .boot_sources import grub_default, ini, kernel_config, tuned_chain
 from .sysroot import SysRoot
 
 SYSCTL_DIRS = ("/etc/sysctl.d", "/run/sysctl.d", "/usr/local/lib/sysctl.d", "/usr/lib/sysctl.d",
                "/lib/sysctl.d")
 UNIT_DIRS = ("/etc/systemd/system", "/run/systemd/system", "/usr/local/lib/systemd/system",
              "/usr/lib/systemd/system", "/lib/systemd/system")
-TUNED_DIRS = ("/etc/tuned", "/usr/lib/tuned", "/usr/lib/tuned/profiles")
 STAGES = ("kernel command line", "sysctl files", "units and init scripts", "rc.local", "TuneD")
 
 
@@ -110,36 +110,6 @@ def cmdline_knobs(cmdline: str, default_kb: int | None) -> list[tuple[str, str]]
     return out
 
 
-def _grub_default(sr: SysRoot) -> tuple[str | None, list[str]]:
-    """GRUB_CMDLINE_LINUX and _DEFAULT from /etc/default/grub and /etc/default/grub.d/*.cfg
-    (sourced after it, grub-mkconfig), with `$VAR` references to themselves expanded."""
-    files = ["/etc/default/grub"] + [f"/etc/default/grub.d/{n}" for n in
-                                     sr.listdir("/etc/default/grub.d") if n.endswith(".cfg")]
-    env: dict[str, str] = {}
-    seen = []
-    for f in files:
-        text = sr.read(f, quiet_missing=True)
-        if text is None:
-            continue
-        seen.append(f)
-        for line in text.splitlines():
-            mt = re.match(r"\s*(GRUB_CMDLINE_LINUX(?:_DEFAULT)?)=(.*)$", line)
-            if not mt:
-                continue
-            try:
-                words = shlex.split(mt.group(2), comments=True)
-            except ValueError:
-                continue
-            value = " ".join(words)
-            value = re.sub(r"\$\{?(GRUB_CMDLINE_LINUX(?:_DEFAULT)?)\}?",
-                           lambda m: env.get(m.group(1), ""), value)
-            env[mt.group(1)] = value.strip()
-    if not seen:
-        return None, []
-    return " ".join(x for x in (env.get("GRUB_CMDLINE_LINUX"),
-                                env.get("GRUB_CMDLINE_LINUX_DEFAULT")) if x), seen
-
-
 def _next_cmdline(sr: SysRoot, b: Boot) -> None:
     """The kernel command line of the next boot, and where it comes from."""
     for cfg in ("/boot/grub/grub.cfg", "/boot/grub2/grub.cfg"):
@@ -160,7 +130,7 @@ def _next_cmdline(sr: SysRoot, b: Boot) -> None:
         text = sr.read("/etc/kernel/cmdline", quiet_missing=True)
         if text:
             b.cmdline, b.cmdline_source = text.strip(), "/etc/kernel/cmdline"
-    grub, files = _grub_default(sr)
+    grub, files = grub_default(sr)
     if grub is not None:
         if b.cmdline is None:
             b.cmdline, b.cmdline_source = grub, " + ".join(files)
@@ -319,44 +289,6 @@ def _unit_setters(sr: SysRoot, default_kb: int | None, systemd: bool) -> list[Se
 
 # ---- TuneD ------------------------------------------------------------------------------
 
-def _ini(text: str) -> dict[str, dict[str, tuple[str, int]]]:
-    """tuned.conf sections -> {key: (value, line)} (configobj-style: `key = value`)."""
-    out: dict[str, dict[str, tuple[str, int]]] = {}
-    sec = None
-    for n, line in enumerate(text.splitlines(), 1):
-        s = line.strip()
-        if not s or s[0] in "#;":
-            continue
-        if s.startswith("[") and s.endswith("]"):
-            sec = s[1:-1].strip()
-            out.setdefault(sec, {})
-        elif "=" in s and sec is not None:
-            k, _, v = s.partition("=")
-            out[sec][k.strip()] = (v.strip().strip('"'), n)
-    return out
-
-
-def tuned_profile_file(sr: SysRoot, name: str) -> str | None:
-    for d in TUNED_DIRS:
-        p = f"{d}/{name}/tuned.conf"
-        if sr.exists(p):
-            return p
-    return None
-
-
-def _tuned_chain(sr: SysRoot, names: list[str], depth: int = 0) -> list[str]:
-    """Profile files, parents first (include= is applied before the including profile)."""
-    out: list[str] = []
-    for name in names:
-        f = tuned_profile_file(sr, name)
-        if f is None or depth > 10:
-            continue
-        main = _ini(sr.read(f) or "").get("main", {})
-        inc = main.get("include", ("", 0))[0]
-        out += _tuned_chain(sr, [x for x in re.split(r"[\s,]+", inc) if x], depth + 1)
-        out.append(f)
-    return out
-
 
 def _tuned(sr: SysRoot, b: Boot, default_kb: int | None) -> list[Setter]:
     if not (sr.exists("/usr/sbin/tuned") or sr.exists("/usr/lib/tuned")):
@@ -365,14 +297,14 @@ def _tuned(sr: SysRoot, b: Boot, default_kb: int | None) -> list[Setter]:
     if not active:
         return []
     b.tuned_profile = " ".join(active)
-    chain = _tuned_chain(sr, active)
+    chain = tuned_chain(sr, active)
     b.tuned_files = tuple(chain)
-    main_conf = _ini("[main]\n" + (sr.read("/etc/tuned/tuned-main.conf", quiet_missing=True)
+    main_conf = ini("[main]\n" + (sr.read("/etc/tuned/tuned-main.conf", quiet_missing=True)
                                    or ""))["main"]
     reapply = main_conf.get("reapply_sysctl", ("1", 0))[0].lower() not in ("0", "false", "no")
     merged: dict[str, Setter] = {}
     for f in chain:
-        for sec, keys in _ini(sr.read(f) or "").items():
+        for sec, keys in ini(sr.read(f) or "").items():
             plugin = keys.get("type", (sec, 0))[0]
             for k, (v, n) in keys.items():
                 knob = None
@@ -399,20 +331,6 @@ def _tuned(sr: SysRoot, b: Boot, default_kb: int | None) -> list[Setter]:
 
 
 # ---- the kernel's own defaults -------------------------------------------------------------
-
-def kernel_config(sr: SysRoot) -> str | None:
-    """The running kernel's build configuration: /boot/config-<release>, or /proc/config.gz."""
-    release = (sr.read("/proc/sys/kernel/osrelease", quiet_missing=True) or "").strip()
-    text = sr.read(f"/boot/config-{release}", quiet_missing=True) if release else None
-    if text is None:
-        data = sr.read_bytes("/proc/config.gz", quiet_missing=True)
-        if data:
-            import gzip
-            try:
-                text = gzip.decompress(data).decode("utf-8", "replace")
-            except (OSError, EOFError):
-                text = None
-    return text
 
 
 def _kernel_defaults(sr: SysRoot) -> list[Setter]:

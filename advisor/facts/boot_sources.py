@@ -1,0 +1,97 @@
+"""The files a boot is configured by, read as their own tools read them: GRUB's defaults
+(grub-mkconfig sources /etc/default/grub, then /etc/default/grub.d/*.cfg), TuneD's profiles
+(tuned.conf, `include=` applied first) and the running kernel's build configuration. What
+each of them sets is decided in boot.py."""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+from .sysroot import SysRoot
+
+TUNED_DIRS = ("/etc/tuned", "/usr/lib/tuned", "/usr/lib/tuned/profiles")
+
+
+def grub_default(sr: SysRoot) -> tuple[str | None, list[str]]:
+    """GRUB_CMDLINE_LINUX and _DEFAULT from /etc/default/grub and /etc/default/grub.d/*.cfg
+    (sourced after it, grub-mkconfig), with `$VAR` references to themselves expanded."""
+    files = ["/etc/default/grub"] + [f"/etc/default/grub.d/{n}" for n in
+                                     sr.listdir("/etc/default/grub.d") if n.endswith(".cfg")]
+    env: dict[str, str] = {}
+    seen = []
+    for f in files:
+        text = sr.read(f, quiet_missing=True)
+        if text is None:
+            continue
+        seen.append(f)
+        for line in text.splitlines():
+            mt = re.match(r"\s*(GRUB_CMDLINE_LINUX(?:_DEFAULT)?)=(.*)$", line)
+            if not mt:
+                continue
+            try:
+                words = shlex.split(mt.group(2), comments=True)
+            except ValueError:
+                continue
+            value = " ".join(words)
+            value = re.sub(r"\$\{?(GRUB_CMDLINE_LINUX(?:_DEFAULT)?)\}?",
+                           lambda m: env.get(m.group(1), ""), value)
+            env[mt.group(1)] = value.strip()
+    if not seen:
+        return None, []
+    return " ".join(x for x in (env.get("GRUB_CMDLINE_LINUX"),
+                                env.get("GRUB_CMDLINE_LINUX_DEFAULT")) if x), seen
+
+
+def ini(text: str) -> dict[str, dict[str, tuple[str, int]]]:
+    """tuned.conf sections -> {key: (value, line)} (configobj-style: `key = value`)."""
+    out: dict[str, dict[str, tuple[str, int]]] = {}
+    sec = None
+    for n, line in enumerate(text.splitlines(), 1):
+        s = line.strip()
+        if not s or s[0] in "#;":
+            continue
+        if s.startswith("[") and s.endswith("]"):
+            sec = s[1:-1].strip()
+            out.setdefault(sec, {})
+        elif "=" in s and sec is not None:
+            k, _, v = s.partition("=")
+            out[sec][k.strip()] = (v.strip().strip('"'), n)
+    return out
+
+
+def tuned_profile_file(sr: SysRoot, name: str) -> str | None:
+    for d in TUNED_DIRS:
+        p = f"{d}/{name}/tuned.conf"
+        if sr.exists(p):
+            return p
+    return None
+
+
+def tuned_chain(sr: SysRoot, names: list[str], depth: int = 0) -> list[str]:
+    """Profile files, parents first (include= is applied before the including profile)."""
+    out: list[str] = []
+    for name in names:
+        f = tuned_profile_file(sr, name)
+        if f is None or depth > 10:
+            continue
+        main = ini(sr.read(f) or "").get("main", {})
+        inc = main.get("include", ("", 0))[0]
+        out += tuned_chain(sr, [x for x in re.split(r"[\s,]+", inc) if x], depth + 1)
+        out.append(f)
+    return out
+
+
+def kernel_config(sr: SysRoot) -> str | None:
+    """The running kernel's build configuration: /boot/config-<release>, or /proc/config.gz."""
+    release = (sr.read("/proc/sys/kernel/osrelease", quiet_missing=True) or "").strip()
+    text = sr.read(f"/boot/config-{release}", quiet_missing=True) if release else None
+    if text is None:
+        data = sr.read_bytes("/proc/config.gz", quiet_missing=True)
+        if data:
+            import gzip
+            try:
+                text = gzip.decompress(data).decode("utf-8", "replace")
+            except (OSError, EOFError):
+                text = None
+    return text

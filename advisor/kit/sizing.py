@@ -100,7 +100,7 @@ class PoolPlan:
     # NUMA: (node, pages) when the pool is planned per node (instances bound to nodes);
     # empty = one global pool the kernel spreads over the nodes.
     per_node: tuple[tuple[int, int], ...] = ()
-    # Whether the host can hold it: one of FEASIBILITY, and why (plan._feasibility decides).
+    # Whether the host can hold it: one of FEASIBILITY, and why (planning/feasible.py decides).
     feasibility: str = "fits"
     feasibility_reason: str = ""
 

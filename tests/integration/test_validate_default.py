@@ -95,7 +95,7 @@ def test_the_scratch_servers_run_as_the_report_says(knobs, tmp_path):
     differs by from PostgreSQL's defaults (no checkpoint within an epoch, commits that do not
     wait for the shared disk, no full-page writes), the clients default to the host's CPUs
     (at least 16), and the report names both."""
-    from hpadvise.benchmarks import report, runner
+    from hpadvise.benchmarks import runner, wording
     from hpadvise.benchmarks.options import default_clients
     if len(os.sched_getaffinity(0)) < 2:
         pytest.skip("the simultaneous design needs 2 CPUs; this host gives us "
@@ -125,9 +125,9 @@ def test_the_scratch_servers_run_as_the_report_says(knobs, tmp_path):
     m = res["meta"]
     n, why = default_clients()
     assert m["clients"] == n >= 16 and m["default_notes"] == [why]
-    line = report.server_line(m)
+    line = wording.server_line(m)
     assert "synchronous_commit = off" in line and "full_page_writes = off" in line
-    assert report.defaults_line(m) == f"chosen for this host: {why}"
+    assert wording.defaults_line(m) == f"chosen for this host: {why}"
     assert host_state() == before and scratch_dirs() == dirs
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from hpadvise.benchmarks.options import Options
 from hpadvise.benchmarks.own import check_own, file_hash, origins
-from hpadvise.benchmarks.report import origin_lines
+from hpadvise.benchmarks.wording import origin_lines
 from hpadvise.kit.errors import InputError
 from hpadvise.plugins.postgres.capture_log import Follower, csv_name
 from hpadvise.plugins.postgres.copying import (CONFIG_FILES, conf_value, kept, reset_data,

@@ -37,7 +37,7 @@ def test_bound_is_share_times_relative_saving():
 
 
 def test_validate_report_says_why_there_are_no_counters_or_shows_them():
-    from hpadvise.benchmarks.report import _dtlb
+    from hpadvise.benchmarks.wording import dtlb_line as _dtlb
     absent = {"meta": {"dtlb_counters": probe.pmu_state("/nonexistent-root")}, "samples": []}
     assert _dtlb(absent).startswith("dTLB counters: no perf events")
     counted = {"meta": {"dtlb_counters": "present", "variants": ["current", "recommended"]},

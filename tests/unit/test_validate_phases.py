@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from hpadvise.benchmarks import cpus, report, stats, variants
+from hpadvise.benchmarks import cpus, stats, variants, wording
 from hpadvise.benchmarks.measure import Sample
 from hpadvise.benchmarks.options import Options, choose_design
 from hpadvise.kit.errors import InputError
@@ -117,7 +117,7 @@ def test_comparisons_over_epochs_and_cycles():
     result = {"meta": {"phases": phases},
               "samples": [vars(s) for s in samples],
               "effects": [{"a": a, "b": b} for a, b in pairs]}
-    ratios = dict(((a, b), r) for a, b, r in report.block_ratios(result))
+    ratios = dict(((a, b), r) for a, b, r in wording.block_ratios(result))
     assert [r for _, r in ratios[("thp-never", "thp-always")]] == pytest.approx([1.1] * 4)
     assert [r for _, r in ratios[("current", "recommended")]] == pytest.approx([1.2] * 9)
 
@@ -183,13 +183,13 @@ def test_the_report_leads_with_the_plans_answer(verdict, lo, hi, words):
                                                       "hi_pct": hi},
                                         "thp-always": {"n": 3, "pct": pct, "lo_pct": lo,
                                                        "hi_pct": hi}}}]}
-    head, how = report.answer(result)
+    head, how = wording.answer(result)
     assert words in head
     assert how.startswith("Measured simultaneous, 7 epochs side by side, tpcb workload")
-    lines = report.phase_lines(result)
+    lines = wording.phase_lines(result)
     assert "thp-never / thp-always in turn" in lines[0]
     assert lines[1].startswith("current -> recommended by THP phase: thp-never")
-    assert report.answer({"meta": {}, "effects": result["effects"][:1]}) == []
+    assert wording.answer({"meta": {}, "effects": result["effects"][:1]}) == []
 
 
 @pytest.mark.parametrize("duration_s,warm_s,dropped", [

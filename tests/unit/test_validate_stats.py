@@ -144,12 +144,12 @@ def test_a_variant_named_twice_is_an_a_a_run():
 
 
 def test_a_a_advice_reads_the_noise_and_flags_a_false_verdict():
-    from hpadvise.benchmarks import report
+    from hpadvise.benchmarks import wording
     e = {"a": "current", "b": "current#2", "pct": 0.4, "lo_pct": -1.1, "hi_pct": 1.9,
          "half_width_pct": 1.5, "verdict": "no meaningful change"}
-    [text] = report.advice({"meta": {}, "effects": [e]})
+    [text] = wording.advice({"meta": {}, "effects": [e]})
     assert text.startswith("A/A (current#2 against current") and "about ±1.5%" in text
-    [text] = report.advice({"meta": {}, "effects": [dict(e, lo_pct=0.2, pct=2.5,
+    [text] = wording.advice({"meta": {}, "effects": [dict(e, lo_pct=0.2, pct=2.5,
                                                          verdict="improved")]})
     assert "should not differ" in text and "Repeat it" in text
 
@@ -239,10 +239,10 @@ def test_epochs_are_the_unit_runs_inside_one_are_averaged_geometrically():
     per_epoch = [math.log(stats.geomean([b for _, b in rs]) / stats.geomean([a for a, _ in rs]))
                  for rs in tps.values()]
     assert e.pct == pytest.approx((math.exp(sum(per_epoch) / 3) - 1) * 100)
-    from hpadvise.benchmarks import report
+    from hpadvise.benchmarks import wording
     result = {"samples": [vars(s) for s in v.samples],
               "effects": [{"a": "current", "b": "recommended"}]}
-    [(a, b, ratios)] = report.block_ratios(result)
+    [(a, b, ratios)] = wording.block_ratios(result)
     assert [u for u, _ in ratios] == [0, 1, 2]
     assert [r for _, r in ratios] == pytest.approx([math.exp(x) for x in per_epoch])
 
@@ -329,13 +329,13 @@ def test_the_advice_quotes_checks_own_thp_plan(hosts):
     """validate's THP advice states what `check` recommends on the same host (its plan, read
     from a captured host whose THP knobs are all 'always'), so the two never disagree; a
     profile that wants shmem THP is quoted as agreeing with a shmem THP gain."""
-    from hpadvise.benchmarks import report
+    from hpadvise.benchmarks import wording
     from hpadvise.facts.sysroot import SysRoot
     plan_thp = Switcher("postgres", "oltp", SysRoot(hosts / "thp-always")).plan_thp()
     assert plan_thp == {"enabled": "madvise", "defrag": "madvise", "shmem_enabled": "never"}
 
     def said(effects, plan):
-        return " ".join(report.advice({"meta": {"plan_thp": plan, "profile": "oltp"},
+        return " ".join(wording.advice({"meta": {"plan_thp": plan, "profile": "oltp"},
                                        "effects": effects}))
     shm = {"a": "current", "b": "thp-shmem", "pct": 12.0, "verdict": "improved"}
     text = said([shm], plan_thp)

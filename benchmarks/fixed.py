@@ -66,7 +66,7 @@ def calibrate(v) -> None:
     t.reset_data()
     t.restart()
     # every epoch resets, starts and prewarms each server as this one just was: the budget
-    # note counts with that, not with a generated load's estimate (options.START_S)
+    # note counts with that, not with a generated load's estimate (budget.START_S)
     o.start_s = round(time.monotonic() - began + prewarm_s, 1)
     v.calibration["start_s"] = o.start_s
 
@@ -104,7 +104,7 @@ def budget_note(v, n: int, phases: list[str]) -> None:
     min_blocks cycles: one epoch in each phase), the report says which --duration holds
     them; counted as the runner runs them: one round per epoch, each server reset, started
     and prewarmed in it for the time the unmeasured replay's server took (o.start_s)."""
-    from .options import duration_for, start_seconds
+    from .budget import duration_for, start_seconds
     o = v.o
     need = duration_for(o, v.design, n, phases, o.run_s)
     if need > o.duration_s:

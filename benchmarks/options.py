@@ -17,6 +17,8 @@ from hpadvise.kit.paths import sysfs_pool
 from hpadvise.kit.sizing import fmt_bytes, parse_bytes
 from hpadvise.facts.sysroot import SysRoot
 
+from .budget import (MIN_RUN_S, MIN_SCALE_SHARE, START_S, START_S_PER_GIB, default_clients,
+                     disk_need, duration_for, fitting_scale, run_seconds)
 from .drivers import BENCHMARKS
 from .own import check_own
 from .variants import VARIANTS, host_wide, kind, labels_for, phases_for
@@ -72,7 +74,7 @@ class Options:
     # why the defaults became what they are where the host decided (clients, scale), for
     # the report
     default_notes: list[str] = field(default_factory=list)
-    start_s: float | None = None  # seconds a server start costs an epoch (start_seconds)
+    start_s: float | None = None  # seconds a server start costs an epoch (budget.start_seconds)
     # the user's own workload and data (benchmarks/own.py)
     script: str | None = None  # a pgbench script or sysbench Lua script
     copy: bool = False  # the scratch servers are copies of --instance
@@ -243,78 +245,6 @@ def check(o: Options, sr: SysRoot):
         pieces = n * max(1, round(o.run_s / (3 * n)))
         o.swap_s = o.run_s / pieces if design == "simultaneous" else 0
     return engine, target, design, design_reason, phases, buffers_source
-
-# The shortest run the default budget plans: shorter windows were dominated by this VM's
-# few-second dips (sd of the block ln-ratio 0.06-0.07 at 10-20 s, 0.05 at 25-30 s, far more
-# at 3 s; lab/README.md); 30 s is the longest.
-MIN_RUN_S = 10
-
-
-# Seconds of stop, start and prewarm per server start that run_seconds budgets for, at least:
-# 11-13 s a server at 8 GB on 2 CPUs (lab/epoch_restart.py, fast stops), which the
-# default-command runs at 128MB-8GB were planned with.
-START_S = 12
-# ... or per GiB of buffers, where that is more: the stop's checkpoint writes what an epoch
-# of TPC-B dirtied (4 GB in 60 s at 8 GB here) and the prewarm reads the data back; 12 s at
-# 8 GB is 1.5 s a GiB. On the 16-CPU host an epoch's restarts took 106-123 s for two servers
-# of 24 GB (immediate stops, one server after the other: ~55 s a server; lab/README.md).
-START_S_PER_GIB = 1.5
-
-
-def start_seconds(o: Options) -> float:
-    """The seconds one server start costs an epoch (o.start_s, set by check from the
-    buffers; START_S before that)."""
-    return o.start_s if o.start_s is not None else START_S
-
-
-def run_seconds(o: Options, design: str, n: int, phases: list[str]) -> float:
-    """The measured seconds of one run that let the budget hold min_blocks epochs (with
-    THP phases, min_blocks whole cycles: one epoch per phase), with ~START_S of restart and
-    prewarm per server start."""
-    epoch = o.duration_s / (o.min_blocks * max(1, len(phases)))
-    if design == "restart":
-        return epoch / n - start_seconds(o) - o.warm_s
-    runs = o.rounds * (1 if design == "simultaneous" else n)
-    return (epoch - start_seconds(o) * n) / runs - o.warm_s
-
-
-def duration_for(o: Options, design: str, n: int, phases: list[str], run_s: float) -> int:
-    """The budget in seconds at which run_seconds gives `run_s`: its inverse."""
-    if design == "restart":
-        epoch = n * (run_s + start_seconds(o) + o.warm_s)
-    else:
-        runs = o.rounds * (1 if design == "simultaneous" else n)
-        epoch = start_seconds(o) * n + runs * (run_s + o.warm_s)
-    return math.ceil(epoch * o.min_blocks * max(1, len(phases)))
-
-
-def default_clients() -> tuple[int, str]:
-    """Clients when --clients is not given: two per CPU this process may use, at least 16
-    (the default on 2 CPUs, where lab/README.md's runs were made). Side by side they are
-    shared out among the servers, each on its own CPUs: 16 clients on 16 CPUs left each
-    server 8 clients for 8 CPUs, below what keeps a CPU busy while a client waits for its
-    round trip. Returns the number and the reason, for the report."""
-    cpus = len(os.sched_getaffinity(0))
-    n = max(16, 2 * cpus)
-    return n, f"{n} clients: 2 per CPU of the {cpus} this process may use, at least 16"
-
-
-# The smallest share of the default scale validate shrinks the data to on a small disk;
-# below it the data would no longer stand for the buffers and the command is refused.
-MIN_SCALE_SHARE = 0.25
-
-
-def disk_need(scale: int, per_mb: int, servers: int, wal_bytes: int) -> int:
-    """Disk for `servers` scratch servers: tables and indexes (a copy of the first for the
-    others) with a quarter more for growth during the runs, and WAL up to max_wal_size."""
-    return servers * ((scale * per_mb << 20) * 5 // 4 + wal_bytes)
-
-
-def fitting_scale(free: int, per_mb: int, servers: int, wal_bytes: int) -> int:
-    """The largest scale whose servers fit in `free` bytes of disk (disk_need's inverse),
-    keeping a tenth of it free."""
-    each = free * 9 // 10 // max(1, servers) - wal_bytes
-    return max(0, each * 4 // 5 // (per_mb << 20))
 
 
 # Buffers from which the default run compares 1 GiB pages too: production sizes, where the

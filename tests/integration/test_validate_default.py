@@ -67,7 +67,7 @@ def test_a_budget_too_short_for_thp_phases_keeps_the_plans_comparison(knobs, tmp
     """The default command with a budget that cannot hold THP phases at runs of the minimum
     length: the phases go, the report says so and which budget keeps them, and the plan's
     comparison is measured alone, side by side."""
-    from hpadvise.benchmarks.options import MIN_RUN_S
+    from hpadvise.benchmarks.budget import MIN_RUN_S
     if len(os.sched_getaffinity(0)) < 2:
         pytest.skip("the simultaneous design needs 2 CPUs; this host gives us "
                     f"{len(os.sched_getaffinity(0))}")
@@ -96,7 +96,7 @@ def test_the_scratch_servers_run_as_the_report_says(knobs, tmp_path):
     wait for the shared disk, no full-page writes), the clients default to the host's CPUs
     (at least 16), and the report names both."""
     from hpadvise.benchmarks import runner, wording
-    from hpadvise.benchmarks.options import default_clients
+    from hpadvise.benchmarks.budget import default_clients
     if len(os.sched_getaffinity(0)) < 2:
         pytest.skip("the simultaneous design needs 2 CPUs; this host gives us "
                     f"{len(os.sched_getaffinity(0))}")
@@ -142,7 +142,7 @@ def test_the_default_scale_follows_the_disk(monkeypatch, free_gib, scale, refuse
     created or changed before these checks."""
     import shutil
 
-    from hpadvise.benchmarks import options, runner
+    from hpadvise.benchmarks import budget, options, runner
     from hpadvise.kit.errors import InputError
     usage = shutil.disk_usage("/")
     monkeypatch.setattr(options.shutil, "disk_usage",
@@ -155,14 +155,14 @@ def test_the_default_scale_follows_the_disk(monkeypatch, free_gib, scale, refuse
             v.preflight()
         return
     v.preflight()
-    fit = options.fitting_scale(free_gib << 30, 15, 2, 4 << 30)
+    fit = budget.fitting_scale(free_gib << 30, 15, 2, 4 << 30)
     assert o.scale == (scale or fit), o.default_notes
     if scale:
         assert not o.default_notes
     else:
         assert o.scale < 409 and o.default_notes == [
             f"scale {fit} instead of 409: 2 server(s) with 8 GiB of buffers would hold "
-            f"~{options.fmt_bytes(options.disk_need(409, 15, 2, 4 << 30))} of data and WAL, "
+            f"~{options.fmt_bytes(budget.disk_need(409, 15, 2, 4 << 30))} of data and WAL, "
             f"{free_gib} GiB is free in {options.tempfile.gettempdir()} (TMPDIR)"]
 
 

@@ -13,7 +13,8 @@ import pytest
 
 from hpadvise.benchmarks import fixed
 from hpadvise.benchmarks.drivers import BENCHMARKS
-from hpadvise.benchmarks.options import Options, duration_for
+from hpadvise.benchmarks.budget import duration_for
+from hpadvise.benchmarks.options import Options
 from hpadvise.kit.errors import InputError
 from hpadvise.plugins.postgres.replay import REPLAY_FASTEST, Replay
 from hpadvise.facts.sysroot import SysRoot

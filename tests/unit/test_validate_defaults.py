@@ -9,8 +9,8 @@ import shutil
 import pytest
 
 from hpadvise.benchmarks import options
-from hpadvise.benchmarks.options import (Options, default_clients, disk_need, fitting_scale,
-                                         gigantic_variant)
+from hpadvise.benchmarks.budget import default_clients, disk_need, fitting_scale
+from hpadvise.benchmarks.options import Options, gigantic_variant
 from hpadvise.facts.sysroot import SysRoot
 
 GIB = 1 << 30

@@ -201,7 +201,8 @@ def test_a_short_budget_drops_the_default_thp_phases(duration_s, warm_s, dropped
     """Runs of 3 s said nothing on 16 CPUs (half-width 5%): where the default THP phases
     would cut the runs below the minimum, they are left out, said why, and the runs of the
     plan's comparison get long; variants named by the user are never dropped."""
-    from hpadvise.benchmarks.options import MIN_RUN_S, drop_phases, run_seconds
+    from hpadvise.benchmarks.budget import MIN_RUN_S, run_seconds
+    from hpadvise.benchmarks.options import drop_phases
     o = Options(variants=list(DEFAULT), duration_s=duration_s, db="postgres", warm_s=warm_s,
                 rounds=2, variants_given=False)
     phases = variants.phases_for(o.variants)

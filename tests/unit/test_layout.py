@@ -146,3 +146,10 @@ def test_the_checker_finds_an_upward_import():
                    "hpadvise.facts.host": {"hpadvise.kit.sizing"}}) == [
         "hpadvise.kit.sizing -> hpadvise.facts.host"]
     assert upward({"hpadvise.plugins.kv": {"hpadvise.cli.app"}}) == []  # not a stage
+
+
+def test_no_product_file_over_400_lines():
+    long = sorted(f"{p.relative_to(REPO)}: {n}" for top in (*PACKAGES, "scripts")
+                  for p in (REPO / top).rglob("*.py")
+                  if (n := len(p.read_text().splitlines())) > 400)
+    assert long == [], "split these along their seams"

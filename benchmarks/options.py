@@ -8,11 +8,12 @@ import os
 import shutil
 import tempfile
 from dataclasses import dataclass, field
+from typing import Any
 
 from hpadvise.api.engines import Targets, registry
 from hpadvise.kit.errors import InputError
 from hpadvise.facts.host import read_meminfo
-from hpadvise.planning.pipeline import inspect
+from hpadvise.planning.pipeline import inspect, select
 from hpadvise.kit.paths import sysfs_pool
 from hpadvise.kit.sizing import fmt_bytes, parse_bytes
 from hpadvise.facts.sysroot import SysRoot
@@ -69,8 +70,10 @@ class Options:
     variants_given: bool = True  # False: the default variants, which validate may trim
     # variants left out before anything runs, and why (a budget too short for them)
     dropped: dict[str, str] = field(default_factory=dict)
-    # the engine's running instances with their buffers in bytes, read once (followed())
-    running: list | None = field(default=None, repr=False)
+    # the engine's running instances, inspected once by validate itself before the engine
+    # builds its server (see()): engines are handed them, and never inspect the host
+    seen: list = field(default_factory=list, repr=False)
+    found: Any = field(default=None, repr=False)  # the running instance --instance names
     # why the defaults became what they are where the host decided (clients, scale), for
     # the report
     default_notes: list[str] = field(default_factory=list)
@@ -122,6 +125,7 @@ def check(o: Options, sr: SysRoot):
     given = o.buffers is not None
     o.buffers = o.buffers or DEFAULT_BUFFERS
     parse_bytes(o.buffers, "--buffers")
+    see(o, engine, sr)
     target = engine.bench_target(o)  # checks only: binaries, the instance
     source = getattr(target, "source", None)
     if source is not None:  # a copy runs with its source's buffers unless given
@@ -297,19 +301,35 @@ def drop_phases(o: Options, design: str, n: int, phases: list[str],
     return [], n
 
 
-def followed(o: Options, setting: str, sr: SysRoot | None = None):
-    """The running instance of the engine with the largest buffers (`setting`): what the
-    user runs, whose buffers validate follows when none are given and whose binaries a
-    scratch server runs. None when none runs. One inspection per validate run."""
-    if o.running is None:
-        o.running = []
-        for i in inspect(sr or SysRoot("/"), o.profile, Targets(), [o.db]).instances:
-            if i.running and i.engine == o.db and i.settings.get(setting):
-                try:
-                    o.running.append((parse_bytes(str(i.settings[setting]), setting), i))
-                except InputError:
-                    continue
-    return max(o.running, key=lambda x: x[0])[1] if o.running else None
+def see(o: Options, engine, sr: SysRoot) -> None:
+    """The engine's running instances (o.seen) and the one --instance names (o.found), from
+    one inspection of the host by validate: what an engine's server is built from. An
+    --instance that names none: one line, with what the engine knows of a stopped one."""
+    report = inspect(sr, o.profile, Targets(), [o.db])
+    o.seen = [i for i in report.instances if i.running and i.engine == o.db]
+    if not o.instance:
+        return
+    try:
+        o.found = select(report, [o.db], [o.instance])[0]
+    except InputError:
+        if stopped := engine.not_running(o.instance):
+            raise InputError(f"{stopped}; start it, or leave out --instance to use a scratch "
+                             "server") from None
+        raise
+
+
+def followed(o: Options, setting: str):
+    """The running instance of the engine with the largest buffers (`setting`) among those
+    validate saw (see()): what the user runs, whose buffers validate follows when none are
+    given and whose binaries a scratch server runs. None when none runs."""
+    sized = []
+    for i in o.seen:
+        if i.settings.get(setting):
+            try:
+                sized.append((parse_bytes(str(i.settings[setting]), setting), i))
+            except InputError:
+                continue
+    return max(sized, key=lambda x: x[0])[1] if sized else None
 
 
 def default_buffers(o: Options, target, sr: SysRoot) -> tuple[str, str]:
@@ -317,7 +337,7 @@ def default_buffers(o: Options, target, sr: SysRoot) -> tuple[str, str]:
     instance of the engine on this host (what the user will run), capped so that the
     host keeps room for a second copy or a pool of the same size and 2 GiB besides."""
     setting = target.buffers_setting
-    inst = followed(o, setting, sr)
+    inst = followed(o, setting)
     if inst is None:
         return DEFAULT_BUFFERS, (f"the default: no running {o.db} instance to "
                                  "follow")

@@ -11,7 +11,6 @@ import subprocess
 
 from hpadvise.benchmarks.target import run_as
 from hpadvise.kit.errors import InputError
-from hpadvise.facts.sysroot import SysRoot
 
 from .capture import read_capture
 from .copying import base_backup, copy_base, data_bytes, source_settings
@@ -19,19 +18,10 @@ from .scratch_cluster import scratch_from
 
 
 def find_instance(opts, restarts: bool = True):
-    """The running cluster --instance names, checked for what validate needs of it: a
-    superuser connection over its socket, and --allow-restart where validate restarts it
-    (`restarts`; a copy leaves it running as it is)."""
-    from hpadvise.api.engines import Targets
-    from hpadvise.planning.pipeline import inspect, select
-    report = inspect(SysRoot("/"), opts.profile, Targets(), ["postgres"])
-    try:
-        inst = select(report, ["postgres"], [opts.instance])[0]
-    except InputError:
-        if stopped := stopped_at(opts.instance):
-            raise InputError(f"{stopped}; start it, or leave out --instance to use a "
-                             "scratch cluster") from None
-        raise
+    """The running cluster --instance names (validate found it: opts.found), checked for
+    what validate needs of it: a superuser connection over its socket, and --allow-restart
+    where validate restarts it (`restarts`; a copy leaves it running as it is)."""
+    inst = opts.found
     c = inst.state
     if not inst.running or c is None or not c.owner:
         raise InputError(f"instance {opts.instance} is not running; start it, or let "

@@ -112,6 +112,7 @@ def test_a_small_disk_for_copies_names_only_what_was_not_given(hosts, monkeypatc
     engine = type("Eng", (), {"name": "postgres", "benches": ("pgbench", "tpcc"),
                               "bench_target": staticmethod(_Copy)})()
     monkeypatch.setattr(options.registry, "get", lambda name: engine)
+    monkeypatch.setattr(options, "see", lambda o, eng, sr: None)  # no instance "main" here
     monkeypatch.setattr(options.os, "geteuid", lambda: 0)
     free_disk(monkeypatch, 1)  # 1 GiB free: no copy of 1 GiB of data and its WAL fits
     script = tmp_path / "ok.sql"

@@ -21,13 +21,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from hpadvise.api.engines import Engine, Finding, Instance, Targets
-from hpadvise.kit.findings import Code, Codes
-from hpadvise.facts.host import HostFacts
-from hpadvise.facts.procs import Proc, ProcTable, backing_of, binary_version, machine_of
-from hpadvise.api.profiles import Profile
-from hpadvise.kit.sizing import fmt_bytes, fmt_page
-from hpadvise.facts.thp_rules import thp_sizes
+from hpadvise.api.face import (Code, Codes, Engine, Finding, HostFacts, Instance, Proc, ProcTable,
+                               Profile, Targets, backing_of, binary_version, fmt_bytes, fmt_page,
+                               machine_of, thp_sizes)
 
 REDIS_DOCS = "redis.io, Diagnosing latency issues"
 MONGO8 = ("MongoDB 8.0 Manual, TCMalloc Performance Optimization for a Self-Managed Deployment: "

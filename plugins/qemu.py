@@ -13,12 +13,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from hpadvise.api.engines import Demand, Engine, Finding, Instance, Targets
-from hpadvise.facts.host import HostFacts
-from hpadvise.kit.findings import Code, Codes
-from hpadvise.facts.procs import ProcTable, backing_of
-from hpadvise.api.profiles import Profile
-from hpadvise.kit.sizing import fmt_bytes, fmt_page, pages_for
+from hpadvise.api.face import (Code, Codes, Demand, Engine, Finding, HostFacts, Instance,
+                               ProcTable, Profile, Targets, backing_of, fmt_bytes, fmt_page,
+                               pages_for)
 
 DOCS = "libvirt Domain XML, Memory Backing; QEMU -m / memory-backend-file"
 CODES = Codes(

@@ -26,13 +26,10 @@ from __future__ import annotations
 
 import os
 
-from hpadvise.api.engines import Change, Demand, Engine, EngineOption, Finding, Instance, Targets
-from hpadvise.facts.host import HostFacts
-from hpadvise.facts.procs import Proc, ProcTable, backing_of, hugetlb_pages, memfd_bytes
-from hpadvise.api.profiles import Profile
-from hpadvise.facts.roots import as_seen_inside, exe_of, proc_root
-from hpadvise.kit.sizing import fmt_bytes, fmt_page
-from hpadvise.facts.thp_rules import ADVISED
+from hpadvise.api.face import (ADVISED, Change, Demand, Engine, EngineOption, Finding, HostFacts,
+                               Instance, Proc, ProcTable, Profile, Targets, as_seen_inside,
+                               backing_of, exe_of, fmt_bytes, fmt_page, hugetlb_pages, memfd_bytes,
+                               proc_root)
 
 from . import findings as _findings
 from .findings import CODES, THP_ENABLED
@@ -139,7 +136,7 @@ class JvmEngine(Engine):
         cfg = profile.engine(self.name)
         mode = cfg.get("mode", "auto")
         if mode == "auto":
-            from hpadvise.kit.sizing import parse_bytes
+            from hpadvise.api.face import parse_bytes
             return j.heap >= parse_bytes(cfg.get("static_min_heap", "4GiB"))
         return mode == "static"
 
@@ -173,7 +170,7 @@ class JvmEngine(Engine):
         """A planned JVM (`hpadvise size jvm -- FLAGS`): the flags as this host's JVM (or the
         one --java names) resolves them (probe), sized like a running one with
         -XX:+UseLargePages."""
-        from hpadvise.kit.errors import InputError
+        from hpadvise.api.face import InputError
         bad = [a for a in args if not a.startswith("-")]
         if bad:
             raise InputError(f"{bad[0]!r}: give JVM flags (after --), e.g. "

@@ -3,12 +3,8 @@ the host's THP settings as they bear on it (docs/findings.md lists the codes).""
 
 from __future__ import annotations
 
-from hpadvise.api.engines import Finding, Instance
-from hpadvise.kit.findings import TRANSHUGE, Code, Codes
-from hpadvise.kit.paths import THP_DIR
-from hpadvise.facts.host import HostFacts
-from hpadvise.kit.sizing import fmt_bytes, fmt_page, pages_for
-from hpadvise.facts.thp_rules import ADVISED, thp_sizes
+from hpadvise.api.face import (ADVISED, Code, Codes, Finding, HostFacts, Instance, THP_DIR,
+                               TRANSHUGE, fmt_bytes, fmt_page, pages_for, thp_sizes)
 
 from .flags import DOCS, MiB
 from .state import Jvm

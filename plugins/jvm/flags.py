@@ -10,9 +10,7 @@ import shlex
 import subprocess
 from dataclasses import dataclass, field
 
-from hpadvise.facts.procs import Proc
-from hpadvise.facts.roots import exe_of
-from hpadvise.facts.sysroot import SysRoot
+from hpadvise.api.face import Proc, SysRoot, exe_of
 
 DOCS = "OpenJDK, java command: -XX:+UseLargePages / -XX:+UseTransparentHugePages"
 MiB = 1 << 20
@@ -320,7 +318,7 @@ def probe(flags: list[str], java: str | None = None) -> tuple[dict[str, str], in
     import shutil
     import subprocess
 
-    from hpadvise.kit.errors import InputError
+    from hpadvise.api.face import InputError
     if java is not None:
         if not (os.path.isfile(java) and os.access(java, os.X_OK)):
             raise InputError(f"--java {java}: not an executable file; give the JDK's bin/java")

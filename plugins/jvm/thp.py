@@ -17,7 +17,7 @@ import mmap
 import os
 import re
 
-from hpadvise.kit.sizing import fmt_bytes
+from hpadvise.api.face import fmt_bytes
 
 # The JDK's default thread stack size per architecture (ThreadStackSize in
 # src/hotspot/os_cpu/linux_*/globals_linux_*.hpp): 1 MiB on x86-64, 2 MiB on AArch64 (2040 KiB

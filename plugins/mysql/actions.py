@@ -11,12 +11,9 @@ import subprocess
 import time
 from pathlib import Path
 
-from hpadvise.changes.actions import ActionError, File, FileSetting, Restart
-from hpadvise.facts.numa import Keep, keep_of, keeper
-from hpadvise.facts.procs import Proc, ProcTable, proc_state, systemd_unit
-from hpadvise.facts.roots import reach
-from hpadvise.kit.sizing import fmt_bytes
-from hpadvise.facts.sysroot import SysRoot
+from hpadvise.api.face import (ActionError, File, FileSetting, Keep, Proc, ProcTable, Restart,
+                               SysRoot, fmt_bytes, keep_of, keeper, proc_state, reach,
+                               systemd_unit)
 
 from .conf import SERVER_GROUP, default_files, norm, strip_value
 from .layers import effective

@@ -10,11 +10,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from hpadvise.benchmarks.target import (BenchTarget, free_port, mark_scratch, owned_tmpdir,
-                                        wait_gone)
-from hpadvise.kit.errors import InputError
-from hpadvise.facts.procs import Proc, backing_of
-from hpadvise.facts.sysroot import SysRoot
+from hpadvise.benchmarks.face import BenchTarget, free_port, mark_scratch, owned_tmpdir, wait_gone
+from hpadvise.api.face import InputError, Proc, SysRoot, backing_of
 
 from .actions import MyOption, MyRestart, server_greets
 
@@ -149,7 +146,7 @@ class MariaTarget(BenchTarget):
         if opts.instance:
             raise InputError("validate --db mysql runs on a scratch MariaDB server it creates; "
                              "--instance works with --db postgres only for now")
-        from hpadvise.benchmarks.options import followed
+        from hpadvise.benchmarks.face import followed
         inst = followed(opts, self.buffers_setting)  # the server the user runs: its binary
         exe = os.readlink(f"/proc/{inst.pid}/exe").removesuffix(" (deleted)") \
             if inst is not None and inst.pid and os.path.exists(f"/proc/{inst.pid}") else None
@@ -215,7 +212,7 @@ class MariaTarget(BenchTarget):
             list(ex.map(lambda q: m.sql(q, db), scans))
 
     def driver(self, bench: str, scale: int, load: bool = True):
-        from hpadvise.benchmarks.sysbench import Sysbench
+        from hpadvise.benchmarks.face import Sysbench
         # sysbench runs as root here: it reads a --script where the user keeps it
         d = Sysbench({"driver": "mysql", "socket": self.m.socket, "user": "root",
                       "db": self.dbname}, scale=scale, script=self.o.script)

@@ -7,9 +7,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from hpadvise.kit.errors import InputError
-from hpadvise.kit.secrets import redact_text
-from hpadvise.facts.sysroot import SysRoot
+from hpadvise.api.face import InputError, SysRoot, redact_text
 
 
 

@@ -14,12 +14,9 @@ import os
 import re
 from urllib.parse import parse_qs, unquote, urlparse
 
-from hpadvise.api.engines import Demand, Instance, Targets, error_line, redact_dsn
-from hpadvise.kit.errors import InputError
-from hpadvise.facts.host import HostFacts
-from hpadvise.facts.procs import Proc, ProcTable, backing_of, binary_version, hugetlb_pages
-from hpadvise.facts.roots import as_seen_inside, proc_root
-from hpadvise.facts.sysroot import SysRoot
+from hpadvise.api.face import (Demand, HostFacts, InputError, Instance, Proc, ProcTable, SysRoot,
+                               Targets, as_seen_inside, backing_of, binary_version, error_line,
+                               hugetlb_pages, proc_root, redact_dsn)
 
 from .conf import (FALLBACK_RE, QUERY_VARS, OptionFileError, OptionFiles, cmdline_settings,
                    default_files, read_option_file, server_groups)

@@ -14,11 +14,8 @@ import dataclasses
 
 from typing import TYPE_CHECKING
 
-from hpadvise.api.engines import Change, Finding, Instance
-from hpadvise.kit.findings import TRANSHUGE, Code, Codes
-from hpadvise.facts.host import HostFacts
-from hpadvise.api.profiles import Profile
-from hpadvise.kit.sizing import fmt_bytes, fmt_page
+from hpadvise.api.face import (Change, Code, Codes, Finding, HostFacts, Instance, Profile,
+                               TRANSHUGE, fmt_bytes, fmt_page)
 
 from .conf import DOCS, OptionFileError, parse_size
 from .sizing import bool_on, chunk_fallback

@@ -24,7 +24,7 @@ import json
 import os
 from dataclasses import dataclass
 
-from hpadvise.facts.sysroot import SysRoot
+from hpadvise.api.face import SysRoot
 
 from .conf import OptionFiles, cmdline_settings, default_files, read_option_file
 
@@ -87,7 +87,7 @@ def effective(argv: tuple[str, ...] | list[str], datadir: str | None, name: str,
     again as it does (in its own root, `root` as journaled, where it has one), and where
     from: (value, layer) or (None, "the default"). None when the file `edited` (a host path)
     is not among those it reads (nothing to judge it by)."""
-    from hpadvise.facts.roots import view_of_spec
+    from hpadvise.api.face import view_of_spec
     sr = view_of_spec(root)
     files, extra = default_files(tuple(argv), None)
     of = OptionFiles()

@@ -18,7 +18,7 @@ import os
 import re
 from dataclasses import dataclass
 
-from hpadvise.kit.sizing import fmt_bytes, pages_for
+from hpadvise.api.face import fmt_bytes, pages_for
 
 from .conf import DEFAULTS, FLAVOUR_DEFAULTS, MiB, parse_size
 from .versions import Model, model

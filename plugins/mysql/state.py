@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from hpadvise.facts.procs import Mapping
+from hpadvise.api.face import Mapping
 
 from .conf import OptionFiles
 from .sizing import Allocation, version_tuple

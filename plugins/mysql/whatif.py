@@ -14,9 +14,7 @@ import re
 import shutil
 import subprocess
 
-from hpadvise.api.engines import Demand, Instance
-from hpadvise.kit.errors import InputError
-from hpadvise.facts.host import HostFacts
+from hpadvise.api.face import Demand, HostFacts, InputError, Instance
 
 from .conf import OptionFileError, norm
 from .sizing import allocations, describe, pages_needed, version_tuple

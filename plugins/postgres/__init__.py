@@ -10,11 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from hpadvise.api.engines import Change, Engine, EngineOption, Finding, Instance, Targets
-from hpadvise.facts.host import HostFacts
-from hpadvise.facts.procs import ProcTable
-from hpadvise.api.profiles import Profile
-from hpadvise.facts.roots import restart_advice
+from hpadvise.api.face import (Change, Engine, EngineOption, Finding, HostFacts, Instance,
+                               ProcTable, Profile, Targets, restart_advice)
 
 from . import findings as _findings
 from .actions import PgRestart, PgSetting, spec_of

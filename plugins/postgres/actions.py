@@ -10,12 +10,8 @@ import shlex
 import subprocess
 from pathlib import Path
 
-from hpadvise.changes.actions import ActionError, File, FileSetting, Restart
-from hpadvise.facts.numa import keep_of, keeper
-from hpadvise.facts.procs import Proc, backing_of, systemd_unit
-from hpadvise.facts.roots import reach
-from hpadvise.kit.sizing import fmt_bytes, fmt_page
-from hpadvise.facts.sysroot import SysRoot
+from hpadvise.api.face import (ActionError, File, FileSetting, Proc, Restart, SysRoot, backing_of,
+                               fmt_bytes, fmt_page, keep_of, keeper, reach, systemd_unit)
 
 from .conf import parse_conf
 from .preflight import would_start
@@ -48,7 +44,7 @@ def scratch_dir(user: str, base: str | None):
     """A scratch cluster's directory (its data directory is data/ in it): a validate killed
     before its cleanup leaves it to rollback, which stops the postmaster with SIGQUIT, the
     immediate shutdown (PostgreSQL's docs, "Shutting Down the Server")."""
-    from hpadvise.benchmarks.target import owned_tmpdir
+    from hpadvise.benchmarks.face import owned_tmpdir
     return owned_tmpdir(user, "hpadvise-pg-", base, "PostgreSQL",
                         pidfile="data/postmaster.pid", stop="QUIT")
 
@@ -146,8 +142,8 @@ def diagnose(c: dict, pid: int) -> str:
     """Why a server restarted for huge pages came back on 4 KiB pages, in one line: the
     setting as the server took it and from where (a layer that outranks the change), its
     cgroup's hugetlb limit, or a pool that others took."""
-    from hpadvise.facts.cgroups import limits, size_name
-    from hpadvise.facts.host import read_meminfo, read_pools
+    from hpadvise.api.face import cgroup_limits as limits, size_name
+    from hpadvise.api.face import read_meminfo, read_pools
     sr = SysRoot("/")
     why = []
     try:

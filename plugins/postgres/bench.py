@@ -10,10 +10,8 @@ import pwd
 import subprocess
 from types import SimpleNamespace
 
-from hpadvise.benchmarks.target import BenchTarget, mark_scratch, need_binary, own_copy, run_as
-from hpadvise.kit.errors import InputError
-from hpadvise.facts.procs import Proc, backing_of
-from hpadvise.facts.sysroot import SysRoot
+from hpadvise.benchmarks.face import BenchTarget, mark_scratch, need_binary, own_copy, run_as
+from hpadvise.api.face import InputError, Proc, SysRoot, backing_of
 
 from .actions import PgRestart, PgSetting, main_segment, read_pid
 from .scratch_cluster import ScratchCluster, pg_bindir  # noqa: F401 (validate's and the tests')
@@ -126,7 +124,7 @@ class PgTarget(BenchTarget):
     wal_bytes = WAL_BYTES
 
     def __init__(self, opts):
-        from hpadvise.benchmarks.options import followed
+        from hpadvise.benchmarks.face import followed
         from .binaries import client_tool, for_scratch
         self.o = opts
         from .sources import CopySource, find_instance
@@ -306,7 +304,7 @@ class PgTarget(BenchTarget):
             from .replay import driver_for
             return driver_for(self.o, c, self.source)
         if bench == "pgbench":
-            from hpadvise.benchmarks.pgbench import Pgbench
+            from hpadvise.benchmarks.face import Pgbench
             d = Pgbench(self.pgbench, c.tmp, c.port, c.user, self.dbname, c.run_as,
                         script=script)
             if load:
@@ -314,7 +312,7 @@ class PgTarget(BenchTarget):
                     f"loading pgbench data (scale {scale}): {step}"))
                 self._after_load()
             return d
-        from hpadvise.benchmarks.sysbench import Sysbench
+        from hpadvise.benchmarks.face import Sysbench
         d = Sysbench({"driver": "pgsql", "host": c.tmp, "port": c.port, "user": c.user,
                       "db": self.dbname}, scale=scale, script=script)
         if load:

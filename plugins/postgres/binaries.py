@@ -19,8 +19,7 @@ import re
 import shutil
 import subprocess
 
-from hpadvise.facts.roots import exe_of
-from hpadvise.facts.sysroot import SysRoot
+from hpadvise.api.face import SysRoot, exe_of
 
 from .opts import parse
 from .state import Cluster
@@ -127,7 +126,7 @@ def for_scratch(given: tuple[str, ...], followed) -> tuple[str, str]:
     cluster validate follows (its own executable, so its major: Debian's, RHEL's or a custom
     prefix alike); else the highest major installed. (bindir, why that one); one line naming
     what was looked for where when none has what a scratch server needs."""
-    from hpadvise.kit.errors import InputError
+    from hpadvise.api.face import InputError
 
     def complete(d: str) -> bool:
         return all(os.access(os.path.join(d, t), os.X_OK) for t in SCRATCH_TOOLS)

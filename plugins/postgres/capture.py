@@ -31,8 +31,7 @@ import sys
 import time
 from typing import Callable
 
-from hpadvise.changes.actions import Restart
-from hpadvise.kit.errors import InputError
+from hpadvise.api.face import InputError, Restart
 
 from .actions import connect_socket
 from .capture_log import (PREFIX, OWN_FILE, CaptureDir, Follower, PgLogSetting,  # noqa: F401
@@ -67,7 +66,7 @@ class PgReload(Restart):
         return read_pid(self.s["datadir"]) is not None
 
     def set(self, value) -> None:
-        from hpadvise.benchmarks.target import check_run, run_as
+        from hpadvise.benchmarks.face import check_run, run_as
         import pwd
         check_run([f"{self.s['bindir']}/pg_ctl", "-D", self.s["datadir"], "reload"],
                   **run_as(pwd.getpwnam(self.s["owner"])))
@@ -104,9 +103,9 @@ def capture(inst, out_dir: str, duration_s: int, journal_dir: str, base: bool,
             yes: bool = False) -> dict:
     """Record `inst`'s statements for duration_s seconds into out_dir (see the module's
     docstring); every setting put back at the end, also on Ctrl-C and SIGTERM."""
-    from hpadvise.ledger import journal as jr
-    from hpadvise.benchmarks.target import run_as
-    from hpadvise.ledger.stacked import refuse_stacked
+    from hpadvise.benchmarks.face import journal as jr
+    from hpadvise.benchmarks.face import run_as
+    from hpadvise.benchmarks.face import refuse_stacked
     import pwd
     from .actions import spec_of
     from .copying import base_backup_into, data_bytes, source_settings

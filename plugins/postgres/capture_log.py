@@ -22,8 +22,7 @@ import shutil
 import tempfile
 import time
 
-from hpadvise.changes.actions import Action, ActionError
-from hpadvise.kit.errors import InputError
+from hpadvise.api.face import Action, ActionError, InputError
 
 from .actions import PgSetting, connect_socket
 

@@ -6,9 +6,7 @@ from __future__ import annotations
 import os
 import re
 
-from hpadvise.kit.errors import InputError
-from hpadvise.kit.secrets import redact_text
-from hpadvise.facts.sysroot import SysRoot
+from hpadvise.api.face import InputError, SysRoot, redact_text
 
 DOCS = "PostgreSQL docs, 19.4.5 Linux Huge Pages"
 BLCKSZ = 8192  # default block size; the real one is read from block_size when connected

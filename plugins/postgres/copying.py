@@ -22,9 +22,8 @@ import pwd
 import shutil
 import subprocess
 
-from hpadvise.benchmarks.target import check_run, mark_scratch
-from hpadvise.kit.errors import InputError
-from hpadvise.api.model import SCRATCH_MARK
+from hpadvise.benchmarks.face import check_run, mark_scratch
+from hpadvise.api.face import InputError, SCRATCH_MARK
 
 # Settings a copy never takes from its source (pg_settings names): its files and port, its
 # network, WAL shipping and replication (the copy is no member of the source's cluster), its

@@ -13,11 +13,8 @@ from __future__ import annotations
 import os
 import re
 
-from hpadvise.api.engines import Instance, Targets, error_line, redact_dsn
-from hpadvise.facts.host import HostFacts
-from hpadvise.facts.procs import Proc, ProcTable
-from hpadvise.facts.roots import proc_root
-from hpadvise.facts.sysroot import SysRoot
+from hpadvise.api.face import (HostFacts, Instance, Proc, ProcTable, SysRoot, Targets, error_line,
+                               proc_root, redact_dsn)
 
 from .actions import connect_socket
 from .conf import DEFAULTS, ConfError, ConfUnreadable, parse_int, parse_memory, read_conf

@@ -11,11 +11,8 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
-from hpadvise.api.engines import Change, Finding, Instance
-from hpadvise.kit.findings import HUGETLBPAGE, TRANSHUGE, Code, Codes
-from hpadvise.facts.host import HostFacts
-from hpadvise.api.profiles import Profile
-from hpadvise.kit.sizing import fmt_bytes, fmt_page
+from hpadvise.api.face import (Change, Code, Codes, Finding, HostFacts, HUGETLBPAGE, Instance,
+                               Profile, TRANSHUGE, fmt_bytes, fmt_page)
 
 from .conf import DOCS, SHMEM_GUCS, ConfError, parse_memory
 from .sizing import page_kb_of

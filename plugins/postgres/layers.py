@@ -34,7 +34,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from hpadvise.facts.sysroot import SysRoot
+from hpadvise.api.face import SysRoot
 
 from .state import Cluster
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import re
 
-from hpadvise.facts.sysroot import SysRoot
+from hpadvise.api.face import SysRoot
 
 
 def debian_clusters(sr: SysRoot):

@@ -3,9 +3,7 @@ sits on huge pages (the postmaster's smaps) and what page tables its backends bu
 
 from __future__ import annotations
 
-from hpadvise.api.engines import Instance
-from hpadvise.facts.host import HostFacts
-from hpadvise.facts.procs import Proc, ProcTable, backing_of
+from hpadvise.api.face import HostFacts, Instance, Proc, ProcTable, backing_of
 
 from .actions import main_segment
 from .sizing import page_kb_of

@@ -20,7 +20,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass, field
 
-from hpadvise.facts.sysroot import Note, SysRoot
+from hpadvise.api.face import Note, SysRoot
 
 from .conf import GUC_UNIT_BYTES, INT_GUCS, ConfError, parse_int, parse_memory
 

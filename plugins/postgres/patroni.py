@@ -20,8 +20,7 @@ import os
 import re
 from dataclasses import dataclass
 
-from hpadvise.facts.procs import ProcTable
-from hpadvise.facts.sysroot import SysRoot
+from hpadvise.api.face import ProcTable, SysRoot
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ import json
 import shlex
 import time
 
-from hpadvise.changes.actions import Action, ActionError, Restart
+from hpadvise.api.face import Action, ActionError, Restart
 
 from .actions import PgRestart
 

@@ -28,7 +28,7 @@ import re
 import subprocess
 from dataclasses import dataclass
 
-from hpadvise.kit.errors import InputError
+from hpadvise.api.face import InputError
 
 # The speed factor validate replays at by default: a day's log in under a tenth of a second of
 # schedule, so that the server, not the schedule, sets the pace (pgreplay accepts any
@@ -141,7 +141,7 @@ class Replay:
         return None  # pgreplay reports only at the end
 
     def finish(self, proc, logprefix: str | None, lines: list[str], warm_s: int = 0):
-        from hpadvise.benchmarks.pgbench import Run
+        from hpadvise.benchmarks.face import Run
         out, err = proc.communicate()
         if proc.returncode != 0:
             said = ("".join(lines) + (err or "")).strip().splitlines()
@@ -196,7 +196,7 @@ def driver_for(opts, cluster, source) -> Replay:
     given) parsed once into a replay file of its own in the copy's directory (root's alone:
     it holds the statements)."""
     import shutil
-    from hpadvise.benchmarks.target import need_binary
+    from hpadvise.benchmarks.face import need_binary
     log = source.capture["log"] if source.capture else opts.replay
     binary = need_binary(shutil.which("pgreplay"), "pgreplay", "pgreplay")
     out = os.path.join(cluster.tmp, "statements.replay")

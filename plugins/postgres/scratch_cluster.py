@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from hpadvise.benchmarks.target import check_run, free_port, run_as
-from hpadvise.kit.errors import InputError
+from hpadvise.benchmarks.face import check_run, free_port, run_as
+from hpadvise.api.face import InputError
 
 from .actions import scratch_dir
 from .copying import prepare_copy

@@ -17,10 +17,7 @@ import subprocess
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from hpadvise.api.engines import Demand, Instance
-from hpadvise.facts.host import HostFacts
-from hpadvise.facts.procs import Mapping
-from hpadvise.kit.sizing import pages_for
+from hpadvise.api.face import Demand, HostFacts, Instance, Mapping, pages_for
 
 from .conf import BLCKSZ, DEFAULTS, GUC_UNIT_BYTES, ConfError, parse_int, parse_memory
 from .opts import as_args

@@ -9,8 +9,8 @@ import os
 import pwd
 import subprocess
 
-from hpadvise.benchmarks.target import run_as
-from hpadvise.kit.errors import InputError
+from hpadvise.benchmarks.face import run_as
+from hpadvise.api.face import InputError
 
 from .capture import read_capture
 from .copying import base_backup, copy_base, data_bytes, source_settings

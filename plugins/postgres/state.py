@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from hpadvise.facts.procs import Mapping
+from hpadvise.api.face import Mapping
 
 
 @dataclass

@@ -16,9 +16,7 @@ import shutil
 import subprocess
 import tempfile
 
-from hpadvise.api.engines import Demand, Instance
-from hpadvise.kit.errors import InputError
-from hpadvise.facts.host import HostFacts
+from hpadvise.api.face import Demand, HostFacts, InputError, Instance
 
 from .binaries import major_of
 from .conf import DEFAULTS, ConfError, parse_memory

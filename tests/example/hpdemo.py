@@ -19,12 +19,9 @@ import subprocess
 import time
 from dataclasses import dataclass
 
-from hpadvise.changes.actions import ActionError, File, FileSetting, Restart
-from hpadvise.api.engines import Change, Demand, Engine, EngineOption, Instance
-from hpadvise.kit.findings import Code, Codes
-from hpadvise.facts.procs import Proc, backing_of
-from hpadvise.kit.sizing import fmt_bytes, pages_for
-from hpadvise.facts.sysroot import SysRoot
+from hpadvise.api.face import (ActionError, Change, Code, Codes, Demand, Engine, EngineOption,
+                               File, FileSetting, Instance, Proc, Restart, SysRoot, backing_of,
+                               fmt_bytes, pages_for)
 
 CODES = Codes(
     Code("hpdemo.huge_pages.off", "warn", "huge_pages = off", "hpdemo-server's config"),

@@ -6,15 +6,17 @@ import os
 
 import pytest
 
-from hpadvise.facts import host
-from hpadvise.planning import pipeline
-from hpadvise.ledger import journal as jr
-from hpadvise.changes.actions import KINDS, Action, File, FileSetting
+# what an engine sees of the core, as engines import it
+from hpadvise.api.face import Action, Codes, Engine, File, FileSetting, Instance, ProcTable, \
+    SysRoot, Targets
+# the core's own side of the contract
 from hpadvise.api.engines import action_from_spec as from_spec
-from hpadvise.api.engines import Engine, Instance, Targets, registry
-from hpadvise.kit.findings import CORE, Codes
-from hpadvise.facts.procs import ProcTable
-from hpadvise.facts.sysroot import SysRoot
+from hpadvise.api.engines import registry
+from hpadvise.changes.actions import KINDS
+from hpadvise.facts import host
+from hpadvise.kit.findings import CORE
+from hpadvise.ledger import journal as jr
+from hpadvise.planning import pipeline
 
 
 @pytest.fixture

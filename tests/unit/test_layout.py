@@ -153,3 +153,42 @@ def test_no_product_file_over_400_lines():
                   for p in (REPO / top).rglob("*.py")
                   if (n := len(p.read_text().splitlines())) > 400)
     assert long == [], "split these along their seams"
+
+
+FACES = ("hpadvise.api.face", "hpadvise.benchmarks.face")
+
+
+def past_the_face(path: Path, own: str | None) -> list[str]:
+    """The imports of hpadvise in an engine's file that are neither a face nor its own
+    package (`own`: hpadvise.plugins.postgres for plugins/postgres/*; None for one file)."""
+    out = []
+    where = path.relative_to(REPO) if path.is_relative_to(REPO) else path.name
+    for node in ast.walk(ast.parse(path.read_text())):
+        names = []
+        if isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            names = [node.module] if node.module != "hpadvise" else \
+                [f"hpadvise.{a.name}" for a in node.names]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        for name in names:
+            if name.split(".")[0] == "hpadvise" and name not in FACES \
+                    and not (own and (name == own or name.startswith(own + "."))):
+                out.append(f"{where}:{node.lineno} imports {name}")
+    return out
+
+
+def test_engines_import_only_the_face():
+    files = [(p, f"hpadvise.plugins.{p.relative_to(REPO / 'plugins').parts[0]}"
+              if len(p.relative_to(REPO / "plugins").parts) > 1 else None)
+             for p in (REPO / "plugins").rglob("*.py")]
+    files.append((REPO / "tests/example/hpdemo.py", None))  # the worked example engine
+    assert len(files) > 40
+    assert [x for p, own in files for x in past_the_face(p, own)] == []
+
+
+def test_the_checker_finds_an_import_past_the_face(tmp_path):
+    f = tmp_path / "engine.py"
+    f.write_text("from hpadvise.api.face import Engine\nfrom hpadvise.facts import host\n"
+                 "def f():\n    from hpadvise.planning.pipeline import inspect\n")
+    assert past_the_face(f, None) == ["engine.py:2 imports hpadvise.facts",
+                                      "engine.py:4 imports hpadvise.planning.pipeline"]

@@ -16,7 +16,7 @@ import sys
 import time
 
 from hpadvise.benchmarks.pgbench import Pgbench
-from hpadvise.plugins.postgres.bench import (LOAD_SETTINGS, RUN_SETTINGS, PgTarget,
+from hpadvise.plugins.postgres.validate.bench import (LOAD_SETTINGS, RUN_SETTINGS, PgTarget,
                                              ScratchCluster)
 
 buffers = sys.argv[1] if len(sys.argv) > 1 else "8GB"

@@ -17,7 +17,7 @@ import sys
 import tempfile
 import time
 
-from hpadvise.plugins.postgres.bench import ScratchCluster
+from hpadvise.plugins.postgres.validate.bench import ScratchCluster
 
 capture_for = sys.argv[1] if len(sys.argv) > 1 else "5m"
 duration = sys.argv[2] if len(sys.argv) > 2 else "10m"

@@ -58,7 +58,7 @@ def knobs():
 @pytest.fixture
 def my_factory():
     """Throwaway MariaDB servers (never the system's service), destroyed in teardown."""
-    from hpadvise.plugins.mysql.bench import ScratchMaria, maria_bindir
+    from hpadvise.plugins.mysql.validate.bench import ScratchMaria, maria_bindir
     if maria_bindir() is None:
         pytest.fail("MariaDB server binaries not found: run scripts/test.sh, which installs them")
     if os.geteuid() != 0:

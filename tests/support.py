@@ -21,8 +21,8 @@ from pathlib import Path
 
 from hpadvise.benchmarks.target import free_port  # noqa: F401
 from hpadvise.facts.cgroups import mounts
-from hpadvise.plugins.postgres.bench import ScratchCluster as PgCluster  # noqa: F401
-from hpadvise.plugins.postgres.bench import pg_bindir  # noqa: F401
+from hpadvise.plugins.postgres.validate.bench import ScratchCluster as PgCluster  # noqa: F401
+from hpadvise.plugins.postgres.validate.bench import pg_bindir  # noqa: F401
 from hpadvise.facts.sysroot import SysRoot
 
 THP = "/sys/kernel/mm/transparent_hugepage"

@@ -113,5 +113,5 @@ class MySQLEngine(Engine):
         return MyRestart(**spec_of(s, inst.id))
 
     def bench_target(self, opts):
-        from .bench import MariaTarget
+        from .validate.bench import MariaTarget
         return MariaTarget(opts)

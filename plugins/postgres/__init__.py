@@ -15,8 +15,8 @@ from hpadvise.api.face import (Change, Engine, EngineOption, Finding, HostFacts,
 
 from . import findings as _findings
 from .actions import PgRestart, PgSetting, spec_of
-from .capture import PgReload
-from .capture_log import CaptureDir, PgLogSetting
+from .validate.capture import PgReload
+from .validate.capture_log import CaptureDir, PgLogSetting
 from .patroni_actions import PatroniParams, PatroniRestart
 from .discovery import Discovery
 from .state import Cluster
@@ -170,17 +170,17 @@ class PostgresEngine(Engine):
 
     def capture(self, inst, out_dir, duration_s, journal_dir, base, say, progress,
                 yes=False):
-        from .capture import capture
+        from .validate.capture import capture
         return capture(inst, out_dir, duration_s, journal_dir, base, say, progress, yes)
 
     def capture_privacy(self, out_dir: str) -> str:
-        from .capture import PRIVACY
+        from .validate.capture import PRIVACY
         return PRIVACY.format(dir=out_dir)
 
     def not_running(self, ref: str) -> str | None:
-        from .sources import stopped_at
+        from .validate.sources import stopped_at
         return stopped_at(ref)
 
     def bench_target(self, opts):
-        from .bench import PgTarget
+        from .validate.bench import PgTarget
         return PgTarget(opts)

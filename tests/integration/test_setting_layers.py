@@ -120,7 +120,7 @@ def test_mariadb_option_in_an_included_file_is_changed_there(my_factory, knobs, 
 
 
 def test_mariadb_large_pages_off_on_its_command_line_plans_nothing(knobs, dirs):
-    from hpadvise.plugins.mysql.bench import ScratchMaria
+    from hpadvise.plugins.mysql.validate.bench import ScratchMaria
 
     class Started(ScratchMaria):  # started with --skip-large-pages after its option file
         @property

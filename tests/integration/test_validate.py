@@ -127,7 +127,7 @@ def _hidden_binary(path: str, *args: str) -> subprocess.CompletedProcess:
 
 
 def test_missing_benchmark_binaries(knobs):
-    from hpadvise.plugins.postgres.bench import pg_bindir
+    from hpadvise.plugins.postgres.validate.bench import pg_bindir
     before, dirs = host_state(), scratch_dirs()
     for path, args, needle in [
             (f"{pg_bindir()}/pgbench", [], "pgbench not found"),

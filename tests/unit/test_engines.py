@@ -81,8 +81,8 @@ def _engine_actions(hosts) -> list:
                 out.append((eng, ra, True))
             if inst.engine == "postgres" and inst.running:  # capture's, made by no plan
                 from hpadvise.plugins.postgres.actions import spec_of
-                from hpadvise.plugins.postgres.capture import PgReload
-                from hpadvise.plugins.postgres.capture_log import CaptureDir, PgLogSetting
+                from hpadvise.plugins.postgres.validate.capture import PgReload
+                from hpadvise.plugins.postgres.validate.capture_log import CaptureDir, PgLogSetting
                 spec = spec_of(inst.state, inst.id)
                 out += [(eng, PgReload(**spec), True),
                         (eng, PgLogSetting("log_statement", "all", **spec), {"value": "all"}),

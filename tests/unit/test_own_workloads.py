@@ -12,10 +12,10 @@ from hpadvise.benchmarks.options import Options
 from hpadvise.benchmarks.own import check_own, file_hash, origins
 from hpadvise.benchmarks.wording import origin_lines
 from hpadvise.kit.errors import InputError
-from hpadvise.plugins.postgres.capture_log import Follower, csv_name
-from hpadvise.plugins.postgres.copying import (CONFIG_FILES, conf_value, kept, reset_data,
+from hpadvise.plugins.postgres.validate.capture_log import Follower, csv_name
+from hpadvise.plugins.postgres.validate.copying import (CONFIG_FILES, conf_value, kept, reset_data,
                                                source_settings)
-from hpadvise.plugins.postgres.replay import (ReplayMismatch, log_format, log_span,
+from hpadvise.plugins.postgres.validate.replay import (ReplayMismatch, log_format, log_span,
                                               parse_stats)
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures" / "pgreplay"
@@ -189,7 +189,7 @@ def test_the_report_names_the_origins(tmp_path):
 
 
 def test_a_capture_without_its_base_backup_is_not_called_a_log_file(tmp_path):
-    from hpadvise.plugins.postgres.sources import CopySource
+    from hpadvise.plugins.postgres.validate.sources import CopySource
     cap = tmp_path / "cap"
     cap.mkdir()
     (cap / "capture.json").write_text('{"major": "15", "log": "statements.csv"}')

@@ -16,7 +16,7 @@ from hpadvise.benchmarks.drivers import BENCHMARKS
 from hpadvise.benchmarks.budget import duration_for
 from hpadvise.benchmarks.options import Options
 from hpadvise.kit.errors import InputError
-from hpadvise.plugins.postgres.replay import REPLAY_FASTEST, Replay
+from hpadvise.plugins.postgres.validate.replay import REPLAY_FASTEST, Replay
 from hpadvise.facts.sysroot import SysRoot
 
 REPORT = Path(__file__).resolve().parent.parent / "fixtures" / "pgreplay" / "replay-pg15.txt"

@@ -11,7 +11,7 @@ from hpadvise.benchmarks import cpus, measure, pgbench, runner, stats, variants
 from hpadvise.benchmarks.options import Options
 from hpadvise.benchmarks.switching import Switcher
 from hpadvise.kit.errors import InputError
-from hpadvise.plugins.postgres import bench as pgbench_target
+from hpadvise.plugins.postgres.validate import bench as pgbench_target
 
 PGB = Path(__file__).resolve().parent.parent / "fixtures" / "pgbench"
 

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 from hpadvise.benchmarks.face import BenchTarget, mark_scratch, need_binary, own_copy, run_as
 from hpadvise.api.face import InputError, Proc, SysRoot, backing_of
 
-from .actions import PgRestart, PgSetting, main_segment, read_pid
+from ..actions import PgRestart, PgSetting, main_segment, read_pid
 from .scratch_cluster import ScratchCluster, pg_bindir  # noqa: F401 (validate's and the tests')
 
 
@@ -125,7 +125,7 @@ class PgTarget(BenchTarget):
 
     def __init__(self, opts):
         from hpadvise.benchmarks.face import followed
-        from .binaries import client_tool, for_scratch
+        from ..binaries import client_tool, for_scratch
         self.o = opts
         from .sources import CopySource, find_instance
         self.c: ScratchCluster | RunningCluster | None = None

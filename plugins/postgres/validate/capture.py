@@ -33,7 +33,7 @@ from typing import Callable
 
 from hpadvise.api.face import InputError, Restart
 
-from .actions import connect_socket
+from ..actions import connect_socket
 from .capture_log import (PREFIX, OWN_FILE, CaptureDir, Follower, PgLogSetting,  # noqa: F401
                           log_route, own_dir, server_logs, wait_log_in)
 
@@ -62,7 +62,7 @@ class PgReload(Restart):
                 f"{shlex.quote(self.s['datadir'])} reload"]
 
     def running(self) -> bool:
-        from .actions import read_pid
+        from ..actions import read_pid
         return read_pid(self.s["datadir"]) is not None
 
     def set(self, value) -> None:
@@ -107,7 +107,7 @@ def capture(inst, out_dir: str, duration_s: int, journal_dir: str, base: bool,
     from hpadvise.benchmarks.face import run_as
     from hpadvise.benchmarks.face import refuse_stacked
     import pwd
-    from .actions import spec_of
+    from ..actions import spec_of
     from .copying import base_backup_into, data_bytes, source_settings
     c = inst.state
     spec = spec_of(c, inst.id)

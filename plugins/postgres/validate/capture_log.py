@@ -24,7 +24,7 @@ import time
 
 from hpadvise.api.face import Action, ActionError, InputError
 
-from .actions import PgSetting, connect_socket
+from ..actions import PgSetting, connect_socket
 
 PREFIX = "%m|%u|%d|%c|"  # the stderr prefix pgreplay parses (pgreplay(1))
 _PREFIXED = re.compile(rb"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+ [^|]*\|")
@@ -151,7 +151,7 @@ def log_route(c) -> tuple[str, str | None]:
 
 
 def _postmaster(datadir: str) -> int:
-    from .actions import read_pid
+    from ..actions import read_pid
     pid = read_pid(datadir)
     if pid is None:
         raise InputError(f"the cluster in {datadir} is not running; start it and capture again")

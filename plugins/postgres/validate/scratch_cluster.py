@@ -15,7 +15,7 @@ from typing import Callable
 from hpadvise.benchmarks.face import check_run, free_port, run_as
 from hpadvise.api.face import InputError
 
-from .actions import scratch_dir
+from ..actions import scratch_dir
 from .copying import prepare_copy
 
 

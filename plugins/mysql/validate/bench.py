@@ -13,7 +13,7 @@ from pathlib import Path
 from hpadvise.benchmarks.face import BenchTarget, free_port, mark_scratch, owned_tmpdir, wait_gone
 from hpadvise.api.face import InputError, Proc, SysRoot, backing_of
 
-from .actions import MyOption, MyRestart, server_greets
+from ..actions import MyOption, MyRestart, server_greets
 
 
 def maria_bindir() -> str | None:
@@ -112,7 +112,7 @@ class ScratchMaria:
         return self.pid is not None
 
     def sql(self, query: str, db: str | None = None) -> list[tuple]:
-        from .client import Connection
+        from ..client import Connection
         with Connection(10, unix_socket=self.socket, user="root", database=db) as conn:
             return conn.execute(query)
 

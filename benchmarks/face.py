@@ -9,9 +9,10 @@ from hpadvise.ledger.stacked import refuse_stacked
 from .options import followed
 from .pgbench import Pgbench, Run
 from .sysbench import Sysbench
-from .target import (BenchTarget, check_run, free_port, mark_scratch, need_binary, own_copy,
-                     owned_tmpdir, run_as, wait_gone)
+from .target import (BenchTarget, ScratchServer, check_run, free_port, mark_scratch, need_binary,
+                     own_copy, owned_tmpdir, run_as, wait_gone)
 
-__all__ = ["BenchTarget", "Pgbench", "Run", "Sysbench", "check_run", "followed", "free_port",
+__all__ = ["BenchTarget", "Pgbench", "Run", "ScratchServer", "Sysbench", "check_run", "followed",
+           "free_port",
            "journal", "mark_scratch", "need_binary", "own_copy", "owned_tmpdir",
            "refuse_stacked", "run_as", "wait_gone"]

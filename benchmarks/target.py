@@ -108,6 +108,61 @@ class BenchTarget:
 
 # ---- helpers for engines' scratch servers
 
+class ScratchServer:
+    """A throwaway server in a scratch directory of its own, run as an OS user. The
+    constructor of a subclass makes the directory with `made` (journaled before it exists,
+    removed again when building the server in it fails); `destroy` stops the server and
+    removes the directory. Subclasses say where the pid file and the log are, and how the
+    server starts and stops."""
+
+    tmp: str
+    log: str
+
+    @property
+    def pid_file(self) -> str:
+        raise NotImplementedError
+
+    def made(self, user: str, prefix: str, base: str | None, what: str, pidfile: str,
+             stop: str, build: Callable[[], object]) -> None:
+        """The scratch directory (owned_tmpdir: `pidfile` relative to it, `stop` the signal
+        that stops the server at once), then `build()` in it; the directory goes again when
+        build fails."""
+        self.pw, self.tmp = owned_tmpdir(user, prefix, base, what, pidfile=pidfile, stop=stop)
+        self.user = user
+        try:
+            build()
+        except BaseException:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            raise
+
+    def logtail(self) -> str:
+        try:
+            with open(self.log, errors="replace") as f:
+                return f.read()[-800:]
+        except OSError:
+            return ""
+
+    @property
+    def pid(self) -> int | None:
+        """The server's PID from its pid file, while that process runs."""
+        try:
+            with open(self.pid_file) as f:
+                pid = int(f.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            return None
+        return pid if os.path.exists(f"/proc/{pid}") else None
+
+    def running(self) -> bool:
+        return self.pid is not None
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def destroy(self) -> None:
+        self.stop()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
 def mark_scratch(datadir: str, pw) -> None:
     """Mark a scratch server's data directory as validate's own: check leaves it out of the
     host's instances (hpadvise.api.model.SCRATCH_MARK); copies of the directory keep the mark."""

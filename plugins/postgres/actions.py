@@ -40,15 +40,6 @@ def read_pid(datadir: str) -> int | None:
     return pid if os.path.exists(f"/proc/{pid}") else None
 
 
-def scratch_dir(user: str, base: str | None):
-    """A scratch cluster's directory (its data directory is data/ in it): a validate killed
-    before its cleanup leaves it to rollback, which stops the postmaster with SIGQUIT, the
-    immediate shutdown (PostgreSQL's docs, "Shutting Down the Server")."""
-    from hpadvise.benchmarks.face import owned_tmpdir
-    return owned_tmpdir(user, "hpadvise-pg-", base, "PostgreSQL",
-                        pidfile="data/postmaster.pid", stop="QUIT")
-
-
 def main_segment(maps):
     """The main shared memory segment among a postmaster's shared mappings: the largest one
     (sysv_shmem.c maps one anonymous segment; the SysV key segment is a few bytes)."""

@@ -8,9 +8,8 @@ import os
 import shutil
 import subprocess
 import time
-from pathlib import Path
 
-from hpadvise.benchmarks.face import BenchTarget, free_port, mark_scratch, owned_tmpdir, wait_gone
+from hpadvise.benchmarks.face import BenchTarget, ScratchServer, free_port, mark_scratch, wait_gone
 from hpadvise.api.face import InputError, Proc, SysRoot, backing_of
 
 from ..actions import MyOption, MyRestart, server_greets
@@ -26,7 +25,7 @@ def maria_bindir() -> str | None:
     return None
 
 
-class ScratchMaria:
+class ScratchMaria(ScratchServer):
     """A throwaway MariaDB server. root@localhost has no password and is reachable only over
     its socket."""
 
@@ -37,31 +36,31 @@ class ScratchMaria:
         if self.server is None or install is None:
             raise InputError("MariaDB server binaries not found; install the server package "
                              "(Debian: apt-get install mariadb-server)")
-        # a clean shutdown on SIGTERM (mysqld's signal handling), with nothing to flush
-        self.pw, self.tmp = owned_tmpdir(user, "hpadvise-my-", base, "MariaDB",
-                                         pidfile="mysqld.pid", stop="TERM")
-        self.user = user
-        self.datadir = f"{self.tmp}/data"
-        self.socket = f"{self.tmp}/mysqld.sock"
-        self.port = free_port()
-        self.log = f"{self.tmp}/error.log"
-        self.cnf = f"{self.tmp}/my.cnf"
         self.proc: subprocess.Popen | None = None
-        self.settings = {"datadir": self.datadir, "socket": self.socket, "port": str(self.port),
-                         "bind-address": "127.0.0.1", "pid-file": f"{self.tmp}/mysqld.pid",
-                         "log-error": self.log, "innodb-buffer-pool-size": "128M",
-                         "innodb-log-file-size": "64M", "max-connections": "200",
-                         **(settings or {})}
-        self.write_cnf()
-        try:
+
+        def build() -> None:
+            self.datadir = f"{self.tmp}/data"
+            self.socket = f"{self.tmp}/mysqld.sock"
+            self.port = free_port()
+            self.log = f"{self.tmp}/error.log"
+            self.cnf = f"{self.tmp}/my.cnf"
+            self.settings = {"datadir": self.datadir, "socket": self.socket,
+                             "port": str(self.port), "bind-address": "127.0.0.1",
+                             "pid-file": self.pid_file, "log-error": self.log,
+                             "innodb-buffer-pool-size": "128M", "innodb-log-file-size": "64M",
+                             "max-connections": "200", **(settings or {})}
+            self.write_cnf()
             r = subprocess.run([install, f"--defaults-file={self.cnf}", f"--user={user}",
                                 "--auth-root-authentication-method=normal", "--skip-test-db"],
                                capture_output=True, text=True, cwd="/")
             if r.returncode != 0:
                 raise RuntimeError(f"mariadb-install-db failed: {r.stderr.strip()[-400:]}")
-        except BaseException:
-            shutil.rmtree(self.tmp, ignore_errors=True)
-            raise
+        # a clean shutdown on SIGTERM (mysqld's signal handling), with nothing to flush
+        self.made(user, "hpadvise-my-", base, "MariaDB", "mysqld.pid", "TERM", build)
+
+    @property
+    def pid_file(self) -> str:
+        return f"{self.tmp}/mysqld.pid"
 
     def write_cnf(self) -> None:
         with open(self.cnf, "w") as f:
@@ -94,23 +93,6 @@ class ScratchMaria:
     def ready(self) -> bool:
         return server_greets(self.socket)
 
-    def logtail(self) -> str:
-        try:
-            return Path(self.log).read_text(errors="replace")[-800:]
-        except OSError:
-            return ""
-
-    @property
-    def pid(self) -> int | None:
-        try:
-            pid = int(Path(f"{self.tmp}/mysqld.pid").read_text().split()[0])
-        except (OSError, ValueError, IndexError):
-            return None
-        return pid if os.path.exists(f"/proc/{pid}") else None
-
-    def running(self) -> bool:
-        return self.pid is not None
-
     def sql(self, query: str, db: str | None = None) -> list[tuple]:
         from ..client import Connection
         with Connection(10, unix_socket=self.socket, user="root", database=db) as conn:
@@ -130,10 +112,6 @@ class ScratchMaria:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
             self.proc = None
-
-    def destroy(self) -> None:
-        self.stop()
-        shutil.rmtree(self.tmp, ignore_errors=True)
 
 
 class MariaTarget(BenchTarget):

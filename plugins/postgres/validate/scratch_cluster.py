@@ -9,13 +9,11 @@ import os
 import shutil
 import subprocess
 import time
-from pathlib import Path
 from typing import Callable
 
-from hpadvise.benchmarks.face import check_run, free_port, run_as
+from hpadvise.benchmarks.face import ScratchServer, check_run, free_port, run_as
 from hpadvise.api.face import InputError
 
-from ..actions import scratch_dir
 from .copying import prepare_copy
 
 
@@ -29,56 +27,49 @@ def pg_bindir() -> str | None:
     return None
 
 
-class ScratchCluster:
-    """initdb into a temp directory owned by `user`; listens only on its own socket."""
+class ScratchCluster(ScratchServer):
+    """initdb into a temp directory owned by `user`; listens only on its own socket. With
+    `fill`, the data directory is what fill(datadir) makes (a base backup, a copy of one) and
+    `prepare(cluster)` configures it, instead of initdb."""
 
     def __init__(self, settings: dict[str, str] | None = None, user: str = "postgres",
-                 base: str | None = None, bindir: str | None = None):
+                 base: str | None = None, bindir: str | None = None,
+                 fill: Callable[[str], object] | None = None,
+                 prepare: Callable[["ScratchCluster"], object] | None = None):
         self.bindir = bindir or pg_bindir()
         if self.bindir is None:
             raise InputError("PostgreSQL server binaries not found; install the server package "
                              "(Debian: apt-get install postgresql)")
-        self.pw, self.tmp = scratch_dir(user, base)
-        self.user = user
-        self.datadir = f"{self.tmp}/data"
-        self.port = free_port()
-        self.log = f"{self.tmp}/log"
         self.config_file, self.major = None, None
-        try:
+
+        def build() -> None:
+            self.datadir, self.log, self.port = f"{self.tmp}/data", f"{self.tmp}/log", free_port()
+            if fill is not None:
+                fill(self.datadir)
+                if prepare is not None:
+                    prepare(self)
+                return
             self._run([f"{self.bindir}/initdb", "-D", self.datadir, "-A", "trust", "-U",
                        "postgres", "--no-sync"], check=True)
-        except BaseException:
-            shutil.rmtree(self.tmp, ignore_errors=True)
-            raise
-        self.configure({"port": str(self.port), "unix_socket_directories": f"'{self.tmp}'",
-                        "listen_addresses": "''", **(settings or {})})
+            self.configure({"port": str(self.port), "unix_socket_directories": f"'{self.tmp}'",
+                            "listen_addresses": "''", **(settings or {})})
+        # a validate killed before its cleanup leaves the directory to rollback, which stops
+        # the postmaster with SIGQUIT, the immediate shutdown (PostgreSQL's docs, "Shutting
+        # Down the Server")
+        self.made(user, "hpadvise-pg-", base, "PostgreSQL", "data/postmaster.pid", "QUIT", build)
 
-    @classmethod
-    def filled(cls, fill: Callable[[str], object], user: str, bindir: str, base: str | None,
-               prepare: Callable[["ScratchCluster"], object]) -> "ScratchCluster":
-        """A cluster (not started) in a new scratch directory whose data directory
-        `fill(datadir)` makes and `prepare(cluster)` configures; the directory is removed
-        again if either fails."""
-        c = cls.__new__(cls)
-        c.bindir, c.user, c.config_file, c.major = bindir, user, None, None
-        c.pw, c.tmp = scratch_dir(user, base)
-        c.datadir, c.log, c.port = f"{c.tmp}/data", f"{c.tmp}/log", free_port()
-        try:
-            fill(c.datadir)
-            prepare(c)
-        except BaseException:
-            shutil.rmtree(c.tmp, ignore_errors=True)
-            raise
-        return c
+    @property
+    def pid_file(self) -> str:
+        return f"{self.datadir}/postmaster.pid"
 
     @classmethod
     def copy_of(cls, other: "ScratchCluster") -> "ScratchCluster":
         """A stopped cluster's data directory copied (owner and modes kept) into a new temp
         directory, listening on its own port and socket."""
-        return cls.filled(lambda d: check_run(["cp", "-a", other.datadir, d]), other.user,
-                          other.bindir, os.path.dirname(other.tmp),
-                          lambda c: c.configure({"port": str(c.port),
-                                                 "unix_socket_directories": f"'{c.tmp}'"}))
+        return cls(user=other.user, base=os.path.dirname(other.tmp), bindir=other.bindir,
+                   fill=lambda d: check_run(["cp", "-a", other.datadir, d]),
+                   prepare=lambda c: c.configure({"port": str(c.port),
+                                                  "unix_socket_directories": f"'{c.tmp}'"}))
 
     @property
     def run_as(self) -> dict:
@@ -109,23 +100,6 @@ class ScratchCluster:
             raise RuntimeError(f"start failed: {r.stderr.strip()} {self.logtail()}")
         return r
 
-    def logtail(self) -> str:
-        try:
-            return Path(self.log).read_text()[-800:]
-        except OSError:
-            return ""
-
-    @property
-    def pid(self) -> int | None:
-        try:
-            return int(Path(f"{self.datadir}/postmaster.pid").read_text().split()[0])
-        except (OSError, ValueError, IndexError):
-            return None
-
-    def running(self) -> bool:
-        pid = self.pid
-        return bool(pid) and os.path.exists(f"/proc/{pid}")
-
     def psql(self, sql: str, db: str = "postgres") -> str:
         r = self._run([f"{self.bindir}/psql", "-h", self.tmp, "-p", str(self.port), "-U",
                        "postgres", "-d", db, "-Atc", sql], check=True)
@@ -144,10 +118,6 @@ class ScratchCluster:
                     break
                 time.sleep(0.05)
 
-    def destroy(self) -> None:
-        self.stop()
-        shutil.rmtree(self.tmp, ignore_errors=True)
-
 
 def scratch_from(fill, user: str, bindir: str, settings: list[str], extra: dict[str, str],
                  tmp_base: str | None = None) -> ScratchCluster:
@@ -156,4 +126,4 @@ def scratch_from(fill, user: str, bindir: str, settings: list[str], extra: dict[
     def prepare(c: ScratchCluster) -> None:
         os.chown(c.datadir, c.pw.pw_uid, c.pw.pw_gid)
         prepare_copy(c.datadir, c.pw, c.port, c.tmp, settings, extra)
-    return ScratchCluster.filled(fill, user, bindir, tmp_base, prepare)
+    return ScratchCluster(user=user, base=tmp_base, bindir=bindir, fill=fill, prepare=prepare)

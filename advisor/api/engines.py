@@ -184,6 +184,41 @@ class Engine:
         raise InputError(f"validate does not support engine {self.name}")
 
 
+class ServerEngine(Engine):
+    """An engine whose instances are servers a Discovery class of its own finds, each with a
+    typed state (a dataclass of the engine's package), and whose findings and held-back
+    reason come from a module of its own. Subclasses set `discovery` (built with the
+    connection timeout; `discover(host, procs, targets)`), `rules` (a module with
+    `findings(inst, state, host)` and `held_back(state)`) and `state_type`, and may narrow
+    `usable` (a state the rules can judge)."""
+
+    discovery: ClassVar[Any] = None
+    rules: ClassVar[Any] = None
+    state_type: ClassVar[type] = object
+
+    def __init__(self, connect_timeout: int = 3):
+        self.connect_timeout = connect_timeout
+
+    def discover(self, host: HostFacts, procs: ProcTable, targets: Targets) -> list[Instance]:
+        return self.discovery(self.connect_timeout).discover(host, procs, targets)
+
+    def usable(self, inst: Instance, state: Any) -> bool:
+        return True
+
+    def state(self, inst: Instance) -> Any:
+        """The instance's own state where the engine's rules can judge it; else None."""
+        s = inst.state
+        return s if isinstance(s, self.state_type) and self.usable(inst, s) else None
+
+    def findings(self, inst: Instance, host: HostFacts, profile: Profile) -> list[Finding]:
+        s = self.state(inst)
+        return self.rules.findings(inst, s, host) if s is not None else []
+
+    def held_back(self, inst: Instance, profile: Profile) -> str | None:
+        s = self.state(inst)
+        return self.rules.held_back(s) if s is not None else None
+
+
 class Registry:
     """Engines from the entry point group, loaded on first use. Tests may `register` a
     throwaway engine and `unregister` it."""

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from hpadvise.api.face import (Change, Engine, Finding, HostFacts, Instance, ProcTable, Profile,
-                               Targets, restart_advice)
+from hpadvise.api.face import (Change, HostFacts, Instance, Profile, ServerEngine, Targets,
+                               restart_advice)
 
 from . import findings as _findings
 from .actions import MyOption, MyRestart, option_target, spec_of
@@ -19,7 +19,7 @@ from .discovery import PROCESS_NAMES, Discovery
 from .state import Server
 
 
-class MySQLEngine(Engine):
+class MySQLEngine(ServerEngine):
     """MySQL / MariaDB: static huge pages for the buffers my_large_malloc() places there.
 
     Sizing: every large-page allocation of the running version (buffer pool, log buffers, key
@@ -33,23 +33,16 @@ class MySQLEngine(Engine):
     process_names = PROCESS_NAMES
     profile_schema = {"large_pages": (str, ("ON", "OFF"), "ON")}
     codes = _findings.CODES
+    discovery, rules, state_type = Discovery, _findings, Server
     action_kinds = (MyOption, MyRestart)
     benches = ("tpcc",)
-
-    def __init__(self, connect_timeout: int = 3):
-        self.connect_timeout = connect_timeout
-
-    def discover(self, host: HostFacts, procs: ProcTable, targets: Targets) -> list[Instance]:
-        return Discovery(self.connect_timeout).discover(host, procs, targets)
 
     def takes_dsn(self, dsn: str) -> bool:
         from .discovery import is_my_dsn
         return is_my_dsn(dsn)
 
-    @staticmethod
-    def _server(inst: Instance) -> Server | None:
-        s = inst.state
-        return s if isinstance(s, Server) and not inst.errors else None
+    def usable(self, inst: Instance, s: Server) -> bool:
+        return not inst.errors
 
     def references(self, inst: Instance) -> tuple[str, ...]:
         """A server is named by its data directory, its port or its socket."""
@@ -57,13 +50,9 @@ class MySQLEngine(Engine):
         return tuple(str(x) for x in (s.datadir, s.port, s.socket) if x) \
             if s is not None else ()
 
-    def findings(self, inst: Instance, host: HostFacts, profile: Profile) -> list[Finding]:
-        s = self._server(inst)
-        return _findings.findings(inst, s, host) if s else []
-
     def changes(self, inst: Instance, page_kb: int | None, host: HostFacts,
                 profile: Profile) -> list[Change]:
-        s = self._server(inst)
+        s = self.state(inst)
         return _findings.changes(inst, s, profile, page_kb is not None) if s else []
 
     def what_if(self, args: list[str], host: HostFacts, version: str | None,
@@ -73,10 +62,6 @@ class MySQLEngine(Engine):
 
     def huge_page_settings(self, inst: Instance, page_kb: int, host: HostFacts) -> dict[str, str]:
         return {"large_pages": "ON"}  # the server takes the default huge page size
-
-    def held_back(self, inst: Instance, profile: Profile) -> str | None:
-        s = self._server(inst)
-        return _findings.held_back(s) if s else None
 
     def actions(self, inst: Instance, changes: list[Change]) -> list[tuple[MyOption, Any]]:
         """The option in the file whose line wins (so that the change wins too), else in a

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from hpadvise.api.face import (Change, Engine, EngineOption, Finding, HostFacts, Instance,
-                               ProcTable, Profile, Targets, restart_advice)
+from hpadvise.api.face import (Change, EngineOption, HostFacts, Instance, Profile, ServerEngine,
+                               Targets, restart_advice)
 
 from . import findings as _findings
 from .actions import PgRestart, PgSetting, spec_of
@@ -22,7 +22,7 @@ from .discovery import Discovery
 from .state import Cluster
 
 
-class PostgresEngine(Engine):
+class PostgresEngine(ServerEngine):
     """PostgreSQL: static huge pages for the main shared memory segment.
 
     Sizing: `shared_memory_size_in_huge_pages` (PG >= 15) from the running server or from
@@ -35,6 +35,7 @@ class PostgresEngine(Engine):
     process_names = ("postgres", "postmaster")
     profile_schema = {"huge_pages": (str, ("on", "try", "off"), "on")}
     codes = _findings.CODES
+    discovery, rules, state_type = Discovery, _findings, Cluster
     action_kinds = (PgSetting, PgRestart, PatroniParams, PatroniRestart, PgReload,
                     PgLogSetting, CaptureDir)
     benches = ("pgbench", "tpcc", "replay")
@@ -46,12 +47,6 @@ class PostgresEngine(Engine):
                             "layouts have them, for `size`, and for validate's scratch "
                             "servers (repeatable).", "DIR",
                             commands=("check", "snapshot", "k8s", "size", "validate")))
-
-    def __init__(self, connect_timeout: int = 3):
-        self.connect_timeout = connect_timeout
-
-    def discover(self, host: HostFacts, procs: ProcTable, targets: Targets) -> list[Instance]:
-        return Discovery(self.connect_timeout).discover(host, procs, targets)
 
     def reference_of(self, spec: dict) -> str | None:
         """A cluster an apply changed is found again by its data directory."""
@@ -66,23 +61,17 @@ class PostgresEngine(Engine):
         from .discovery import is_pg_dsn
         return is_pg_dsn(dsn)
 
-    @staticmethod
-    def _cluster(inst: Instance) -> Cluster | None:
-        c = inst.state
-        return c if isinstance(c, Cluster) and c.settings else None
+    def usable(self, inst: Instance, c: Cluster) -> bool:
+        return bool(c.settings)
 
     def references(self, inst: Instance) -> tuple[str, ...]:
         """A cluster is named by its data directory or its port."""
         c = inst.state
         return tuple(str(x) for x in (c.datadir, c.port) if x) if c is not None else ()
 
-    def findings(self, inst: Instance, host: HostFacts, profile: Profile) -> list[Finding]:
-        c = self._cluster(inst)
-        return _findings.findings(inst, c, host) if c else []
-
     def changes(self, inst: Instance, page_kb: int | None, host: HostFacts,
                 profile: Profile) -> list[Change]:
-        c = self._cluster(inst)
+        c = self.state(inst)
         return _findings.changes(inst, c, page_kb, host, profile) if c else []
 
     def what_if(self, args: list[str], host: HostFacts, version: str | None,
@@ -107,10 +96,6 @@ class PostgresEngine(Engine):
                 "metadata": {"name": "postgres"},
                 "spec": {"instances": 1, "resources": resources,
                          "postgresql": {"parameters": {k: str(v) for k, v in settings.items()}}}}
-
-    def held_back(self, inst: Instance, profile: Profile) -> str | None:
-        c = self._cluster(inst)
-        return _findings.held_back(c) if c else None
 
     def actions(self, inst: Instance, changes: list[Change]) -> list[tuple[Any, Any]]:
         """ALTER SYSTEM for each setting the plan changes on this instance, where that takes

@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import os
 import pwd
-import subprocess
 from types import SimpleNamespace
 
 from hpadvise.benchmarks.face import BenchTarget, mark_scratch, need_binary, own_copy, run_as
 from hpadvise.api.face import InputError, Proc, SysRoot, backing_of
 
 from ..actions import PgRestart, PgSetting, main_segment, read_pid
-from .scratch_cluster import ScratchCluster, pg_bindir  # noqa: F401 (validate's and the tests')
+from .scratch_cluster import ScratchCluster, pg_bindir, psql  # noqa: F401 (validate's and the tests')
 
 
 class RunningCluster:
@@ -23,22 +22,17 @@ class RunningCluster:
     create)."""
 
     def __init__(self, cluster, bindir: str):
-        import pwd
         self.datadir, self.port, self.user = cluster.datadir, cluster.port, cluster.owner
         self.tmp = cluster.socket_dir or "/var/run/postgresql"
         self.config_file, self.major = cluster.config_file, cluster.major
         self.bindir = bindir
-        self.run_as = run_as(pwd.getpwnam(self.user))
+        self.pw = pwd.getpwnam(self.user)
+        self.run_as = run_as(self.pw)
         self.dbname = f"hpadvise_validate_{os.getpid()}"
         self.created = False
 
     def psql(self, sql: str, db: str = "postgres") -> str:
-        r = subprocess.run([f"{self.bindir}/psql", "-h", self.tmp, "-p", str(self.port), "-U",
-                            self.user, "-d", db, "-Atc", sql], capture_output=True, text=True,
-                           cwd="/", **self.run_as)
-        if r.returncode != 0:
-            raise RuntimeError(f"psql: {r.stderr.strip()[-300:]}")
-        return r.stdout.strip()
+        return psql(self.bindir, self.tmp, self.port, self.user, self.pw, sql, db)
 
     @property
     def pid(self) -> int | None:

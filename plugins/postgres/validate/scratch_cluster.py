@@ -17,6 +17,19 @@ from hpadvise.api.face import InputError
 from .copying import prepare_copy
 
 
+def psql(bindir: str, socket_dir: str, port: int, role: str, pw, sql: str,
+         db: str = "postgres") -> str:
+    """One statement through psql over a cluster's socket, run as OS user `pw` and connecting
+    as `role`: its output unaligned and tuples only (psql -At); RuntimeError with psql's own
+    words when it fails. Scratch clusters, a running cluster and a copy's source all query
+    through it."""
+    r = subprocess.run([f"{bindir}/psql", "-h", socket_dir, "-p", str(port), "-U", role, "-d", db,
+                        "-Atc", sql], capture_output=True, text=True, cwd="/", **run_as(pw))
+    if r.returncode != 0:
+        raise RuntimeError(f"psql: {r.stderr.strip()[-300:]}")
+    return r.stdout.strip()
+
+
 def pg_bindir() -> str | None:
     for d in sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True):  # Debian layout
         if os.access(f"{d}/postgres", os.X_OK):
@@ -101,9 +114,7 @@ class ScratchCluster(ScratchServer):
         return r
 
     def psql(self, sql: str, db: str = "postgres") -> str:
-        r = self._run([f"{self.bindir}/psql", "-h", self.tmp, "-p", str(self.port), "-U",
-                       "postgres", "-d", db, "-Atc", sql], check=True)
-        return r.stdout.strip()
+        return psql(self.bindir, self.tmp, self.port, "postgres", self.pw, sql, db)
 
     def stop(self, mode: str = "immediate") -> None:
         """Stop the scratch server: immediate by default (its data is disposable and the next

@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import os
 import pwd
-import subprocess
 
 from hpadvise.benchmarks.face import run_as
 from hpadvise.api.face import InputError
 
 from .capture import read_capture
 from .copying import base_backup, copy_base, data_bytes, source_settings
-from .scratch_cluster import scratch_from
+from .scratch_cluster import psql, scratch_from
 
 
 def find_instance(opts, restarts: bool = True):
@@ -45,17 +44,6 @@ def stopped_at(ref: str) -> str | None:
     return None
 
 
-def _psql(bindir: str, socket_dir: str, port: int, user: str):
-    def q(sql: str) -> str:
-        r = subprocess.run([f"{bindir}/psql", "-h", socket_dir, "-p", str(port), "-U", user,
-                            "-d", "postgres", "-Atc", sql], capture_output=True, text=True,
-                           cwd="/", **run_as(pwd.getpwnam(user)))
-        if r.returncode != 0:
-            raise RuntimeError(f"psql: {r.stderr.strip()[-300:]}")
-        return r.stdout.strip()
-    return q
-
-
 class CopySource:
     """The data of the servers validate makes: a base backup of a running cluster, or the
     one a capture took. `make(...)` returns a scratch cluster on a copy of it."""
@@ -71,7 +59,9 @@ class CopySource:
         if opts.copy:
             self.running = find_instance(opts, restarts=False)
             c = self.running
-            self.psql = _psql(c.bindir, c.socket_dir or "/var/run/postgresql", c.port, c.owner)
+            pw = pwd.getpwnam(c.owner)
+            self.psql = lambda sql: psql(c.bindir, c.socket_dir or "/var/run/postgresql", c.port,
+                                         c.owner, pw, sql)
             self.owner, self.major, self.bindir = c.owner, c.major, c.bindir
             self.data_bytes = data_bytes(self.psql)
             self.buffers = self.psql("SHOW shared_buffers")

@@ -1,11 +1,12 @@
-"""Runs inside the trixie guest (scripts/guest.sh with HPADVISE_GUEST_SUITE=trixie: Debian
-13's own 6.12 kernel under QEMU's emulation), booted with hugetlb_cma=, hugetlb_free_vmemmap=on
-and thp_anon=: what that kernel made of each parameter, what check plans from it, and what the
-kernel then grants. Writes /share/result.json for the host's test and lab record to judge
-(tests/integration/test_trixie_guest.py); judges nothing itself. Also writes an `hpadvise
-snapshot` of the guest to /share/snapshot-trixie (tests/fixtures/guests/amd64-trixie-cma).
+"""Runs inside a guest with a Debian kernel of another release (scripts/guest.sh with
+HPADVISE_GUEST_SUITE=trixie: 6.12; =sid: 7.2, under QEMU's emulation), booted with
+hugetlb_cma=, hugetlb_free_vmemmap=on and thp_anon=: what that kernel made of each parameter,
+what check plans from it, and what the kernel then grants. Writes /share/result.json for the
+host's test and lab record to judge (tests/integration/test_trixie_guest.py,
+test_sid_guest.py); judges nothing itself. Also writes an `hpadvise snapshot` of the guest to
+/share/snapshot (tests/fixtures/guests/amd64-trixie-cma, amd64-sid-cma).
 
-    python3 kernel_lab.py [case ...]     cases: facts plan cma hvo (default: all)
+    python3 kernel_lab.py [case ...]     cases: facts plan plan_cma cma hvo modes
 """
 
 import os
@@ -48,20 +49,33 @@ def facts() -> dict:
                         if re.search(r"hugetlb|cma|thp_anon|HugeTLB|Unknown kernel", ln)][:40],
            "bad_page_lines": sum("Bad page state" in ln for ln in
                                  sh("dmesg", check=False).stdout.splitlines())}
-    sh("python3 -m hpadvise.cli snapshot /share/snapshot-trixie", check=False)
+    sh("python3 -m hpadvise.cli snapshot /share/snapshot", check=False)
     return out
 
 
-def plan() -> dict:
-    """check's plan for PostgreSQL sized at 3 GiB of shared_buffers with 1 GiB pages
+def plan(buffers: str = "3GB") -> dict:
+    """check's plan for PostgreSQL sized at `buffers` of shared_buffers with 1 GiB pages
     preferred: the 1 GiB pool's feasibility (from the CMA area, or not)."""
     with open("/share/prefer.toml", "w") as f:
         f.write('name = "prefer"\n[pool]\ngigantic = "prefer"\nos_floor_pct = 5\n')
-    r = hp("size", "postgres", "shared_buffers=3GB", "--profile", "/share/prefer.toml", "--json")
+    r = hp("size", "postgres", f"shared_buffers={buffers}", "--profile", "/share/prefer.toml",
+           "--json")
     j = r.get("json") or {}
     return {"rc": r["rc"], "stderr": r["stderr"][-500:], "pools": j.get("pools"),
             "findings": [(f["code"], f["title"]) for f in j.get("findings", [])
                          if f["code"].startswith("pool.")]}
+
+
+def plan_cma() -> dict:
+    """The same with 1 GiB of shared_buffers: two 1 GiB pages, which a 2 GiB area holds."""
+    return plan("1GB")
+
+
+def modes() -> dict:
+    """The THP modes a process can take here (prctl, thp_exec.supported)."""
+    r = sh(["python3", "-c", "from hpadvise.facts.thp_exec import supported; "
+            "print(' '.join(supported()))"], check=False)
+    return {"supported": r.stdout.split(), "stderr": r.stderr[-300:]}
 
 
 def cma() -> dict:
@@ -96,4 +110,5 @@ def cleanup() -> None:
 
 if __name__ == "__main__":
     result: dict = {}
-    run_cases({"facts": facts, "plan": plan, "cma": cma, "hvo": hvo}, result, cleanup)
+    run_cases({"facts": facts, "plan": plan, "plan_cma": plan_cma, "cma": cma, "hvo": hvo,
+               "modes": modes}, result, cleanup)

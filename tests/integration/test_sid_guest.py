@@ -1,0 +1,75 @@
+"""Linux 7.2 as Debian sid ships it (built with CMA), booted under QEMU's emulation
+(scripts/guest.sh with HPADVISE_GUEST_SUITE=sid) with a CMA area for gigantic pages
+(hugetlb_cma=2G), HugeTLB Vmemmap Optimization (hugetlb_free_vmemmap=on) and a per-size THP mode
+at boot (thp_anon=). Inside, tests/guests/kernel_lab.py records what the kernel made of each,
+what hpadvise plans for a 1 GiB pool that the area holds and one it does not, what the kernel
+grants from the area, and the THP modes a process can take. A snapshot of the guest is kept as
+tests/fixtures/guests/amd64-sid-cma (read by tests/unit/test_hugetlb_kernel.py).
+
+Behind the `kernel_guest` marker (its image builds in a few minutes, once; the default run
+deselects it):
+    .venv/bin/python -m pytest -m kernel_guest tests/integration/test_sid_guest.py
+Its recorded run: lab/README.md, "Linux 7.2 with a working CMA area"."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "guests"))
+from hostside import run_lab  # noqa: E402
+
+pytestmark = pytest.mark.kernel_guest
+
+APPEND = "hugetlb_cma=2G hugetlb_free_vmemmap=on thp_anon=64K:always"
+CASES = ("facts", "plan", "plan_cma", "cma", "modes")
+GB_KB = 1048576
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    share = tmp_path_factory.mktemp("sid-guest")
+    out = run_lab(share, "kernel_lab.py", CASES, ["-m", "6G", "-smp", "2"],
+                  {"HPADVISE_GUEST_SUITE": "sid", "HPADVISE_GUEST_APPEND": APPEND})
+    keep = Path("/tmp/hpadvise-sid-snapshot")  # for the fixture's maintainer to copy
+    shutil.rmtree(keep, ignore_errors=True)
+    if (share / "snapshot").is_dir():
+        shutil.copytree(share / "snapshot", keep, symlinks=True)
+    return out
+
+
+def test_the_kernel_reserved_the_cma_area(lab):
+    f = lab["facts"]
+    assert f["uname"].startswith("7.")
+    assert f["cma_kb"]["CmaTotal"] >= 2 * GB_KB  # the area, beside any DMA one
+    log = "\n".join(f["boot_log"])
+    assert "Unknown kernel command line parameters" not in log
+    assert f["mthp"]["hugepages-64kB"].startswith("[always]")
+    assert f["hvo_sysctl"] == "1"
+
+
+def test_the_plan_counts_the_area(lab):
+    fits, short = lab["plan_cma"], lab["plan"]
+    assert fits["rc"] == 0, fits["stderr"]
+    # 1 GiB pages at runtime: only a CMA area makes them a plan that fits without a boot-time
+    # reservation (without one, gigantic pages are planned for the kernel command line)
+    [big] = [p for p in fits["pools"] if p["size_kb"] == GB_KB]
+    assert big["verdict"] == "fits" and big["how"].startswith("echo "), fits["pools"]
+    assert "pool.gigantic_runtime" not in dict(fits["findings"])
+    # 3 GiB of buffers want more 1 GiB pages than the area holds: the area must grow
+    codes = dict(short["findings"])
+    assert "pool.gigantic_runtime" in codes and "short" in codes["pool.gigantic_runtime"]
+
+
+def test_the_kernel_grants_gigantic_pages_from_the_area(lab):
+    c = lab["cma"]
+    assert c["granted"] == 2 and c["released_to"] == 0
+    before, during = c["cma_free_kb"]
+    assert before - during >= 2 * GB_KB  # taken from the area, not from the buddy allocator
+
+
+def test_the_advised_only_mode_is_there(lab):
+    assert lab["modes"]["supported"] == ["inherit", "never", "advised"], lab["modes"]

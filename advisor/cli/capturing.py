@@ -17,8 +17,8 @@ from .app import app
 @app.command()
 def capture(
     instance: Annotated[str, typer.Option(
-        metavar="ID", help="The running instance to record (its ID, data directory or port, "
-             "as `hpadvise check` lists it).")],
+        metavar="ID", help="The running instance to record: its ID as `hpadvise check` lists it, "
+             "data directory, port, or a Debian cluster's name (15/main).")],
     output: Annotated[str, typer.Option(
         "--output", "-o", metavar="DIR", help="A new directory for the capture (created "
              "0700: a statement log holds data).")],

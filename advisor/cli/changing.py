@@ -17,7 +17,8 @@ def apply(
     db: Annotated[list[str], typer.Option(
         metavar="ENGINE", help="Engine(s) to apply for (repeatable), or all: one plan for every instance of them.")],
     instance: Annotated[Optional[list[str]], typer.Option(
-        metavar="ID", help="Instance ID as `check` shows it, a data directory or a port (repeatable).")]
+        metavar="ID", help="Instance ID as `check` shows it, a data directory, a port or a "
+             "Debian cluster's name, 15/main (repeatable).")]
     = None,
     profile: Annotated[str, typer.Option(metavar="NAME|FILE", help="Profile name or .toml path.")] = "oltp",
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show the changes and stop.")]

@@ -142,8 +142,8 @@ def k8s(
     db: Annotated[Optional[list[str]], typer.Option(
         metavar="ENGINE", help="Only these engines (repeatable); default: every installed engine.")] = None,
     instance: Annotated[Optional[list[str]], typer.Option(
-        metavar="ID", help="Only this instance: ID as `check` shows it, data directory or port "
-             "(repeatable).")] = None,
+        metavar="ID", help="Only this instance: ID as `check` shows it, data directory, port or a "
+             "Debian cluster's name, 15/main (repeatable).")] = None,
     pods: Annotated[int, typer.Option(help="Pods of this kind a node must hold.")] = 1,
     manifest: Annotated[Manifest, typer.Option(
         help="resources: each container's resources block; operator: the engine's operator "

@@ -71,8 +71,9 @@ def validate(
     band: Annotated[str, typer.Option(metavar="PCT", help="Noise band for the verdict words.")] = "1%",
     profile: Annotated[str, typer.Option(metavar="NAME|FILE", help="Profile for the recommended variant.")] = "oltp",
     instance: Annotated[Optional[str], typer.Option(
-        metavar="ID", help="Benchmark this running instance (in a scratch database validate creates and "
-             "drops) instead of a scratch cluster.")] = None,
+        metavar="ID", help="Benchmark this running instance (its ID, data directory, port or a Debian "
+             "cluster's name, 15/main; in a scratch database validate creates and drops) "
+             "instead of a scratch cluster.")] = None,
     script: Annotated[Optional[str], typer.Option(
         metavar="FILE", help="Your own workload: a pgbench script (pgbench -f; variables "
              "and meta-commands as pgbench reads them) or, with --bench tpcc, a sysbench Lua "

@@ -3,11 +3,12 @@ they really run on them, set huge_pages / huge_page_size, restart, and benchmark
 
 One module per job: conf (postgresql.conf grammar and units), sizing (the page count),
 discovery (clusters and what they run on), findings (what check says, the setting changes),
-actions (apply's ALTER SYSTEM and restart), bench (validate's scratch cluster and drivers).
+actions (apply's ALTER SYSTEM and restart); validate/ holds validate's and capture's code.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from hpadvise.api.face import (Change, EngineOption, HostFacts, Instance, Profile, ServerEngine,
@@ -65,9 +66,15 @@ class PostgresEngine(ServerEngine):
         return bool(c.settings)
 
     def references(self, inst: Instance) -> tuple[str, ...]:
-        """A cluster is named by its data directory or its port."""
+        """A cluster is named by its data directory or its port, and a Debian cluster as its
+        packaging names it too: "15/main" and "main" (pg_lsclusters, pg_ctlcluster; its
+        configuration lives in /etc/postgresql/VERSION/NAME/)."""
         c = inst.state
-        return tuple(str(x) for x in (c.datadir, c.port) if x) if c is not None else ()
+        if c is None:
+            return ()
+        m = re.fullmatch(r"/etc/postgresql/([^/]+)/([^/]+)/postgresql\.conf", c.config_file or "")
+        debian = (f"{m.group(1)}/{m.group(2)}", m.group(2)) if m else ()
+        return tuple(str(x) for x in (c.datadir, c.port) if x) + debian
 
     def changes(self, inst: Instance, page_kb: int | None, host: HostFacts,
                 profile: Profile) -> list[Change]:

@@ -31,6 +31,9 @@ def size_cmd(
     after a boot-time reservation / does not fit, the pool to set and what it leaves for the
     OS. Changes nothing.
 
+    Exit codes: 0 every pool fits (at runtime or after a boot-time reservation); 1 a pool
+    does not fit (the report is printed, and one line on stderr says which); 2 bad input.
+
     Examples:
 
     \b
@@ -52,3 +55,10 @@ def size_cmd(
     prof = profiles.load(profile, registry.profile_schemas())
     r = whatif.size(host, wanted, prof, version, targets())
     deliver(form, whatif.to_json(r), lambda: whatif.render(r, make_console()), output)
+    short = [v for v in whatif.verdicts(r) if v.verdict == whatif.WORDS["does_not_fit"]]
+    if short:
+        import sys
+        from ..kit.sizing import fmt_page
+        print("hpadvise: " + "; ".join(f"the {fmt_page(v.size_kb)} pool ({v.pages} pages) does "
+                                       "not fit" for v in short), file=sys.stderr)
+        raise typer.Exit(1)

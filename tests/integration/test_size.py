@@ -17,9 +17,9 @@ from support import run_cli
 pytestmark = pytest.mark.integration
 
 
-def size(*args):
+def size(*args, rc=0):
     r = run_cli("size", "--json", *args, timeout=180)
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == rc, r.stderr
     d = json.loads(r.stdout)
     jsonschema.validate(d, json.loads((resources.files("hpadvise") / "size-schema.json")
                                       .read_text()))
@@ -90,7 +90,7 @@ def test_several_engines_one_plan_and_a_verdict(knobs):
     total = int(Path("/proc/meminfo").read_text().split()[1]) * 1024
     assert pool["left_for_os_bytes"] == total - pool["pages"] * 2 * 1024 * 1024
     # more than the host has: does not fit
-    d = size("postgres", "shared_buffers=64GB")
+    d = size("postgres", "shared_buffers=64GB", rc=1)  # exit 1: a pipeline stops on it
     assert {p["verdict"] for p in d["pools"]} == {"does not fit"}
     # two planned instances of one engine: an ID each, both in the pool (it raised
     # FrozenInstanceError, assigning the second ID to a frozen demand)

@@ -7,8 +7,9 @@ import html
 import math
 
 from .wording import (advice, answer, block_ratios, buffers_source, buffers_word, clients_words,
-                      defaults_line, design_line, dtlb_line, knob_lines, origin_lines,
-                      phase_lines, scale_words, server_line, steal_line)
+                      defaults_line, design_line, dtlb_line, effect_words, knob_lines,
+                      origin_lines, phase_lines, scale_words, server_line, steal_line,
+                      units)
 
 COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd"]
 
@@ -41,9 +42,8 @@ def render_terminal(result: dict, console) -> None:
     style = {"improved": "green", "regressed": "red", "no meaningful change": "cyan",
              "inconclusive": "yellow"}
     for e in result["effects"]:
-        ci = "-" if not math.isfinite(e["lo_pct"]) else f"{e['lo_pct']:+.1f}% .. {e['hi_pct']:+.1f}%"
-        pct = "-" if math.isnan(e["pct"]) else f"{e['pct']:+.1f}%"
-        t.add_row(e["a"], e["b"], e.get("design") or "", f"{e['n']} {e.get('unit') or 'epoch'}s",
+        pct, ci = effect_words(e)
+        t.add_row(e["a"], e["b"], e.get("design") or "", units(e),
                   pct, ci, f"[{style[e['verdict']]}]{e['verdict']}[/]")
     console.print(t)
     m = result["meta"]
@@ -195,8 +195,8 @@ def render_html(result: dict) -> str:
                     for v, s in result["variants"].items() if s.get("runs")], "")
     rows = "".join(
         f"<tr><td>{html.escape(e['a'])}</td><td>{html.escape(e['b'])}</td>"
-        f"<td>{html.escape(e.get('design') or '')}</td><td>{e['n']} {e.get('unit') or 'epoch'}s</td>"
-        f"<td>{e['pct']:+.2f}%</td><td>{e['lo_pct']:+.2f}% .. {e['hi_pct']:+.2f}%</td>"
+        f"<td>{html.escape(e.get('design') or '')}</td><td>{units(e)}</td>"
+        f"<td>{html.escape(effect_words(e)[0])}</td><td>{html.escape(effect_words(e)[1])}</td>"
         f"<td><b>{html.escape(e['verdict'])}</b></td></tr>" for e in result["effects"])
     legend = " ".join(f'<span style="color:{COLORS[color[v] % len(COLORS)]}">&#9632; '
                       f'{html.escape(v)}</span>' for v in variants)
@@ -208,6 +208,11 @@ def render_html(result: dict) -> str:
 <style>body{{font-family:sans-serif;max-width:1000px;margin:2em auto}}table{{border-collapse:collapse}}
 td,th{{border:1px solid #ccc;padding:4px 8px}}</style></head><body>
 <h1>hpadvise validate</h1>
+<h2>Should I apply the plan?</h2>
+{"".join(f"<p>{html.escape(a)}</p>" for a in answer(result) + advice(result))}
+<h2>Verdict</h2><table><tr><th>A</th><th>B</th><th>measured</th><th>units</th>
+<th>effect of B</th><th>95% CI</th><th>verdict</th></tr>{rows}</table>
+<details><summary>How it was measured: the workload, the servers and their settings</summary>
 <p>{html.escape(str(m.get('workload')))} workload, {scale_words(m)},
 {clients_words(m)}, {m.get('run_s')} s measured per run after {m.get('warm_s')} s
 warm-up, {buffers_word(m)}
@@ -216,13 +221,10 @@ warm-up, {buffers_word(m)}
 Stopped: {'interrupted' if m.get('interrupted') else html.escape(str(m.get('stopped', '?')))}.
 {steal_line(result)} {html.escape(dtlb_line(result))}</p>
 {"".join(f"<p>{html.escape(a)}</p>" for a in origin_lines(m))}
-<h2>Should I apply the plan?</h2>
-{"".join(f"<p>{html.escape(a)}</p>" for a in answer(result) + advice(result))}
 <p>{html.escape(design_line(m))}</p>
 {"".join(f"<p>{html.escape(a)}</p>" for a in phase_lines(result))}
 <p>{html.escape(str(m.get('workload_about') or ''))}</p>
-<h2>Verdict</h2><table><tr><th>A</th><th>B</th><th>measured</th><th>units</th>
-<th>effect of B</th><th>95% CI</th><th>verdict</th></tr>{rows}</table>
+</details>
 <h2>What each variant changed</h2><ul>{"".join(f"<li>{html.escape(k)}</li>" for k in knob_lines(result))}</ul>
 <h2>Per-epoch ratios (B / A)</h2><table><tr><th>A</th><th>B</th><th>per epoch</th></tr>{ratios}</table>
 <p>Effect: mean over epochs (starts of every variant's server) of ln(TPS_B / TPS_A), each

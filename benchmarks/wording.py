@@ -14,6 +14,22 @@ from .variants import kind
 PLAN = ("current", "recommended")
 
 
+def units(e: dict) -> str:
+    """How many units a comparison was paired over: "3 epochs", "1 cycle"."""
+    n, unit = e.get("n") or 0, e.get("unit") or "epoch"
+    return f"{n} {unit}{'' if n == 1 else 's'}"
+
+
+def effect_words(e: dict) -> tuple[str, str]:
+    """A comparison's estimate and its 95% interval in words: an effect measured over fewer
+    than two units has no interval (stats.effect), and says so instead of infinities."""
+    pct, lo, hi = e.get("pct"), e.get("lo_pct"), e.get("hi_pct")
+    est = f"{pct:+.2f}%" if isinstance(pct, (int, float)) and math.isfinite(pct) else "none"
+    if not all(isinstance(x, (int, float)) and math.isfinite(x) for x in (lo, hi)):
+        return est, f"none: {units(e)} measured, at least two are needed"
+    return est, f"{lo:+.2f}% .. {hi:+.2f}%"
+
+
 def answer(result: dict) -> list[str]:
     """The report's first words: should I apply the plan? The plan's comparison (current
     against recommended), its verdict in a sentence with the estimate and interval, and how

@@ -31,6 +31,8 @@ command -v debootstrap >/dev/null || missing+=(debootstrap)
 command -v patroni >/dev/null || missing+=(patroni)
 command -v etcd >/dev/null || missing+=(etcd-server)
 command -v runc >/dev/null || missing+=(runc)
+command -v groff >/dev/null || missing+=(groff-base)  # the manual pages' lint
+command -v man >/dev/null || missing+=(man-db)
 /usr/bin/python3 -c 'import ensurepip, venv' 2>/dev/null || missing+=(python3-venv)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "test.sh: installing Debian packages: ${missing[*]}"

@@ -1,0 +1,1 @@
+complete --command hpadvise --no-files --arguments "(env _HPADVISE_COMPLETE=complete_fish _TYPER_COMPLETE_FISH_ACTION=get-args _TYPER_COMPLETE_ARGS=(commandline -cp) hpadvise)" --condition "env _HPADVISE_COMPLETE=complete_fish _TYPER_COMPLETE_FISH_ACTION=is-args _TYPER_COMPLETE_ARGS=(commandline -cp) hpadvise"

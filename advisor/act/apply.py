@@ -7,17 +7,18 @@ same plan twice changes nothing the second time.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Callable
 
 from ..ledger import journal as jr
-from ..changes.actions import (Action, ActionError, Compact, Directory, File, NotStopped, Pool,
-                      SysfsChoice)
+from ..changes.actions import ActionError, Compact, Directory, NotStopped, Pool, SysfsChoice
 from ..api.engines import Engine
 from ..api.engines import action_from_spec as from_spec
 from ..kit.errors import InputError
 from .persist import THP_DIR
 from ..planning.plan import Report
 from ..changes.process_thp import ProcessThp, how as own_mode_how
+from ..changes.unit_thp import MIN_SYSTEMD, UnitThp, systemd_version
+from ..facts.procs import systemd_unit
 from ..ledger.recorded import for_header
 from ..changes.gigantic import pull_in
 from ..kit.sizing import cmdline_size, fmt_bytes, fmt_page
@@ -81,6 +82,8 @@ def prepare(report: Report, engines: dict[str, Engine], *, restart: bool, persis
         partly = inst.backing != "hugetlb" or (inst.demand is not None and inst.demand.short)
         own = next((c for c in report.changes if c.kind == "process_thp"
                     and c.instance == inst.id), None)  # a THP mode of its own (prctl)
+        if own is not None and inst.running:
+            own = _through_unit(ap, inst, own)
         if inst.running and (acts or own or (partly and placed is not None
                                              and placed.status == "pool")):
             ra = eng.restart_action(inst)
@@ -124,6 +127,29 @@ def prepare(report: Report, engines: dict[str, Engine], *, restart: bool, persis
                     and not isinstance(s.action, ProcessThp):
                 s.old = s.new
     return ap
+
+
+def _through_unit(ap: ApplyPlan, inst, own):
+    """A server that runs as a systemd unit is restarted by PID 1, which a prctl in hpadvise
+    does not reach: its mode of its own goes into the unit (MemoryTHP=, unit_thp.py), a step
+    before its restart. Where systemd is older than MemoryTHP=, the mode is not given (said
+    why, with the alternative) and None is returned."""
+    unit = systemd_unit(inst.pid) if inst.pid else None
+    if unit is None:
+        return own
+    v = systemd_version()
+    if v is None or v < MIN_SYSTEMD:
+        ap.notices.append(
+            f"{inst.id} runs as the systemd unit {unit}, which a restart by hpadvise cannot "
+            f"start in THP mode {own.recommended}, and systemd {v or '(version unknown)'} has "
+            f"no MemoryTHP= (it came with v{MIN_SYSTEMD}): its mode of its own is not given; "
+            "start it under `hpadvise thp-exec`, or keep one host-wide THP value")
+        return None
+    d = UnitThp.for_unit(unit)
+    ap.steps.append(Step(d, UnitThp.content(unit, own.recommended),
+                         f"{own.reason}: the unit's processes start in THP mode "
+                         f"{own.recommended}", "engine"))
+    return own
 
 
 def _with_directories(steps: list[Step]) -> list[Step]:
@@ -252,31 +278,6 @@ def verify_boot(ap: ApplyPlan, persist_root: str) -> list[str]:
         if s is None or s.value != value:
             got = f"{s.value} from {s.source}" if s else "nothing sets it"
             out.append(f"at next boot {knob} would be {got}, not the planned {value}")
-    return out
-
-
-def changes_json(ap: ApplyPlan) -> list[dict]:
-    """Each change of the plan as `apply --format json` reports it: what, before, after, and
-    its status. File contents are shown with secrets replaced."""
-    from ..kit.secrets import redact_text
-
-    def plain(action: Action, v: Any) -> Any:
-        if action.kind == "file":
-            text = File.decode(v)
-            return None if text is None else redact_text(text)
-        if isinstance(v, dict) and "value" in v:
-            return v["value"]
-        return v
-    out = []
-    for s in ap.steps:
-        if not s.needed and s.status == "planned":
-            continue
-        a = s.action
-        out.append({"target": a.label, "kind": a.kind, "instance": a.instance,
-                    "phase": s.phase, "why": s.why,
-                    "before": None if a.restart or s.unread else plain(a, s.old),
-                    "before_unknown": s.unread,
-                    "after": None if a.restart else plain(a, s.new), "status": s.status})
     return out
 
 

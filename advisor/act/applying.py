@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 from . import apply as ap
 from ..ledger import journal as jr
@@ -15,6 +15,7 @@ from ..kit.errors import InputError
 from ..ledger.stacked import refuse_stacked
 from ..api.model import Targets
 from ..planning.pipeline import inspect, plan_for, select
+from ..changes.actions import Action, File
 from .steps import ApplyPlan, Result
 from ..facts.sysroot import SysRoot
 
@@ -82,7 +83,7 @@ def run(p: ApplyPlan, req: Request, say: Callable[[str], None] = lambda s: None
 
 
 def plan_json(p: ApplyPlan) -> dict:
-    return {"schema_version": 1, "dry_run": True, "changes": ap.changes_json(p), "notices": p.notices,
+    return {"schema_version": 1, "dry_run": True, "changes": changes_json(p), "notices": p.notices,
             "restart_needed": p.restart_pending + p.restart_unaided}
 
 
@@ -105,7 +106,7 @@ def restart_needed(p: ApplyPlan) -> list[str]:
 
 def result_json(p: ApplyPlan, result: Result, boot: list[str]) -> dict:
     return {"schema_version": 1, "status": result.status, "journal": result.journal,
-            "changes": ap.changes_json(p), "problems": result.problems,
+            "changes": changes_json(p), "problems": result.problems,
             "notices": p.notices, "restart_needed": restart_needed(p), "next_boot": boot}
 
 
@@ -137,3 +138,28 @@ def print_result(p: ApplyPlan, req: Request, result: Result, boot: list[str]) ->
     if result.status in ("ok", "nothing") and req.persist and req.persist_root in ("", "/"):
         print("next boot: " + ("every planned knob comes back as planned (checked)"
                                if not boot else "; ".join(boot)))
+
+
+def changes_json(ap: ApplyPlan) -> list[dict]:
+    """Each change of the plan as `apply --format json` reports it: what, before, after, and
+    its status. File contents are shown with secrets replaced."""
+    from ..kit.secrets import redact_text
+
+    def plain(action: Action, v: Any) -> Any:
+        if isinstance(action, File):  # a whole file (a drop-in too): its text
+            text = File.decode(v)
+            return None if text is None else redact_text(text)
+        if isinstance(v, dict) and "value" in v:
+            return v["value"]
+        return v
+    out = []
+    for s in ap.steps:
+        if not s.needed and s.status == "planned":
+            continue
+        a = s.action
+        out.append({"target": a.label, "kind": a.kind, "instance": a.instance,
+                    "phase": s.phase, "why": s.why,
+                    "before": None if a.restart or s.unread else plain(a, s.old),
+                    "before_unknown": s.unread,
+                    "after": None if a.restart else plain(a, s.new), "status": s.status})
+    return out

@@ -230,6 +230,7 @@ class Restart(Action):
 
 # The file actions live in file_actions.py; they are part of this module's interface.
 from .file_actions import Directory, File, FileSetting, Symlink  # noqa: E402,F401
+from .unit_thp import UnitThp  # noqa: E402
 
 KINDS: dict[str, type[Action]] = {c.kind: c for c in (SysfsChoice, Compact, Pool, File, Symlink,
-                                                      Directory)}
+                                                      Directory, UnitThp)}

@@ -5,8 +5,8 @@ undone by restarting it in the mode it had.
 The engine's restart does the work (its service manager is bypassed only where it always
 is: pg_ctl, a server hpadvise starts itself); this action carries the mode into it
 ("thp_mode" in the restart's spec, which numa.keep_of turns into the prctl). A server whose
-restart goes through systemd does not get the mode that way: its unit's MemoryTHP= does, and
-the plan says so instead of planning this.
+restart goes through systemd does not get the mode that way: its unit's MemoryTHP= does,
+written by apply as a step before this restart (unit_thp.py).
 """
 
 from __future__ import annotations

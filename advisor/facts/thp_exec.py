@@ -13,7 +13,8 @@ Facts (include/uapi/linux/prctl.h, kernel/sys.c, Documentation/admin-guide/mm/tr
 - /proc/PID/status `THP_enabled` reads 0 only for the whole-process off; the except-advised
   mode reads 1 (measured on 6.18), and shows in smaps as THPeligible 0 on the process's
   mappings that did not ask, where the host mode would have given them THP.
-- systemd (v258+) sets the same for a unit: MemoryTHP=disable or MemoryTHP=madvise.
+- systemd (v260+) sets the same for a unit: MemoryTHP=disable or MemoryTHP=madvise
+  (changes/unit_thp.py writes it where a server runs as a unit).
 """
 
 from __future__ import annotations

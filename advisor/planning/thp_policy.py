@@ -10,6 +10,7 @@ from ..kit.findings import CORE
 from ..kit.paths import THP_DIR
 from ..api.model import Change
 from ..kit.sizing import fmt_bytes, fmt_page
+from ..facts.thp_exec import SYSTEMD
 from ..facts.thp_rules import ADVISED, RANK, SIZE_KNOBS, ThpUser
 
 if TYPE_CHECKING:
@@ -123,9 +124,10 @@ def process_changes(r: Report, planned: str, wishes: list[tuple[object, set[str]
             f"The host keeps enabled = {planned} for the servers that need it; {inst.id} is "
             f"restarted in THP mode {mode} (prctl, kept by the server and its children), so "
             + ("it gets THP only where it asks with madvise" if mode == "advised"
-               else "it gets no THP") + ". A unit under systemd gets the same with "
-            f"MemoryTHP={'madvise' if mode == 'advised' else 'disable'}; the alternative is "
-            "one host-wide value, with the cost to the server that needs more.",
+               else "it gets no THP") + ". A server that runs as a systemd unit gets it "
+            f"from a drop-in, MemoryTHP={SYSTEMD[mode]} (systemd v260 and later), which "
+            "apply writes before its restart; the alternative is one host-wide value, with "
+            "the cost to the server that needs more.",
             f"{why}; {inst.id} runs in THP mode {inst.thp_mode or 'inherit (or not seen)'}",
             inst.id, title=f"{inst.id}: THP mode {mode} of its own under enabled = {planned}"))
         r.changes.append(Change("process_thp", f"{inst.id} THP mode", inst.thp_mode or "inherit",

@@ -6,7 +6,7 @@ host's test and lab record to judge (tests/integration/test_trixie_guest.py,
 test_sid_guest.py); judges nothing itself. Also writes an `hpadvise snapshot` of the guest to
 /share/snapshot (tests/fixtures/guests/amd64-trixie-cma, amd64-sid-cma).
 
-    python3 kernel_lab.py [case ...]     cases: facts plan plan_cma cma hvo modes
+    python3 kernel_lab.py [case ...]     cases: facts plan plan_cma cma hvo modes unit_thp
 """
 
 import os
@@ -78,6 +78,61 @@ def modes() -> dict:
     return {"supported": r.stdout.split(), "stderr": r.stderr[-300:]}
 
 
+NEVER_PG = """name = "never-pg"
+description = "THP always for the host, none for PostgreSQL"
+[thp]
+enabled = "always"
+defrag = "madvise"
+shmem_enabled = "never"
+[postgres]
+thp = "never"
+"""
+
+
+def _pg_unit() -> tuple[str, int | None]:
+    """The PostgreSQL cluster Debian starts as a systemd unit, and its postmaster."""
+    units = sh(["systemctl", "list-units", "postgresql@*", "--plain", "--no-legend",
+                "--state=running"], check=False).stdout.split()
+    unit = next((u for u in units if u.startswith("postgresql@")), "")
+    pid = sh(["systemctl", "show", "--property=MainPID", "--value", unit],
+             check=False).stdout.strip() if unit else ""
+    return unit, int(pid) if pid.isdigit() and pid != "0" else None
+
+
+def _thp_enabled(pid: int | None) -> str | None:
+    m = re.search(r"^THP_enabled:\s*(\d)", read(f"/proc/{pid}/status"), re.M) if pid else None
+    return m.group(1) if m else None
+
+
+def unit_thp() -> dict:
+    """PostgreSQL as Debian runs it (postgresql@V-main, a unit of systemd as PID 1) kept off
+    THP under a host-wide `always`: apply writes the unit's MemoryTHP= drop-in, reloads
+    systemd and restarts the unit; the postmaster then reads THP_enabled 0. Rolled back: the
+    drop-in gone, the postmaster restarted in the host's mode."""
+    with open(f"{THP}/enabled", "w") as f:
+        f.write("always")
+    unit, pid0 = _pg_unit()
+    with open("/share/never-pg.toml", "w") as f:
+        f.write(NEVER_PG)
+    out = {"systemd": sh(["systemctl", "--version"], check=False).stdout.split("\n")[0],
+           "unit": unit, "before": _thp_enabled(pid0)}
+    a = hp("apply", "--db", "postgres", "--profile", "/share/never-pg.toml", "--restart",
+           "--yes", "--no-persist", "--json")
+    unit2, pid1 = _pg_unit()
+    dropin = f"/etc/systemd/system/{unit}.d/hpadvise-thp.conf"
+    out.update(apply_rc=a["rc"], apply_stderr=a["stderr"][-800:],
+               changes=[(c["kind"], c["target"], c["status"]) for c in
+                        (a.get("json") or {}).get("changes", [])],
+               dropin=read(dropin), memory_thp=sh(["systemctl", "show", "--property=MemoryTHP",
+                                                   "--value", unit], check=False).stdout.strip(),
+               restarted=pid1 != pid0, after=_thp_enabled(pid1))
+    r = hp("rollback", "--yes", "--json")
+    _, pid2 = _pg_unit()
+    out.update(rollback_rc=r["rc"], rollback_stderr=r["stderr"][-800:],
+               dropin_after=os.path.exists(dropin), after_rollback=_thp_enabled(pid2))
+    return out
+
+
 def cma() -> dict:
     """The 1 GiB pool grown at runtime: from the CMA area, read back, and released."""
     before = meminfo()
@@ -111,4 +166,4 @@ def cleanup() -> None:
 if __name__ == "__main__":
     result: dict = {}
     run_cases({"facts": facts, "plan": plan, "plan_cma": plan_cma, "cma": cma, "hvo": hvo,
-               "modes": modes}, result, cleanup)
+               "modes": modes, "unit_thp": unit_thp}, result, cleanup)

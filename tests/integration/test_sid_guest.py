@@ -3,7 +3,8 @@
 (hugetlb_cma=2G), HugeTLB Vmemmap Optimization (hugetlb_free_vmemmap=on) and a per-size THP mode
 at boot (thp_anon=). Inside, tests/guests/kernel_lab.py records what the kernel made of each,
 what hpadvise plans for a 1 GiB pool that the area holds and one it does not, what the kernel
-grants from the area, and the THP modes a process can take. A snapshot of the guest is kept as
+grants from the area, the THP modes a process can take, and PostgreSQL as Debian runs it (a
+systemd unit) given a THP mode of its own through its unit's MemoryTHP= (systemd 262). A snapshot of the guest is kept as
 tests/fixtures/guests/amd64-sid-cma (read by tests/unit/test_hugetlb_kernel.py).
 
 Behind the `kernel_guest` marker (its image builds in a few minutes, once; the default run
@@ -25,7 +26,7 @@ from hostside import run_lab  # noqa: E402
 pytestmark = pytest.mark.kernel_guest
 
 APPEND = "hugetlb_cma=2G hugetlb_free_vmemmap=on thp_anon=64K:always"
-CASES = ("facts", "plan", "plan_cma", "cma", "modes")
+CASES = ("facts", "plan", "plan_cma", "cma", "modes", "unit_thp")
 GB_KB = 1048576
 
 
@@ -73,3 +74,14 @@ def test_the_kernel_grants_gigantic_pages_from_the_area(lab):
 
 def test_the_advised_only_mode_is_there(lab):
     assert lab["modes"]["supported"] == ["inherit", "never", "advised"], lab["modes"]
+
+
+def test_a_unit_gets_its_mode_from_memory_thp(lab):
+    u = lab["unit_thp"]
+    assert u["unit"].startswith("postgresql@") and u["before"] == "1", u
+    assert u["apply_rc"] == 0, u["apply_stderr"]
+    assert ("unit_thp" in {k for k, _, _ in u["changes"]}), u["changes"]
+    assert "MemoryTHP=disable" in u["dropin"] and u["memory_thp"] == "disable", u
+    assert u["restarted"] and u["after"] == "0", u  # the postmaster started with THP off
+    assert u["rollback_rc"] == 0, u["rollback_stderr"]
+    assert not u["dropin_after"] and u["after_rollback"] == "1", u

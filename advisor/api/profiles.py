@@ -98,11 +98,16 @@ def _check(data: dict, where: str, schema: dict[str, dict[str, tuple]]) -> dict[
     return out
 
 
-def _shipped_dir() -> Path:
-    """Where the shipped profiles are installed (a package directory; importlib.resources
-    would find the same files but costs ~18 ms to import on every run)."""
+def _shipped_dir():
+    """Where the shipped profiles are installed: a package directory (importlib.resources
+    would find the same files but costs ~18 ms to import on every run), or, in the one-file
+    hpadvise.pyz, the package inside the archive (importlib.resources reads it there)."""
     from .. import shipped_profiles
-    return Path(shipped_profiles.__path__[0])
+    d = Path(shipped_profiles.__path__[0])
+    if d.is_dir():
+        return d
+    from importlib.resources import files
+    return files(shipped_profiles)
 
 
 def shipped() -> list[str]:

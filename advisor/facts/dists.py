@@ -7,7 +7,8 @@ the ones it reads: `<name>.dist-info/entry_points.txt` and `METADATA` (or `.egg-
 `PKG-INFO`) in each sys.path directory, in the formats the Python Packaging Authority
 specifies ("Entry points specification": an INI file of [group] sections with `name = object
 reference` lines; "Core metadata specifications": `Version:` among the headers). The first
-distribution of a name on sys.path wins, as for imports.
+distribution of a name on sys.path wins, as for imports. A zip archive on sys.path (the
+one-file `hpadvise.pyz`, scripts/build_pyz.py) is read as a directory, as zipimport reads it.
 """
 
 from __future__ import annotations
@@ -40,15 +41,41 @@ def _normal(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+def _listing(entry: str) -> list[str]:
+    """The names at the top of a sys.path entry: a directory, or a zip archive's."""
+    try:
+        return sorted(os.listdir(entry or "."))
+    except NotADirectoryError:
+        import zipfile
+        try:
+            with zipfile.ZipFile(entry) as z:
+                return sorted({n.split("/", 1)[0] for n in z.namelist()})
+        except (OSError, zipfile.BadZipFile):
+            return []
+    except OSError:
+        return []
+
+
+def _read(path: str, name: str) -> str:
+    """A metadata file of a distribution (`path`: its directory, inside a zip archive or
+    not); OSError when it has none."""
+    archive = os.path.dirname(path)
+    if os.path.isfile(archive):
+        import zipfile
+        try:
+            with zipfile.ZipFile(archive) as z:
+                return z.read(f"{os.path.basename(path)}/{name}").decode("utf-8")
+        except (KeyError, zipfile.BadZipFile) as exc:
+            raise OSError(str(exc)) from None
+    with open(os.path.join(path, name), encoding="utf-8") as f:
+        return f.read()
+
+
 def _dists() -> list[tuple[str, str]]:
     """(normalised name, metadata directory) of every distribution on sys.path, first wins."""
     seen, out = set(), []
     for entry in sys.path:
-        try:
-            names = sorted(os.listdir(entry or "."))
-        except OSError:
-            continue
-        for n in names:
+        for n in _listing(entry):
             m = _META.match(n)
             if m and _normal(m["name"]) not in seen:
                 seen.add(_normal(m["name"]))
@@ -60,8 +87,7 @@ def entry_points(group: str) -> list[EntryPoint]:
     out = []
     for dist, path in _dists():
         try:
-            with open(os.path.join(path, "entry_points.txt"), encoding="utf-8") as f:
-                text = f.read()
+            text = _read(path, "entry_points.txt")
         except OSError:
             continue
         section = None
@@ -86,13 +112,13 @@ def version(name: str) -> str | None:
             continue
         for meta in ("METADATA", "PKG-INFO"):
             try:
-                with open(os.path.join(path, meta), encoding="utf-8") as f:
-                    for line in f:
-                        if line.startswith("Version:"):
-                            return line.split(":", 1)[1].strip()
-                        if not line.strip():
-                            break  # the headers end at the first empty line
+                text = _read(path, meta)
             except OSError:
                 continue
+            for line in text.splitlines():
+                if line.startswith("Version:"):
+                    return line.split(":", 1)[1].strip()
+                if not line.strip():
+                    break  # the headers end at the first empty line
         return None
     return None

@@ -199,8 +199,10 @@ def run(size: int, accesses: int = 20_000_000, runs: int = 3,
     try:
         import numpy as np
     except ImportError:
-        raise InputError("probe needs numpy for its access loop: pip install "
-                         "'hpadvise[probe]' (or numpy) into hpadvise's environment") from None
+        raise InputError("probe needs numpy for its access loop, and this Python has none: "
+                         "pip install 'hpadvise[probe]' into hpadvise's environment, or, for "
+                         "hpadvise.pyz, the host's own (Debian/Ubuntu: apt-get install "
+                         "python3-numpy; RHEL: dnf install python3-numpy)") from None
     g = geometry or Geometry(mmap.PAGESIZE // 1024, None, ())
     avail = _mem_available()
     need = size + accesses * 16  # the mapping, the indexes and the output

@@ -57,7 +57,9 @@ def plan(buffers: str = "3GB") -> dict:
     """check's plan for PostgreSQL sized at `buffers` of shared_buffers with 1 GiB pages
     preferred: the 1 GiB pool's feasibility (from the CMA area, or not)."""
     with open("/share/prefer.toml", "w") as f:
-        f.write('name = "prefer"\n[pool]\ngigantic = "prefer"\nos_floor_pct = 5\n')
+        # 1 GiB pages whatever rounding up to them wastes: the pool this lab is about
+        f.write('name = "prefer"\n[pool]\ngigantic = "prefer"\nos_floor_pct = 5\n'
+                'gigantic_max_waste_pct = 100\n')
     r = hp("size", "postgres", f"shared_buffers={buffers}", "--profile", "/share/prefer.toml",
            "--json")
     j = r.get("json") or {}
@@ -89,14 +91,31 @@ thp = "never"
 """
 
 
+UNIT = "pglab.service"
+LAB = "/var/lib/postgresql/lab"
+
+
 def _pg_unit() -> tuple[str, int | None]:
-    """The PostgreSQL cluster Debian starts as a systemd unit, and its postmaster."""
-    units = sh(["systemctl", "list-units", "postgresql@*", "--plain", "--no-legend",
-                "--state=running"], check=False).stdout.split()
-    unit = next((u for u in units if u.startswith("postgresql@")), "")
-    pid = sh(["systemctl", "show", "--property=MainPID", "--value", unit],
-             check=False).stdout.strip() if unit else ""
-    return unit, int(pid) if pid.isdigit() and pid != "0" else None
+    """A PostgreSQL cluster of its own, run by systemd (PID 1) as the unit pglab.service
+    (started once), and its postmaster."""
+    import glob
+    if sh(["systemctl", "is-active", UNIT], check=False).stdout.strip() != "active":
+        bindir = sorted(glob.glob("/usr/lib/postgresql/*/bin"))[-1]
+        sh(["rm", "-rf", LAB])
+        sh(["runuser", "-u", "postgres", "--", f"{bindir}/initdb", "-D", LAB, "-A", "trust",
+            "--no-sync"])
+        with open(f"{LAB}/postgresql.conf", "a") as f:
+            f.write("\nport = 5433\nlisten_addresses = ''\nunix_socket_directories = '/tmp'\n"
+                    "shared_buffers = 128MB\nmax_connections = 20\nfsync = off\n")
+        with open(f"/etc/systemd/system/{UNIT}", "w") as f:
+            f.write("[Unit]\nDescription=lab PostgreSQL\n[Service]\nType=notify\n"
+                    f"User=postgres\nExecStart={bindir}/postgres -D {LAB}\nKillMode=mixed\n"
+                    "TimeoutSec=300\n")
+        sh(["systemctl", "daemon-reload"])
+        sh(["systemctl", "start", UNIT])
+    pid = sh(["systemctl", "show", "--property=MainPID", "--value", UNIT],
+             check=False).stdout.strip()
+    return UNIT, int(pid) if pid.isdigit() and pid != "0" else None
 
 
 def _thp_enabled(pid: int | None) -> str | None:
@@ -105,10 +124,10 @@ def _thp_enabled(pid: int | None) -> str | None:
 
 
 def unit_thp() -> dict:
-    """PostgreSQL as Debian runs it (postgresql@V-main, a unit of systemd as PID 1) kept off
-    THP under a host-wide `always`: apply writes the unit's MemoryTHP= drop-in, reloads
-    systemd and restarts the unit; the postmaster then reads THP_enabled 0. Rolled back: the
-    drop-in gone, the postmaster restarted in the host's mode."""
+    """PostgreSQL run by systemd as a unit of its own, kept off THP under a host-wide
+    `always`: apply writes the unit's MemoryTHP= drop-in, reloads systemd and restarts the
+    unit; the postmaster then reads THP_enabled 0. Rolled back: the drop-in gone, the
+    postmaster restarted in the host's mode."""
     with open(f"{THP}/enabled", "w") as f:
         f.write("always")
     unit, pid0 = _pg_unit()
@@ -116,8 +135,8 @@ def unit_thp() -> dict:
         f.write(NEVER_PG)
     out = {"systemd": sh(["systemctl", "--version"], check=False).stdout.split("\n")[0],
            "unit": unit, "before": _thp_enabled(pid0)}
-    a = hp("apply", "--db", "postgres", "--profile", "/share/never-pg.toml", "--restart",
-           "--yes", "--no-persist", "--json")
+    a = hp("apply", "--db", "postgres", "--instance", LAB, "--profile",
+           "/share/never-pg.toml", "--restart", "--yes", "--no-persist", "--json")
     unit2, pid1 = _pg_unit()
     dropin = f"/etc/systemd/system/{unit}.d/hpadvise-thp.conf"
     out.update(apply_rc=a["rc"], apply_stderr=a["stderr"][-800:],
@@ -134,13 +153,22 @@ def unit_thp() -> dict:
 
 
 def cma() -> dict:
-    """The 1 GiB pool grown at runtime: from the CMA area, read back, and released."""
+    """The 1 GiB pool grown at runtime: from the CMA area, read back, and released; where the
+    kernel grants fewer than asked, once more after the page cache is dropped (what sits in
+    the area then has less to move), with the kernel's own words on the failure."""
     before = meminfo()
     got = set_pool(GB, 2)
     during = meminfo()
-    back = set_pool(GB, 0)
-    return {"granted": got, "released_to": back,
-            "cma_free_kb": [before.get("CmaFree"), during.get("CmaFree")]}
+    out = {"granted": got, "cma_free_kb": [before.get("CmaFree"), during.get("CmaFree")]}
+    if got < 2:
+        sh("sync; echo 3 > /proc/sys/vm/drop_caches; echo 1 > /proc/sys/vm/compact_memory",
+           check=False)
+        out["granted_after_drop"] = set_pool(GB, 2)
+        out["cma_free_after_drop_kb"] = meminfo().get("CmaFree")
+    out["kernel_said"] = [ln for ln in sh("dmesg", check=False).stdout.splitlines()
+                          if re.search(r"cma|alloc_contig|hugetlb", ln, re.I)][-12:]
+    out["released_to"] = set_pool(GB, 0)
+    return out
 
 
 def hvo() -> dict:

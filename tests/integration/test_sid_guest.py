@@ -3,8 +3,9 @@
 (hugetlb_cma=2G), HugeTLB Vmemmap Optimization (hugetlb_free_vmemmap=on) and a per-size THP mode
 at boot (thp_anon=). Inside, tests/guests/kernel_lab.py records what the kernel made of each,
 what hpadvise plans for a 1 GiB pool that the area holds and one it does not, what the kernel
-grants from the area, the THP modes a process can take, and PostgreSQL as Debian runs it (a
-systemd unit) given a THP mode of its own through its unit's MemoryTHP= (systemd 262). A snapshot of the guest is kept as
+grants from the area, the THP modes a process can take, and a PostgreSQL cluster run by
+systemd (PID 1) as a unit given a THP mode of its own through its unit's MemoryTHP= (systemd
+262). A snapshot of the guest is kept as
 tests/fixtures/guests/amd64-sid-cma (read by tests/unit/test_hugetlb_kernel.py).
 
 Behind the `kernel_guest` marker (its image builds in a few minutes, once; the default run
@@ -33,7 +34,10 @@ GB_KB = 1048576
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
     share = tmp_path_factory.mktemp("sid-guest")
-    out = run_lab(share, "kernel_lab.py", CASES, ["-m", "6G", "-smp", "2"],
+    # 8 GiB: with 6, one boot in three found no room for the 2 GiB area ("cma: Failed to
+    # reserve 2048 MiB", CmaTotal 0; hpadvise then planned a boot-time reservation, as it
+    # should); lab/README.md has the runs
+    out = run_lab(share, "kernel_lab.py", CASES, ["-m", "8G", "-smp", "2"],
                   {"HPADVISE_GUEST_SUITE": "sid", "HPADVISE_GUEST_APPEND": APPEND})
     keep = Path("/tmp/hpadvise-sid-snapshot")  # for the fixture's maintainer to copy
     shutil.rmtree(keep, ignore_errors=True)
@@ -67,9 +71,11 @@ def test_the_plan_counts_the_area(lab):
 
 def test_the_kernel_grants_gigantic_pages_from_the_area(lab):
     c = lab["cma"]
-    assert c["granted"] == 2 and c["released_to"] == 0
     before, during = c["cma_free_kb"]
-    assert before - during >= 2 * GB_KB  # taken from the area, not from the buddy allocator
+    # both 1 GiB pages from the area at runtime: the area has nothing free while they are
+    # held (what it held of movable pages before, 2 MiB in one run, was moved out)
+    assert c["granted"] == 2 and before > GB_KB and during == 0, c
+    assert c["released_to"] == 0
 
 
 def test_the_advised_only_mode_is_there(lab):
@@ -78,7 +84,7 @@ def test_the_advised_only_mode_is_there(lab):
 
 def test_a_unit_gets_its_mode_from_memory_thp(lab):
     u = lab["unit_thp"]
-    assert u["unit"].startswith("postgresql@") and u["before"] == "1", u
+    assert u["unit"] == "pglab.service" and u["before"] == "1", u
     assert u["apply_rc"] == 0, u["apply_stderr"]
     assert ("unit_thp" in {k for k, _, _ in u["changes"]}), u["changes"]
     assert "MemoryTHP=disable" in u["dropin"] and u["memory_thp"] == "disable", u

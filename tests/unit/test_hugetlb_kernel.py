@@ -103,3 +103,21 @@ def test_debian_13s_kernel_as_the_guest_lab_captured_it():
     assert r.pools[0].feasibility == "boot_reservation"
     [f] = [f for f in r.findings if f.code == "pool.gigantic_runtime"]
     assert "ignored the hugetlb_cma=" in f.rationale
+
+
+def test_debian_sids_kernel_with_a_working_area():
+    """tests/fixtures/guests/amd64-sid-cma: Debian sid's 7.2 booted with hugetlb_cma=2G
+    (tests/integration/test_sid_guest.py). Built with CMA, it reserved the area: two 1 GiB
+    pages are runtime capacity, a third is the area's shortfall."""
+    from pathlib import Path
+    snap = Path(__file__).resolve().parent.parent / "fixtures" / "guests" / "amd64-sid-cma"
+    h = host.collect(SysRoot(snap))
+    assert h.kernel.startswith("7.2.") and dict(h.cmdline_params)["hugetlb_cma"] == "2G"
+    assert h.mem.cma_total_kb == 2 * GB and cma_pages(h, GB) == 2
+    r = plan.build(h, [_jvm({GB: 2})], _profile(), {})
+    assert r.pools[0].feasibility == "fits" and "hugetlb_cma= area" in \
+        r.pools[0].feasibility_reason
+    r = plan.build(h, [_jvm({GB: 3})], _profile(), {})
+    assert r.pools[0].feasibility == "boot_reservation"
+    [f] = [f for f in r.findings if f.code == "pool.gigantic_runtime"]
+    assert "area is 1 1 GiB pages short" in f.title

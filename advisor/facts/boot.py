@@ -30,6 +30,7 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
+from ..kit.paths import HUGEPAGES_DIR, NODES_DIR
 from ..kit.paths import THP_DIR as THP
 from ..kit.sizing import cmdline_kb
 from .boot_sources import grub_default, ini, kernel_config, tuned_chain
@@ -212,11 +213,11 @@ def path_knob(path: str) -> str | None:
         if rest in ("enabled", "defrag", "shmem_enabled") or \
                 re.fullmatch(r"hugepages-\d+kB/(enabled|shmem_enabled)", rest):
             return f"thp.{rest}"
-    mt = re.fullmatch(r"/sys/kernel/mm/hugepages/hugepages-(\d+)kB/nr_hugepages", path)
+    mt = re.fullmatch(re.escape(HUGEPAGES_DIR) + r"/hugepages-(\d+)kB/nr_hugepages", path)
     return f"pool.{mt.group(1)}" if mt else None
 
 
-_NODE_POOL = re.compile(r"/sys/devices/system/node/node(\d+)/hugepages/hugepages-(\d+)kB/"
+_NODE_POOL = re.compile(re.escape(NODES_DIR) + r"/node(\d+)/hugepages/hugepages-(\d+)kB/"
                         r"nr_hugepages")
 
 

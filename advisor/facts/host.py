@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from .boot import Boot
 from .boot import read as read_boot
-from ..kit.paths import HUGEPAGES_DIR as HUGEPAGES, NODES_DIR as NODES
+from ..kit.paths import HUGEPAGES_DIR as HUGEPAGES, NODES_DIR as NODES, pool_dir
 from .cgroups import (HugetlbLimit, MemoryLimit, hidden_ancestors, hugetlb_accounting,
                       memory_limit)
 from .cgroups import limits as cgroup_limits
@@ -261,7 +261,7 @@ def read_pools(sr: SysRoot, nodes: tuple[int, ...]) -> tuple[HugePool, ...]:
     for size_kb, d in size_dirs(sr, HUGEPAGES):
         per_node = []
         for n in nodes:
-            nd = f"{NODES}/node{n}/hugepages/hugepages-{size_kb}kB"
+            nd = pool_dir(size_kb, n)
             per_node.append(NodePool(n, sr.read_int(f"{nd}/nr_hugepages"),
                                      sr.read_int(f"{nd}/free_hugepages"),
                                      sr.read_int(f"{nd}/surplus_hugepages")))

@@ -54,6 +54,11 @@ class Action:
         """Shell lines (run as root) that make the same change as set(new)."""
         raise NotImplementedError
 
+    def undo_shell(self, old: Any) -> list[str]:
+        """Shell lines that put the old value back (restore(old)), for `apply --print-script`
+        undoing a failed script; the same as shell(old) where set takes the old value."""
+        return self.shell(old)
+
     @property
     def label(self) -> str:
         raise NotImplementedError

@@ -252,6 +252,16 @@ class FileSetting(Action):
                 f"cat >> {shlex.quote(f.path)} <<'HPADVISE_EOF'", tail.rstrip("\n"),
                 "HPADVISE_EOF"]
 
+    def undo_shell(self, old: Any) -> list[str]:
+        """The file's old bytes back (restore), unless they hold a secret a script must not
+        repeat: then the line says to restore it by hand."""
+        f = self.file()
+        text = File.decode((old or {}).get("file"))
+        if text is not None and redact_text(text) != text:
+            msg = f"hpadvise: {f.path} holds a secret: put {self.label} back by hand"
+            return [f"echo {shlex.quote(msg)} >&2"]
+        return f.shell((old or {}).get("file"))
+
     def describe(self, old, new) -> str:
         if not old:
             return f"{self.label}: restored"

@@ -62,7 +62,7 @@ def apply(
       hpadvise apply --db postgres --db jvm --instance 5432 --instance jvm:4242 --restart
     """
     from ..act import applying
-    from ..act import apply as ap_mod
+    from ..act import script as script_mod
     from ..api.engines import registry
 
     json_out = fmt_of(fmt, json_out) == "json"
@@ -76,7 +76,7 @@ def apply(
                            journal_dir=journal_dir)
     plan = applying.plan(req)
     if print_script:
-        print(ap_mod.script(plan), end="")
+        print(script_mod.script(plan), end="")
         return
     if not json_out:
         applying.print_plan(plan)

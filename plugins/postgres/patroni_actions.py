@@ -122,6 +122,16 @@ class PatroniParams(Action):
             f"{n} {(old or {}).get(n) or '(unset)'} -> {new.get(n) or '(unset)'}"
             for n in self.names)
 
+    def undo_shell(self, old: dict) -> list[str]:
+        """patronictl cannot remove a parameter with -p: an old value that was unset is put
+        back by hand."""
+        unset = [n for n, v in (old or {}).items() if v is None]
+        if unset:
+            msg = (f"hpadvise: remove {', '.join(unset)} from the postgresql.parameters of "
+                   f"Patroni {self.scope} by hand (patronictl edit-config)")
+            return [f"echo {shlex.quote(msg)} >&2"]
+        return self.shell(old)
+
     def shell(self, new: dict) -> list[str]:
         cfg = f"-c {shlex.quote(self.config)} " if self.config else ""
         params = " ".join(f"-p {shlex.quote(f'{k}={v}')}" for k, v in new.items()

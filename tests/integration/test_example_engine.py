@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from hpadvise.act import apply as ap_mod
+from hpadvise.act import script as script_mod
 from hpadvise.ledger import journal as jr
 from hpadvise.cli import main
 from hpadvise.api.engines import registry
@@ -68,7 +69,7 @@ def test_example_engine_check_apply_rollback(demo, tmp_path):
         ("hugepages-2048kB/nr_hugepages", 13), ("huge_pages", "on")}
     # apply, with the restart, as `hpadvise apply --db hpdemo --restart --no-persist` does
     plan = ap_mod.prepare(r, r.engines, restart=True, persist=False)
-    script = ap_mod.script(plan)
+    script = script_mod.script(plan)
     assert f"cat > {demo} <<'HPADVISE_EOF'" in script and "kill -TERM" in script
     res = ap_mod.execute(plan, str(tmp_path / "journal"), {"argv": ["test"]})
     assert res.status == "ok", res.problems

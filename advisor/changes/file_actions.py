@@ -84,6 +84,14 @@ class File(Action):
         except OSError as exc:
             raise ActionError(f"cannot write {self.path}: {exc.strerror}") from None
 
+    def undo_shell(self, old: str | None) -> list[str]:
+        """Its old bytes back, unless they hold a secret a script must not repeat."""
+        text = self.decode(old)
+        if text is not None and redact_text(text) != text:
+            msg = f"hpadvise: {self.path} holds a secret: put it back by hand"
+            return [f"echo {shlex.quote(msg)} >&2"]
+        return self.shell(old)
+
     def directories(self) -> list[str]:
         return missing_dirs(self.path)
 

@@ -18,7 +18,8 @@ docs/reference.md):
   way, so smaps is the evidence.
 - -XX:+UseTransparentHugePages madvise()s the heap: needs THP enabled = madvise or always.
 - Option sources, lowest precedence first: JAVA_TOOL_OPTIONS, JDK_JAVA_OPTIONS (java launcher,
-  JDK >= 9), the command line with @argfiles expanded; for -XX flags the last one wins
+  JDK >= 9), the command line with @argfiles expanded, _JAVA_OPTIONS (HotSpot parses it last:
+  arguments.cpp, Arguments::parse_vm_init_args); for -XX flags the last one wins
   (JDK docs, "java" command, "Using the JDK_JAVA_OPTIONS Launcher Environment Variable").
 """
 
@@ -291,7 +292,8 @@ class JvmEngine(Engine):
             "ZooKeeper": "SERVER_JVMFLAGS in conf/java.env",
         }.get(j.app or "", "the service's start command, or JDK_JAVA_OPTIONS in its environment")
         # a flag set the other way in a layer that outranks where it would be added
-        # (JAVA_TOOL_OPTIONS < JDK_JAVA_OPTIONS < the command line and its @files): the
+        # (JAVA_TOOL_OPTIONS < JDK_JAVA_OPTIONS < the command line and its @files <
+        # _JAVA_OPTIONS): the
         # addition would not take there, so it goes where that flag is
         wins = []
         for a in str(mine[0].recommended).split():

@@ -55,7 +55,8 @@ class JvmFlags:
     _seen: dict[str, set[bool]] = field(default_factory=dict, repr=False)
     last: dict[str, bool] = field(default_factory=dict)  # -XX:+/-Name: the value that won
     # where each option's winning value came from: "JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS",
-    # "the command line", "@FILE" (an argument file), "jcmd" (the running JVM's word)
+    # "the command line", "@FILE" (an argument file), "_JAVA_OPTIONS", "jcmd" (the running
+    # JVM's word)
     sources: dict[str, str] = field(default_factory=dict)
     source: str = "the command line"  # where the options apply() gets now come from
 
@@ -139,7 +140,7 @@ def read_flags(sr: SysRoot, p: Proc, cwd: str | None) -> JvmFlags:
     env = p.environ()
     if env is None:
         f.notes.append("environment unreadable (run as root or as the JVM's user): "
-                       "JAVA_TOOL_OPTIONS / JDK_JAVA_OPTIONS not known")
+                       "JAVA_TOOL_OPTIONS / JDK_JAVA_OPTIONS / _JAVA_OPTIONS not known")
         env = {}
     origins: list[str] = []
     args = expand_argfiles(sr, p.cmdline[1:], cwd, f.notes, origins)
@@ -168,6 +169,11 @@ def read_flags(sr: SysRoot, p: Proc, cwd: str | None) -> JvmFlags:
             continue
         main = a  # the first non-option is the main class; the rest are its arguments
         break
+    # HotSpot parses _JAVA_OPTIONS after the command line (arguments.cpp,
+    # Arguments::parse_vm_init_args): its flags win over the command line's
+    f.source = "_JAVA_OPTIONS"
+    for a in env.get("_JAVA_OPTIONS", "").split():
+        f.apply(a)
     f.main = main
     return f
 

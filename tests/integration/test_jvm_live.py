@@ -75,6 +75,8 @@ def test_flag_sources_and_bad_flags(java, tmp_path):
     os.chmod(tmp_path, 0o755)
     p = java(f"@{argfile}", env={"JDK_JAVA_OPTIONS": "-Xmx300m", "JAVA_TOOL_OPTIONS": "-Xmx200m"})
     q = java("-XX:+UseLargePages", "-XX:-UseLargePages", "-Xmx64g", "-Xms16m")
+    # HotSpot reads _JAVA_OPTIONS after the command line: it wins
+    o = java("-Xmx128m", env={"_JAVA_OPTIONS": "-Xmx160m"})
     report, r = check_json("--db", "jvm")
     assert r.returncode == 0, r.stderr
     i = _jvm(report, p.pid)
@@ -84,6 +86,9 @@ def test_flag_sources_and_bad_flags(java, tmp_path):
     # and where each winning value came from
     assert i["settings"]["sources"] == {"UseTransparentHugePages": f"@{argfile}",
                                         "-Xmx": "JDK_JAVA_OPTIONS"}, i["settings"]
+    k = _jvm(report, o.pid)
+    assert k["settings"]["heap_max"] == "160 MiB", k["settings"]
+    assert k["settings"]["sources"]["-Xmx"] == "_JAVA_OPTIONS"
     j = _jvm(report, q.pid)
     codes = {f["code"] for f in report["findings"] if f["instance"] == j["id"]}
     assert {"jvm.flags.contradictory", "jvm.heap.larger_than_ram"} <= codes

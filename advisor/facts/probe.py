@@ -123,7 +123,7 @@ def _address(mm: mmap.mmap) -> int:
     return ctypes.addressof(ctypes.c_char.from_buffer(mm))
 
 
-def _grow_pool(kb: int, pages: int) -> tuple[int, int] | str:
+def grow_pool(kb: int, pages: int) -> tuple[int, int] | str:
     """Grow the pool by `pages`; (old nr, granted) or why not."""
     path = sysfs_pool(kb)
     if not os.path.exists(path):
@@ -139,7 +139,7 @@ def _grow_pool(kb: int, pages: int) -> tuple[int, int] | str:
     return old, int(open(path).read()) - old
 
 
-def _restore_pool(kb: int, old: int) -> None:
+def restore_pool(kb: int, old: int) -> None:
     with open(sysfs_pool(kb), "w") as f:
         f.write(str(old))
 
@@ -193,9 +193,21 @@ def variants_for(g: Geometry) -> list[Variant]:
     return out + [Variant(f"{fmt_page(kb)} hugetlb", kb) for kb in sorted(g.hugetlb_kb)]
 
 
+class Pools:
+    """How probe grows a static pool for a variant and gives it back: straight through sysfs
+    here; the command line journals the same (cli/probing.py), so that a probe killed with a
+    pool grown leaves it to `hpadvise rollback`."""
+
+    def grow(self, kb: int, pages: int) -> tuple[int, int] | str:
+        return grow_pool(kb, pages)
+
+    def restore(self, kb: int, old: int) -> None:
+        restore_pool(kb, old)
+
+
 def run(size: int, accesses: int = 20_000_000, runs: int = 3,
         say: Callable[[str], None] = lambda m: None, geometry: Geometry | None = None,
-        thp_enabled: str | None = None) -> Result:
+        thp_enabled: str | None = None, pools: Pools | None = None) -> Result:
     try:
         import numpy as np
     except ImportError:
@@ -222,6 +234,7 @@ def run(size: int, accesses: int = 20_000_000, runs: int = 3,
     rng = np.random.default_rng(12345)
     idx = rng.integers(0, n, size=accesses, dtype=np.int64)
     variants = variants_for(g)
+    pools = pools or Pools()
     flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS
     for v in variants:
         if avail is not None and v.page_kb * 1024 > max(size, avail * 0.8):
@@ -241,7 +254,7 @@ def run(size: int, accesses: int = 20_000_000, runs: int = 3,
                 mm.close()
         else:
             pages = -(-size // (v.page_kb * 1024))
-            got = _grow_pool(v.page_kb, pages)
+            got = pools.grow(v.page_kb, pages)
             if isinstance(got, str):
                 v.skipped = got
                 continue
@@ -264,7 +277,7 @@ def run(size: int, accesses: int = 20_000_000, runs: int = 3,
                 finally:
                     mm.close()
             finally:
-                _restore_pool(v.page_kb, old)
+                pools.restore(v.page_kb, old)
     return Result(size, accesses, variants, pmu_state(), seconds=time.monotonic() - t_start)
 
 

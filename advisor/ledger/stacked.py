@@ -30,7 +30,7 @@ def key(action) -> tuple:
 
 # The commands that put back what they change before they end: an active journal of one of
 # them was left by a kill.
-ENDS_ITSELF = ("capture", "validate")
+ENDS_ITSELF = ("capture", "validate", "probe")
 
 
 def command_of(j) -> str:

@@ -48,3 +48,27 @@ def test_probe_table_and_refusals():
     assert r.returncode == 2 and "at least 64 MiB" in r.stderr
     r = run_cli("probe", "--size", "lots")
     assert r.returncode == 2 and "lots" in r.stderr
+
+
+def test_a_killed_probe_leaves_its_pool_to_rollback(knobs, tmp_path):
+    """probe journals the pools it grows: killed with one grown, it leaves it recorded,
+    another probe over that pool is refused until `hpadvise rollback` gives it back; a whole
+    probe closes its journal as rolled back."""
+    from pathlib import Path
+    pool = Path("/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages")
+    knobs.pool(2048, 0)
+    j = str(tmp_path / "journal")
+    args = ("probe", "--size", "64MiB", "--accesses", "100000", "--runs", "1",
+            "--journal-dir", j)
+    r = run_cli(*args, env={"HPADVISE_TEST_KILL_AFTER": "1"}, timeout=300)
+    assert r.returncode == -9, (r.returncode, r.stderr[-500:])
+    assert int(pool.read_text()) > 0  # killed with the pool grown
+    r = run_cli(*args, timeout=300)
+    assert r.returncode == 2 and "hpadvise rollback" in r.stderr, r.stderr
+    r = run_cli("rollback", "--yes", "--journal-dir", j)
+    assert r.returncode == 0, r.stderr
+    assert int(pool.read_text()) == 0
+    r = run_cli(*args, timeout=300)
+    assert r.returncode == 0, r.stderr
+    h = json.loads(run_cli("history", "--json", "--journal-dir", j).stdout)
+    assert [x["rolled_back"] is not None for x in h] == [True, True], h

@@ -71,3 +71,27 @@ def test_relative_links_lead_somewhere(page):
                 _slug(h) for h in _intended_headings(target.read_text())}:
             bad.append(f"{href}: no such heading")
     assert bad == []
+
+
+def _synopsis(text: str, after: str) -> str:
+    i = text.index("```\n", text.index(after)) + 4
+    return text[i:text.index("```", i)]
+
+
+def test_the_synopsis_names_every_command_and_agrees_with_check_md():
+    import typer.main
+
+    from hpadvise.cli import app
+    readme = _synopsis((REPO / "README.md").read_text(), "## The commands")
+    assert readme == _synopsis((REPO / "docs" / "check.md").read_text(), "# hpadvise check")
+    commands = typer.main.get_command(app).commands
+    missing = [c for c in commands if not re.search(rf"^hpadvise {re.escape(c)}\b", readme, re.M)]
+    assert missing == [], "add them to the synopsis in README.md and docs/check.md"
+    for name, cmd in commands.items():  # every option a command has is in its synopsis
+        line = re.search(rf"^hpadvise {re.escape(name)}\b.*?(?=^hpadvise |\Z)", readme,
+                         re.M | re.S).group(0)
+        absent = [p.opts[0] for p in cmd.params if p.opts and p.opts[0].startswith("-")
+                  and p.opts[0] not in ("--help", "--format", "--output")
+                  and not any(re.search(rf"(?<![\w-]){re.escape(o)}(?![\w-])", line)
+                              for o in p.opts)]
+        assert absent == [], (name, absent)

@@ -84,14 +84,18 @@ def to_prometheus(r: Report, duration_s: float, now: float) -> str:
                 need.append(({**lab, **_size(kb)}, n))
             for kb, n in (d.held_split or {d.page_kb: d.held_pages}).items():
                 held.append(({**lab, **_size(kb)}, n))
-        if i.running and i.backing is not None:
+        placed = r.placements.get(i.id)
+        # only instances the plan puts on static pages: one served by THP (Redis, a JVM with
+        # -XX:+UseTransparentHugePages) is never on them, and a 0 for it would be no alarm
+        if i.running and i.backing is not None and placed is not None \
+                and placed.status == "pool":
             on.append((lab, 1 if i.backing == "hugetlb" else 0))
     o.family("hpadvise_instance_pages_needed", "Huge pages an instance needs, per page size",
              need)
     o.family("hpadvise_instance_pages_held", "Huge pages an instance holds now, per page size",
              held)
-    o.family("hpadvise_instance_on_huge_pages", "1 when a running instance's shared memory "
-             "is on static huge pages, 0 when it is not (the silent-fallback alarm)", on)
+    o.family("hpadvise_instance_on_huge_pages", "1 when a running instance the plan puts on "
+             "static huge pages is on them, 0 when it is not (the silent-fallback alarm)", on)
 
     o.family("hpadvise_finding", "A finding of the check, by code, severity and database "
              "instance (docs/findings.md)",

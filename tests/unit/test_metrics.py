@@ -75,3 +75,27 @@ def test_on_huge_pages_and_atomic_output_file(hosts, tmp_path):
 def test_format_errors(hosts, args, needle):
     r = run_cli("check", "--root", str(hosts / "no-pools"), *args)
     assert r.returncode == 2 and needle in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_no_fallback_alarm_for_what_thp_serves(hosts):
+    """A Redis is served by THP, never by the static pools: no on_huge_pages sample of 0 for
+    it (an alert on 0 would fire for every Redis), while PostgreSQL, planned on static pages,
+    keeps its sample."""
+    import time
+
+    from hpadvise.api import profiles
+    from hpadvise.api.engines import Instance, registry
+    from hpadvise.facts import host
+    from hpadvise.facts.sysroot import SysRoot
+    from hpadvise.outputs.metrics import to_prometheus
+    from hpadvise.planning import pipeline, plan
+    r0 = pipeline.inspect(SysRoot(hosts / "pg-fallback"))
+    redis = Instance("redis", "redis:6379", "redis", True, pid=1, backing="4k")
+    insts = [*r0.instances, redis]
+    r = plan.build(host.collect(SysRoot(hosts / "pg-fallback")), insts,
+                   profiles.load("oltp", registry.profile_schemas()),
+                   {**r0.engines, "redis": registry.get("redis")})
+    assert r.placements["redis:6379"].status == "thp"
+    fams = {f.name: f for f in text_string_to_metric_families(to_prometheus(r, 0.1, time.time()))}
+    ids = {s.labels["db_instance"] for s in fams["hpadvise_instance_on_huge_pages"].samples}
+    assert "redis:6379" not in ids and any(i.startswith("postgres:") for i in ids)

@@ -229,7 +229,12 @@ class PgRestart(Restart):
         if unit:
             return ["systemctl", "restart", unit], {}
         if mt and os.path.exists("/usr/bin/pg_ctlcluster"):
-            return ["pg_ctlcluster", mt.group(1), mt.group(2), "restart"], {}
+            # pg_ctlcluster runs pg_ctl, whose server inherits where it runs: started from
+            # the server's cgroup, memory policy and THP mode, the restarted server keeps them
+            keep = keep_of(pid, self.c.get("thp_mode"))
+            run = keeper(keep, None, None)
+            return ["pg_ctlcluster", mt.group(1), mt.group(2), "restart"], (
+                {"preexec_fn": run} if run is not None else {})
         pw = pwd.getpwnam(self.c["owner"])
         bindir = self.bindir()
         if not bindir:

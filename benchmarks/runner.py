@@ -109,6 +109,10 @@ class Validation(SideBySide):
             self.interrupted = True
         except RunOverrun as exc:
             self.failed = self.meta["stopped"] = str(exc)
+        except RuntimeError as exc:
+            # a benchmark client or a server that failed (pgbench, sysbench, a start): the
+            # run cannot go on; said in one line once every knob is back, not as a bug
+            raise ValidateError(" ".join(str(exc).split())[:400]) from None
         finally:
             signal.signal(signal.SIGTERM, signal.SIG_IGN)  # restoring must not be cut short
             try:

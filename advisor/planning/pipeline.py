@@ -61,10 +61,12 @@ def inspect(sr: SysRoot, profile_name: str = "oltp", targets: Targets | None = N
         if inst.pid is not None:
             inst.cgroup = cgroup_limits(sr, inst.pid, hier)
             inst.memory_limit = memory_limit(sr, inst.pid, hier)
-            # its main process's mappings: which of them THP can back (thp_regions.py)
+            # its main process's mappings: which of them THP can back (thp_regions.py), for
+            # the report; validate's own inspections (`scratch`) need them only where the host
+            # gives unadvised memory THP, and do not walk its running servers' page tables
             smaps = sr.read(f"/proc/{inst.pid}/smaps", quiet_missing=True) \
-                if inst.running else None
-            if smaps:
+                if inst.running and (gives or not scratch) else None
+            if smaps and not scratch:
                 smaps_of[id(inst)] = smaps
             inst.thp_mode = process_mode(sr.read(f"/proc/{inst.pid}/status", quiet_missing=True),
                                          smaps, gives, facts.thp.pmd_size_kb)

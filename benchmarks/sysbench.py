@@ -174,10 +174,13 @@ def final_report(out: str) -> str:
 
 
 def _why(out: str) -> str:
-    """The line that says what went wrong: our script's 'tpcc:' message or sysbench's FATAL."""
+    """The lines that say what went wrong: our script's 'tpcc:' message or sysbench's FATAL
+    lines. sysbench prints the driver's reason first ("FATAL: unable to connect to MySQL
+    server ...", "FATAL: error 1040: Too many connections") and its generic
+    "`thread_run' function failed" last: every distinct one is kept, in order."""
     lines = [ln.strip() for ln in out.splitlines() if ln.strip()]
     for pat in ("tpcc:", "FATAL", "error", "Error"):
-        hits = [ln for ln in lines if pat in ln]
+        hits = list(dict.fromkeys(ln for ln in lines if pat in ln))
         if hits:
-            return hits[-1][:300]
+            return "; ".join(ln[:300] for ln in hits[:4])
     return (lines[-1] if lines else "no output")[:300]

@@ -33,10 +33,13 @@ def effect_words(e: dict) -> tuple[str, str]:
 def answer(result: dict) -> list[str]:
     """The report's first words: should I apply the plan? The plan's comparison (current
     against recommended), its verdict in a sentence with the estimate and interval, and how
-    it was measured. Nothing when the run did not compare them."""
+    it was measured. A run that did not compare them says so, and what it compared."""
     e = next((e for e in result["effects"] if (e["a"], e["b"]) == PLAN), None)
     if e is None:
-        return []
+        pairs = [f"{x['b']} against {x['a']}" for x in result["effects"]]
+        return ["Apply the plan? This run did not measure it (recommended against current)"
+                + (f"; it compared {', '.join(pairs)}, below" if pairs else "")
+                + ". validate's default --variants measure the plan."]
     m = result["meta"]
     band = m.get("band_pct", 1.0)
     if not math.isfinite(e["lo_pct"]):

@@ -4,7 +4,8 @@
 # Debian packages (only those missing): PostgreSQL server, MariaDB server, sysbench, pgreplay, a JDK,
 # python3-venv, util-linux, procps, tuned, openssh-server, patroni and etcd-server (installed
 # without starting them), qemu-system-x86, debootstrap (the two-node guest's image, built once
-# into /var/tmp/hpadvise-guests by scripts/guest.sh), runc (the container runtime). Python: hpadvise with its [test] extras (ansible-core among them)
+# into /var/tmp/hpadvise-guests by scripts/guest.sh), runc (the container runtime), chromium (the
+# HTML reports rendered headless). Python: hpadvise with its [test] extras (ansible-core among them)
 # in a venv. Debian roots with newer server releases (sid: Oracle MySQL 9.7; trixie: MariaDB
 # 11.8, PostgreSQL 17), built once into /var/tmp/hpadvise-roots by scripts/roots.sh (about 2
 # minutes; a no-op once cached); tests/roots.py runs the servers inside them.
@@ -33,6 +34,7 @@ command -v etcd >/dev/null || missing+=(etcd-server)
 command -v runc >/dev/null || missing+=(runc)
 command -v groff >/dev/null || missing+=(groff-base)  # the manual pages' lint
 command -v man >/dev/null || missing+=(man-db)
+command -v chromium >/dev/null || missing+=(chromium)  # the reports seen in a browser
 /usr/bin/python3 -c 'import ensurepip, venv' 2>/dev/null || missing+=(python3-venv)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "test.sh: installing Debian packages: ${missing[*]}"

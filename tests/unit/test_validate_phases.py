@@ -189,7 +189,11 @@ def test_the_report_leads_with_the_plans_answer(verdict, lo, hi, words):
     lines = wording.phase_lines(result)
     assert "thp-never / thp-always in turn" in lines[0]
     assert lines[1].startswith("current -> recommended by THP phase: thp-never")
-    assert wording.answer({"meta": {}, "effects": result["effects"][:1]}) == []
+    # a run without the plan's comparison says so, and what it compared instead
+    assert wording.answer({"meta": {}, "effects": result["effects"][:1]}) == [
+        "Apply the plan? This run did not measure it (recommended against current); it "
+        "compared thp-always against thp-never, below. validate's default --variants measure "
+        "the plan."]
 
 
 @pytest.mark.parametrize("duration_s,warm_s,dropped", [

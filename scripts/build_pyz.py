@@ -7,8 +7,9 @@ mysql-connector are not in it (they are optional), nor numpy (`probe` says so).
 
     python3 scripts/build_pyz.py [OUTPUT]        (default: dist/hpadvise.pyz)
 
-The archive runs with the Python it was built for and later (requires-python in
-pyproject.toml)."""
+The archive runs on Python 3.9 and later (requires-python in pyproject.toml): the
+dependency line in pyproject.toml holds the releases that still run there, so the copies
+taken from this environment do too."""
 
 from __future__ import annotations
 
@@ -23,8 +24,11 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 # hpadvise's runtime dependencies that are pure Python, and theirs
+# (tomli: the TOML parser of Pythons before 3.11, which have no tomllib)
 PURE = ("typer", "rich", "shellingham", "markdown-it-py", "mdurl", "pygments",
-        "typing-extensions", "annotated-doc", "click")
+        "typing-extensions", "annotated-doc", "click", "tomli")
+# Without these the archive does not run at all (tomli: on Python 3.9 and 3.10)
+NEEDED = ("typer", "rich", "click", "tomli")
 
 
 def _copy_dist(name: str, into: Path) -> bool:
@@ -60,9 +64,10 @@ def build(output: Path) -> Path:
                 if ".data/" not in n:
                     z.extract(n, root)
         missing = [d for d in PURE if not _copy_dist(d, root)]
-        if "typer" in missing or "rich" in missing:
+        if set(missing) & set(NEEDED):
             raise SystemExit(f"build_pyz: {', '.join(missing)} not installed here: run it "
-                             "with the Python of hpadvise's environment (.venv/bin/python)")
+                             "with the Python of hpadvise's environment with its test extras "
+                             "(.venv/bin/python; pip install -e '.[test]')")
         output.parent.mkdir(parents=True, exist_ok=True)
         zipapp.create_archive(root, output, interpreter="/usr/bin/env python3",
                               main="hpadvise.cli:main", compressed=True)

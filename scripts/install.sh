@@ -16,8 +16,8 @@ done
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
 py=$(command -v /usr/bin/python3 || command -v python3 || true)
-if [ -z "$py" ] || ! "$py" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
-  echo "install.sh: hpadvise needs Python >= 3.11 (Debian 12 / Ubuntu 24.04 have it)" >&2
+if [ -z "$py" ] || ! "$py" -c 'import sys; sys.exit(sys.version_info < (3, 9))'; then
+  echo "install.sh: hpadvise needs Python >= 3.9 (RHEL 9, Debian 11 and later have it)" >&2
   exit 1
 fi
 if ! "$py" -c 'import ensurepip, venv' 2>/dev/null; then

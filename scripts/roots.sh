@@ -4,13 +4,18 @@
 # host's Debian 12 has older ones). tests/roots.py starts servers inside them, in private
 # mount and PID namespaces or under runc.
 #
-#   scripts/roots.sh build SUITE            build and cache the root (sid, trixie or all);
+#   scripts/roots.sh build SUITE            build and cache the root (sid, trixie, bullseye
+#                                           or all);
 #                                           a root already built is kept (a fast no-op)
 #   scripts/roots.sh path SUITE             print the root's path (exit 1 if not built)
 #
 #   sid:    Oracle MySQL 9.7 (mysql-server-core, mysql-client-core; it needs sid's libc, so it
 #           runs only inside its root), with a mysql user and group added
 #   trixie: PostgreSQL 17 (postgresql-17, no cluster created) and MariaDB 11.8 (mariadb-server)
+#   bullseye: Python 3.9 (the python3 of Debian 11, as RHEL 9 and Amazon Linux 2023 have it),
+#           PostgreSQL 13 (postgresql-13, no cluster created) and groff, with a venv of the unit
+#           tests' own tools (pytest, hypothesis, jsonschema, PyYAML, kubernetes-validate,
+#           prometheus-client) at /opt/hpadvise-tests
 #
 # Examples:
 #   sudo scripts/roots.sh build all
@@ -28,12 +33,13 @@
 set -euo pipefail
 
 cache=${HPADVISE_ROOTS:-/var/tmp/hpadvise-roots}
-suites=(sid trixie)
+suites=(sid trixie bullseye)
 marker=etc/hpadvise-root
 
 die() { echo "roots.sh: $*" >&2; exit 2; }
 suite_ok() {
-  case "$1" in sid|trixie) ;; *) die "unknown suite '$1': sid, trixie (or all for build)";; esac
+  case "$1" in sid|trixie|bullseye) ;;
+    *) die "unknown suite '$1': sid, trixie, bullseye (or all for build)";; esac
 }
 
 # The packages of each suite's second stage (installed with apt-get inside the root).
@@ -41,6 +47,7 @@ packages() {
   case "$1" in
     sid) echo "mysql-server-core mysql-client-core" ;;
     trixie) echo "postgresql-17 mariadb-server" ;;
+    bullseye) echo "python3 python3-venv postgresql-13 groff-base" ;;
   esac
 }
 
@@ -91,8 +98,8 @@ stage() {
   apt_install() { in_root apt-get install -y -q --no-install-recommends "${frozen[@]}" "$@"; }
   in_root apt-get update -q "${frozen[@]}" || die "apt-get update failed in the $suite root"
   case "$suite" in
-    trixie)
-      # postgresql-17's postinst would create and start a 'main' cluster: none, the tests
+    trixie|bullseye)
+      # postgresql-N's postinst would create and start a 'main' cluster: none, the tests
       # make their own (postgresql-common first, then its createcluster.conf says so)
       apt_install postgresql-common || die "installing postgresql-common in the trixie root failed"
       local conf=$root/etc/postgresql-common/createcluster.conf
@@ -113,6 +120,27 @@ stage() {
         --shell /usr/sbin/nologin --comment "MySQL Server" mysql
       # mysqld refuses to start without its secure_file_priv directory (compiled in)
       in_root install -d -o mysql -g mysql -m 750 /var/lib/mysql-files
+      ;;
+    bullseye)
+      # the unit tests' tools for the root's own Python 3.9: wheels fetched by the host's pip
+      # (the host's index and certificates), installed in the root from them alone
+      # (pip evaluates python_version markers with the host's Python: the backports 3.9 needs
+      # are named)
+      local wheels=$root/tmp/hpadvise-wheels
+      python3 -m pip download -q --disable-pip-version-check --dest "$wheels" \
+        --only-binary=:all: --python-version 3.9 --implementation cp --abi cp39 \
+        --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 \
+        --platform manylinux_2_28_x86_64 \
+        'pytest>=8' 'hypothesis>=6.100' 'jsonschema>=4' 'pyyaml>=6' \
+        'kubernetes-validate>=1.30' 'prometheus-client>=0.17' \
+        exceptiongroup tomli typing-extensions importlib-resources zipp \
+        || die "fetching the unit tests' tools for Python 3.9 failed (the host's python3 -m pip)"
+      in_root python3 -m venv /opt/hpadvise-tests
+      in_root /opt/hpadvise-tests/bin/pip install -q --disable-pip-version-check --no-index \
+        --find-links /tmp/hpadvise-wheels pytest hypothesis jsonschema pyyaml \
+        kubernetes-validate prometheus-client \
+        || die "installing the unit tests' tools in the bullseye root failed"
+      rm -rf "$wheels"
       ;;
   esac
   in_root apt-get clean
@@ -170,16 +198,16 @@ build() {
 cmd=${1:-}; shift || true
 case "$cmd" in
   build)
-    [ $# -eq 1 ] || die "usage: roots.sh build sid|trixie|all"
+    [ $# -eq 1 ] || die "usage: roots.sh build sid|trixie|bullseye|all"
     if [ "$1" = all ]; then for s in "${suites[@]}"; do build "$s"; done
     else suite_ok "$1"; build "$1"; fi ;;
   path)
-    [ $# -eq 1 ] || die "usage: roots.sh path sid|trixie"
+    [ $# -eq 1 ] || die "usage: roots.sh path sid|trixie|bullseye"
     suite_ok "$1"
     built "$1" || { echo "roots.sh: no $1 root in $cache: run 'scripts/roots.sh build $1'" >&2
                     exit 1; }
     echo "$cache/$1" ;;
   _stage) [ $# -eq 3 ] || die "usage: roots.sh _stage SUITE ROOT MIRROR (internal)"
     stage "$@" ;;
-  *) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

@@ -45,7 +45,6 @@ SUITE = {"mysql": "sid", "mariadb": "trixie", "postgres": "trixie"}
 COMM = {"mysql": "mysqld", "mariadb": "mariadbd", "postgres": "postgres"}
 USER = {"mysql": "mysql", "mariadb": "mysql", "postgres": "postgres"}
 RUNDIR = {"mysql": "/run/mysqld", "mariadb": "/run/mysqld", "postgres": "/run/postgresql"}
-PG_BIN = "/usr/lib/postgresql/17/bin"
 LAB = "/var/lib/hplab"
 MARKER = "etc/hpadvise-root"
 
@@ -158,7 +157,7 @@ class RootServer:
             raise ValueError(f"unknown engine {engine!r}: mysql, mariadb or postgres")
         root = suite_root if suite_root is not None else root_path(SUITE[engine])
         if root is None or not (Path(root) / MARKER).is_file():
-            raise NoRoot(why_no_root(SUITE[engine]))
+            raise NoRoot(why_no_root(Path(root).name if root is not None else SUITE[engine]))
         self.root = Path(root).resolve()
         self.engine = engine
         self.name = name or f"{engine}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
@@ -169,6 +168,10 @@ class RootServer:
         self.pg_ctl = pg_ctl
         self.no_sys = no_sys  # a root without /sys, as some containers are
         self.uid, self.gid = root_user(self.root, USER[engine])
+        # PostgreSQL's binaries: the one major installed in the root (17 in trixie, 13 in
+        # bullseye)
+        bins = sorted(self.root.glob("usr/lib/postgresql/*/bin/postgres"))
+        self.pg_bin = "/" + str(bins[-1].parent.relative_to(self.root)) if bins else ""
         self.options, self.settings = self._options(options)
         self.pid: int | None = None  # the server's host PID, once started
         self.proc: subprocess.Popen | None = None  # unshare
@@ -238,7 +241,7 @@ class RootServer:
                     "--auth-root-authentication-method=socket", "--skip-test-db"]
             user = False  # run as root inside the root: it chowns to mysql
         else:
-            argv = [f"{PG_BIN}/initdb", "-D", self.datadir, "-U", "postgres", "-A", "trust",
+            argv = [f"{self.pg_bin}/initdb", "-D", self.datadir, "-U", "postgres", "-A", "trust",
                     "--no-sync", "-E", "UTF8", "--locale=C"]
             user = True
         r = subprocess.run(self._enter(argv, as_user=user), capture_output=True, text=True,
@@ -299,14 +302,14 @@ class RootServer:
                     f"--port={self.port}", "--bind-address=127.0.0.1",
                     f"--socket={self.socket}", f"--log-error={self.log}",
                     f"--pid-file={self.run_dir}/mariadbd.pid", *self.options]
-        return [f"{PG_BIN}/postgres", "-D", self.datadir, *self.options]
+        return [f"{self.pg_bin}/postgres", "-D", self.datadir, *self.options]
 
     def _init_script(self) -> str:
         """The namespace's PID 1: the server in the foreground, its output in its log; with
         pg_ctl, the daemonised postmaster (a child of this shell once pg_ctl has left)."""
         log = shlex.quote(str(self.host(self.log)))
         if self.engine == "postgres" and self.pg_ctl:
-            start = self._chroot([f"{PG_BIN}/pg_ctl", "-D", self.datadir, "-l", self.log,
+            start = self._chroot([f"{self.pg_bin}/pg_ctl", "-D", self.datadir, "-l", self.log,
                                   "-o", shlex.join(self.options), "-W", "start"])
             return (f"{shlex.join(start)} >> {log} 2>&1\n"
                     "trap 'exit 0' TERM\nwhile :; do sleep 1; done")
@@ -366,8 +369,8 @@ class RootServer:
 
     def _ping(self) -> bool:
         if self.engine == "postgres":
-            argv = [f"{PG_BIN}/pg_isready", "-q", "-h", "/run/postgresql", "-p", str(self.port),
-                    "-U", "postgres", "-d", "postgres"]
+            argv = [f"{self.pg_bin}/pg_isready", "-q", "-h", "/run/postgresql", "-p",
+                    str(self.port), "-U", "postgres", "-d", "postgres"]
         else:
             tool = "mysqladmin" if self.engine == "mysql" else "mariadb-admin"
             argv = [tool, f"--socket={self.socket}", "-uroot", "ping"]
@@ -394,7 +397,7 @@ class RootServer:
 
     def client_argv(self, query: str) -> tuple[list[str], bool]:
         if self.engine == "postgres":
-            return [f"{PG_BIN}/psql", "-X", "-A", "-t", "-q", "-v", "ON_ERROR_STOP=1", "-h",
+            return [f"{self.pg_bin}/psql", "-X", "-A", "-t", "-q", "-v", "ON_ERROR_STOP=1", "-h",
                     "/run/postgresql", "-p", str(self.port), "-U", "postgres", "-d",
                     "postgres", "-c", query], True
         tool = "mysql" if self.engine == "mysql" else "mariadb"
@@ -524,7 +527,7 @@ class RootContainer(RootServer):
         mounts_ = base_mounts(devpts=True) + [{"destination": dst, "type": "bind", "source": str(src),
               "options": ["rbind", "rw"]} for src, dst in binds]
         if self.engine == "postgres" and self.pg_ctl:
-            start = shlex.join([f"{PG_BIN}/pg_ctl", "-D", self.datadir, "-l", self.log, "-o",
+            start = shlex.join([f"{self.pg_bin}/pg_ctl", "-D", self.datadir, "-l", self.log, "-o",
                                 shlex.join(self.options), "-W", "start"])
             cmd = f"{start} >> {shlex.quote(self.log)} 2>&1 && exec sleep infinity"
         else:
@@ -641,6 +644,11 @@ def mysql97(options: list[str] | dict | None = None, **kw) -> RootServer:
 def maria118(options: list[str] | dict | None = None, **kw) -> RootServer:
     """MariaDB 11.8 in the trixie root."""
     return RootServer(None, "mariadb", options, **kw)
+
+
+def pg13(settings: dict | list[str] | None = None, **kw) -> RootServer:
+    """PostgreSQL 13 in the bullseye root (whose python3 is 3.9)."""
+    return RootServer(root_path("bullseye") or CACHE / "bullseye", "postgres", settings, **kw)
 
 
 def pg17(settings: dict | list[str] | None = None, **kw) -> RootServer:

@@ -7,7 +7,10 @@ key, so a typo never silently falls back to a default.
 from __future__ import annotations
 
 import math
-import tomllib
+try:
+    import tomllib
+except ImportError:  # Python 3.9 and 3.10: tomli, the parser tomllib was made from
+    import tomli as tomllib  # type: ignore[no-redef]
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -126,7 +129,9 @@ def load(name_or_path: str, engine_schemas: dict[str, dict[str, tuple]] | None =
         where = str(path)
     else:
         res = _shipped_dir() / f"{name_or_path}.toml"
-        if not res.is_file():
+        # by the listing: Python 3.9's zipfile.Path (inside hpadvise.pyz) calls a missing
+        # entry a file
+        if name_or_path not in shipped():
             raise InputError(f"no profile named {name_or_path!r} (shipped: {', '.join(shipped())};"
                              " or give a path to a .toml file)")
         text, where = res.read_text(), name_or_path

@@ -58,6 +58,38 @@ def _engine_options(group, argv: list[str]) -> None:
             expose_value=False, callback=store, help=f"{opt.help} (engine {eng})"))
 
 
+def command_group():
+    """The click group of every registered command, as typer builds it."""
+    _annotations_evaluated()
+    return typer.main.get_command(app)
+
+
+def _annotations_evaluated() -> None:
+    """Python 3.9: every command's annotations as objects. This package's modules keep their
+    annotations as strings (`from __future__ import annotations`); typer evaluates them only
+    on Python 3.10 and later (inspect.signature's eval_str), and on 3.9 would take every
+    option for a plain parameter named after its variable. Each string is evaluated in its
+    module, as written (typing.get_type_hints on 3.9 would wrap an Annotated whose default is
+    None in Optional[], where typer no longer finds the option)."""
+    if sys.version_info >= (3, 10):
+        return
+    import inspect
+    funcs = [c.callback for c in app.registered_commands]
+    if app.registered_callback is not None:
+        funcs.append(app.registered_callback.callback)
+    for f in funcs:
+        if f is None or "__signature__" in vars(f):
+            continue
+        sig = inspect.signature(f)
+
+        def evaluated(a, f=f):
+            return eval(a, f.__globals__) if isinstance(a, str) else a  # noqa: S307
+        f.__signature__ = sig.replace(
+            parameters=[p.replace(annotation=evaluated(p.annotation))
+                        for p in sig.parameters.values()],
+            return_annotation=evaluated(sig.return_annotation))
+
+
 def main(argv: list[str] | None = None) -> None:
     """The console script: run one command line (default: this process's) and exit."""
     argv = sys.argv[1:] if argv is None else argv
@@ -69,7 +101,7 @@ def main(argv: list[str] | None = None) -> None:
     if not isinstance(sys.stdout, ScrubbedStream):
         sys.stdout, sys.stderr = ScrubbedStream(sys.stdout), ScrubbedStream(sys.stderr)
     try:
-        group = typer.main.get_command(app)
+        group = command_group()
         _engine_options(group, argv)
         code = group.main(args=argv, prog_name="hpadvise", standalone_mode=False)
     except InputError as exc:

@@ -48,8 +48,8 @@ class Page:
 def _group():
     """The command line's click group, every command registered (the package imports them
     all before this module)."""
-    import typer.main
-    return typer.main.get_command(app)
+    from .app import command_group
+    return command_group()
 
 
 def _split_help(text: str) -> tuple[list[str], str | None, list[str]]:
@@ -82,7 +82,7 @@ def _summary(para: str) -> str:
 
 def pages() -> dict[str, Page]:
     """Every page, by name: hpadvise first, then one per command in the help's order."""
-    from typer import _click as click
+    import click
 
     from ..api.engines import registry
     group = _group()

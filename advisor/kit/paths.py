@@ -2,6 +2,8 @@
 (Documentation/admin-guide/mm/hugetlbpage.rst, Documentation/admin-guide/mm/transhuge.rst,
 Documentation/ABI/testing/sysfs-kernel-mm-hugepages, sysfs-devices-system-node)."""
 
+from __future__ import annotations
+
 THP_DIR = "/sys/kernel/mm/transparent_hugepage"
 HUGEPAGES_DIR = "/sys/kernel/mm/hugepages"
 NODES_DIR = "/sys/devices/system/node"

@@ -177,7 +177,11 @@ class MyRestart(Restart):
         """The command line that starts the server again, and its subprocess arguments: where
         the server ran (`keep`: its cgroup and NUMA memory policy, read before it stopped)."""
         argv = self.s.get("supervisor") or self.s["argv"]
-        pw = pwd.getpwnam(self.s["owner"]) if self.s.get("owner") else None
+        try:
+            pw = pwd.getpwnam(self.s["owner"]) if self.s.get("owner") else None
+        except KeyError:
+            raise ActionError(f"{self.label}: the server's user {self.s['owner']!r} does not "
+                              "exist on this host") from None
         kw: dict = {"cwd": self.s.get("cwd") or "/", "start_new_session": True,
                     "stdin": subprocess.DEVNULL, "stdout": subprocess.DEVNULL,
                     "stderr": subprocess.DEVNULL,
@@ -212,6 +216,7 @@ class MyRestart(Restart):
             return
         keep = keep_of(pid, self.s.get("thp_mode"))  # before it stops: a start by hpadvise
         # would lose them
+        argv, kw = self._start(keep)  # before it stops too: what cannot start fails here
         if pid:
             os.kill(pid, signal.SIGTERM)  # mysqld shuts down cleanly on SIGTERM
             deadline = time.time() + 900
@@ -219,7 +224,6 @@ class MyRestart(Restart):
                 if time.time() > deadline:
                     raise ActionError(f"{self.label}: pid {pid} did not stop within 15 minutes")
                 time.sleep(0.1)
-        argv, kw = self._start(keep)
         try:
             proc = subprocess.Popen(argv, **kw)
         except OSError as exc:
@@ -271,7 +275,7 @@ class MyRestart(Restart):
         unit = systemd_unit(pid) if pid else None
         if unit:
             return [f"systemctl restart {shlex.quote(unit)}"]
-        argv, _ = self._start()
+        argv = self.s.get("supervisor") or self.s["argv"]  # as _start runs it
         cmd = " ".join(shlex.quote(a) for a in argv)
         owner = self.s.get("owner")
         if owner and owner != "root" and not self.s.get("supervisor"):

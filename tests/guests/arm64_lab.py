@@ -10,6 +10,8 @@ With LAB_SNAPSHOTS=1 it also writes an `hpadvise snapshot` tree of the guest wit
 on 32 MiB pages to /share/snapshot-arm64 (tests/fixtures/guests/arm64-4k-pg32m).
 """
 
+from __future__ import annotations
+
 import os
 import re
 import subprocess

@@ -9,6 +9,8 @@ test_sid_guest.py); judges nothing itself. Also writes an `hpadvise snapshot` of
     python3 kernel_lab.py [case ...]     cases: facts plan plan_cma cma hvo modes unit_thp
 """
 
+from __future__ import annotations
+
 import os
 import re
 

@@ -10,6 +10,8 @@ With LAB_SNAPSHOTS=1 it also writes `hpadvise snapshot` trees of the bound hosts
 /share/snapshot-membind and /share/snapshot-cpuset (tests/fixtures/guests/amd64-2node-*).
 """
 
+from __future__ import annotations
+
 import os
 import re
 

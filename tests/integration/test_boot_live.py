@@ -4,6 +4,8 @@ predicted; a later /etc/sysctl.conf that overrides the plan is reported before a
 refuses, and the replay gives exactly the value predicted. Every system file and every sysctl
 the replay touches is put back."""
 
+from __future__ import annotations
+
 import contextlib
 import json
 import os

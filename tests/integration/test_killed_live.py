@@ -4,6 +4,8 @@ all it changed itself; after a SIGKILL a second command over the same settings i
 one line naming the rollback, and that rollback puts the server's settings and files, the
 host's knobs and the scratch servers' directories back as they were."""
 
+from __future__ import annotations
+
 import json
 import os
 import signal

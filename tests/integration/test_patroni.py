@@ -5,6 +5,8 @@ goes through Patroni (its configuration, its restarts, the replica first), never
 back (no ALTER SYSTEM, no pg_ctl). Patroni's passwords never appear in the output. Teardown stops Patroni
 (which stops its server) and etcd and removes their data, whatever happens."""
 
+from __future__ import annotations
+
 import json
 import os
 import shutil

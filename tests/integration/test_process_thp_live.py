@@ -5,6 +5,8 @@ pg_ctl, kept by the postmaster and every backend), journaled; a backend's own me
 no THP, which it got before; rollback restarts it as it ran. A Redis started under
 `hpadvise thp-exec --mode advised` is read as such; one that is not gets the plan's advice."""
 
+from __future__ import annotations
+
 import json
 import os
 import shutil

@@ -1,5 +1,7 @@
 """The CLI as a user runs it, on captured hosts: tables, JSON schema, exit codes, bad input."""
 
+from __future__ import annotations
+
 import json
 import shutil
 from importlib import resources

@@ -2,6 +2,8 @@
 Markdown parser finds (markdown-it, CommonMark) are exactly the `#` lines outside code
 blocks, so no shell comment in an example turns into a heading."""
 
+from __future__ import annotations
+
 import re
 from pathlib import Path
 
@@ -79,12 +81,10 @@ def _synopsis(text: str, after: str) -> str:
 
 
 def test_the_synopsis_names_every_command_and_agrees_with_check_md():
-    import typer.main
-
-    from hpadvise.cli import app
+    from hpadvise.cli.app import command_group
     readme = _synopsis((REPO / "README.md").read_text(), "## The commands")
     assert readme == _synopsis((REPO / "docs" / "check.md").read_text(), "# hpadvise check")
-    commands = typer.main.get_command(app).commands
+    commands = command_group().commands
     missing = [c for c in commands if not re.search(rf"^hpadvise {re.escape(c)}\b", readme, re.M)]
     assert missing == [], "add them to the synopsis in README.md and docs/check.md"
     for name, cmd in commands.items():  # every option a command has is in its synopsis

@@ -12,6 +12,7 @@ from hpadvise.api.face import Action, Codes, Engine, File, FileSetting, Instance
 # the core's own side of the contract
 from hpadvise.api.engines import action_from_spec as from_spec
 from hpadvise.api.engines import registry
+from hpadvise.changes.action_base import ActionError
 from hpadvise.changes.actions import KINDS
 from hpadvise.facts import host
 from hpadvise.kit.findings import CORE
@@ -91,6 +92,15 @@ def _engine_actions(hosts) -> list:
     return out
 
 
+def shell_of(action, value):
+    """An action's shell lines, or the one error that says why it has none on this host (a
+    restart of a PostgreSQL major whose pg_ctl is not installed here)."""
+    try:
+        return action.shell(value)
+    except ActionError as exc:
+        return f"ActionError: {exc}"
+
+
 def test_every_engine_action_kind_round_trips_through_the_journal(hosts, tmp_path):
     """Each registered engine's action kinds, made by its own plan on a captured host, survive
     the journal: written, read back, rebuilt by the engine, they are the same action (spec,
@@ -114,7 +124,7 @@ def test_every_engine_action_kind_round_trips_through_the_journal(hosts, tmp_pat
         b = from_spec(e.spec)
         assert type(b) is type(a) and json.dumps(b.spec()) == json.dumps(a.spec())
         assert (b.label, b.instance) == (a.label, a.instance)
-        assert b.shell(e.new) == a.shell(v) and a.shell(v)
+        assert shell_of(b, e.new) == shell_of(a, v) and shell_of(a, v)
         if isinstance(a, FileSetting):
             copy = tmp_path / f"{a.kind}-{e.n}"
             text = SysRoot(_tree_of(hosts, a.file().path)).read(a.file().path, quiet_missing=True)

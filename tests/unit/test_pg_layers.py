@@ -2,6 +2,8 @@
 postmaster's command line, and Debian's pg_ctl.conf, whose options pg_ctlcluster puts on
 the command line at every start."""
 
+from __future__ import annotations
+
 import pytest
 
 from hpadvise.plugins.postgres.layers import winning

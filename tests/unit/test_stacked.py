@@ -1,6 +1,8 @@
 """Stacked changes: refused over a killed capture or validate, allowed over an apply (layers),
 and an older apply not rolled back before a newer one that changed its settings again."""
 
+from __future__ import annotations
+
 import time
 
 import pytest

@@ -3,6 +3,7 @@
 with, per kind of mapping, per madvise, per process mode."""
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -89,7 +90,8 @@ def test_regions_in_check_json_and_text(hosts):
     def run(*fmt):
         return subprocess.run([sys.executable, "-m", "hpadvise.cli", "check", "--root",
                                str(hosts / "zgc-thp"), *fmt], capture_output=True, text=True,
-                              env={"COLUMNS": "160", "PATH": "/usr/bin:/bin"})
+                              env={"COLUMNS": "160", "PATH": "/usr/bin:/bin", **{
+                                  k: v for k, v in os.environ.items() if k == "PYTHONPATH"}})
     d = json.loads(run("--format", "json").stdout)
     jvm = next(i for i in d["instances"] if i["id"] == "jvm:17079")
     heap = [g for g in jvm["thp_regions"] if g["kind"] == "shared"]

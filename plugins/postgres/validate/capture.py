@@ -55,10 +55,15 @@ class PgReload(Restart):
     def label(self) -> str:
         return f"reload {self.s.get('instance') or self.s['datadir']}"
 
+    @property
+    def pg_ctl(self) -> str:
+        """The cluster's own pg_ctl; the one on PATH where its binaries were not found."""
+        return f"{self.s['bindir']}/pg_ctl" if self.s.get("bindir") else "pg_ctl"
+
     def shell(self, new) -> list[str]:
         import shlex
         return [f"runuser -u {shlex.quote(self.s['owner'])} -- "
-                f"{shlex.quote(self.s['bindir'] + '/pg_ctl')} -D "
+                f"{shlex.quote(self.pg_ctl)} -D "
                 f"{shlex.quote(self.s['datadir'])} reload"]
 
     def running(self) -> bool:
@@ -68,7 +73,7 @@ class PgReload(Restart):
     def set(self, value) -> None:
         from hpadvise.benchmarks.face import check_run, run_as
         import pwd
-        check_run([f"{self.s['bindir']}/pg_ctl", "-D", self.s["datadir"], "reload"],
+        check_run([self.pg_ctl, "-D", self.s["datadir"], "reload"],
                   **run_as(pwd.getpwnam(self.s["owner"])))
 
 

@@ -6,9 +6,10 @@
 # without starting them), qemu-system-x86, debootstrap (the two-node guest's image, built once
 # into /var/tmp/hpadvise-guests by scripts/guest.sh), runc (the container runtime), chromium (the
 # HTML reports rendered headless). Python: hpadvise with its [test] extras (ansible-core among them)
-# in a venv. Debian roots with newer server releases (sid: Oracle MySQL 9.7; trixie: MariaDB
-# 11.8, PostgreSQL 17), built once into /var/tmp/hpadvise-roots by scripts/roots.sh (about 2
-# minutes; a no-op once cached); tests/roots.py runs the servers inside them.
+# in a venv. Debian roots with other server releases and Pythons (sid: Oracle MySQL 9.7; trixie:
+# MariaDB 11.8, PostgreSQL 17; bullseye: Python 3.9, PostgreSQL 13), built once into
+# /var/tmp/hpadvise-roots by scripts/roots.sh (about 3 minutes; a no-op once cached);
+# tests/roots.py runs the servers inside them.
 # Live tests change real pools and THP knobs and restore them; they need root.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)

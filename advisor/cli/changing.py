@@ -119,7 +119,7 @@ def rollback(
 
     Exit codes: 0 restored (or nothing left to restore); 1 a knob could not be restored
     or read back as it was (each named on stderr), or the confirmation was declined; 2 bad
-    input (no such apply, a journal that cannot be read).
+    input (no such apply, none left to roll back, a journal that cannot be read).
 
     Examples:
 

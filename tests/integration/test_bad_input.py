@@ -93,7 +93,7 @@ def _cases(tmp):
         (["k8s", "--db", "oracle"], "--db oracle"),
         (["k8s", "--db", "postgres", "--instance", "nosuch"], "nosuch"),
         # snapshot, engines, profiles, the command itself
-        (["snapshot"], "directory"),
+        (["snapshot"], "DIRECTORY"),  # click names the argument by its metavar
         (["snapshot", "/etc"], "not an empty directory"),
         (["engines", "--bogus"], "--bogus"),
         (["profiles", "extra"], "extra"),

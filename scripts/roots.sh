@@ -101,7 +101,7 @@ stage() {
     trixie|bullseye)
       # postgresql-N's postinst would create and start a 'main' cluster: none, the tests
       # make their own (postgresql-common first, then its createcluster.conf says so)
-      apt_install postgresql-common || die "installing postgresql-common in the trixie root failed"
+      apt_install postgresql-common || die "installing postgresql-common in the $suite root failed"
       local conf=$root/etc/postgresql-common/createcluster.conf
       sed -i 's/^#* *create_main_cluster *=.*/create_main_cluster = false/' "$conf"
       grep -qx 'create_main_cluster = false' "$conf" \

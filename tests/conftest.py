@@ -36,6 +36,17 @@ def own_journal(tmp_path, monkeypatch):
 
 
 @pytest.fixture(scope="session")
+def pyz(tmp_path_factory) -> Path:
+    """hpadvise.pyz built from this checkout (scripts/build_pyz.py), once per run."""
+    out = tmp_path_factory.mktemp("pyz") / "hpadvise.pyz"
+    r = subprocess.run([sys.executable, str(Path(__file__).resolve().parents[1] / "scripts"
+                                            / "build_pyz.py"), str(out)],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return out
+
+
+@pytest.fixture(scope="session")
 def hosts(tmp_path_factory) -> Path:
     """Every captured host state as a full tree (base + overlay), built once per session."""
     return trees.build_all(tmp_path_factory.mktemp("hosts"))

@@ -171,6 +171,9 @@ class RootServer:
         # PostgreSQL's binaries: the one major installed in the root (17 in trixie, 13 in
         # bullseye)
         bins = sorted(self.root.glob("usr/lib/postgresql/*/bin/postgres"))
+        if engine == "postgres" and not bins:
+            raise NoRoot(f"no PostgreSQL under {self.root}/usr/lib/postgresql: rebuild the root "
+                         "(scripts/roots.sh)")
         self.pg_bin = "/" + str(bins[-1].parent.relative_to(self.root)) if bins else ""
         self.options, self.settings = self._options(options)
         self.pid: int | None = None  # the server's host PID, once started

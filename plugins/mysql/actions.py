@@ -173,10 +173,15 @@ class MyRestart(Restart):
                 return p.pid
         return next((p.pid for p in live if p.pid == self.s.get("pid")), None)
 
+    @property
+    def _argv(self) -> list[str]:
+        """What starts the server: its supervisor's command line, else its own."""
+        return self.s.get("supervisor") or self.s["argv"]
+
     def _start(self, keep: Keep | None = None) -> tuple[list[str], dict]:
         """The command line that starts the server again, and its subprocess arguments: where
         the server ran (`keep`: its cgroup and NUMA memory policy, read before it stopped)."""
-        argv = self.s.get("supervisor") or self.s["argv"]
+        argv = self._argv
         try:
             pw = pwd.getpwnam(self.s["owner"]) if self.s.get("owner") else None
         except KeyError:
@@ -275,7 +280,7 @@ class MyRestart(Restart):
         unit = systemd_unit(pid) if pid else None
         if unit:
             return [f"systemctl restart {shlex.quote(unit)}"]
-        argv = self.s.get("supervisor") or self.s["argv"]  # as _start runs it
+        argv = self._argv
         cmd = " ".join(shlex.quote(a) for a in argv)
         owner = self.s.get("owner")
         if owner and owner != "root" and not self.s.get("supervisor"):

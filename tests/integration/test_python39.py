@@ -16,7 +16,6 @@ import math
 import shlex
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -36,15 +35,6 @@ def bullseye() -> Path:
         pytest.skip(f"{root} has no venv of the unit tests' tools: rebuild it "
                     "(rm -r it; scripts/roots.sh build bullseye)")
     return root
-
-
-@pytest.fixture(scope="module")
-def pyz(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("pyz") / "hpadvise.pyz"
-    r = subprocess.run([sys.executable, str(REPO / "scripts" / "build_pyz.py"), str(out)],
-                       capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stderr[-2000:]
-    return out
 
 
 def test_the_unit_tests_pass_on_python_39(bullseye, pyz, tmp_path):

@@ -6,24 +6,13 @@ pages and engines read from inside the archive, and the live PostgreSQL of this 
 import json
 import os
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-from support import REPO, run_cli
+from support import run_cli
 
 pytestmark = pytest.mark.integration
 HOST_PYTHON = "/usr/bin/python3"
-
-
-@pytest.fixture(scope="module")
-def pyz(tmp_path_factory):
-    out = tmp_path_factory.mktemp("pyz") / "hpadvise.pyz"
-    r = subprocess.run([sys.executable, str(REPO / "scripts" / "build_pyz.py"), str(out)],
-                       capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stderr[-2000:]
-    return out
 
 
 def host_run(pyz, *args):

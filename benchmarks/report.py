@@ -7,9 +7,9 @@ import html
 import math
 
 from .wording import (advice, answer, block_ratios, buffers_source, buffers_word, clients_words,
-                      defaults_line, design_line, dtlb_line, effect_words, knob_lines,
-                      origin_lines, phase_lines, scale_words, server_line, steal_line,
-                      units)
+                      defaults_line, design_line, design_of, dtlb_line, effect_words, knob_lines,
+                      origin_lines, phase_lines, runs_words, scale_words, server_line,
+                      steal_line, units)
 
 COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd"]
 
@@ -43,15 +43,14 @@ def render_terminal(result: dict, console) -> None:
              "inconclusive": "yellow"}
     for e in result["effects"]:
         pct, ci = effect_words(e)
-        t.add_row(e["a"], e["b"], e.get("design") or "", units(e),
+        t.add_row(e["a"], e["b"], design_of(e, result["meta"]), units(e),
                   pct, ci, f"[{style[e['verdict']]}]{e['verdict']}[/]")
     console.print(t)
     m = result["meta"]
     if m.get("workload_about"):
         console.print(f"[dim]workload: {m['workload_about']}[/dim]")
     console.print(f"[dim]{m.get('workload')} workload, {scale_words(m)}, {clients_words(m)}, "
-                  f"{m.get('run_s')} s runs after "
-                  f"{m.get('warm_s')} s warm-up, {buffers_word(m)} {m.get('shared_buffers')}"
+                  f"{runs_words(m, 'runs')}, {buffers_word(m)} {m.get('shared_buffers')}"
                   f"{buffers_source(m)}; stopped: "
                   f"{'interrupted' if m.get('interrupted') else m.get('stopped', '?')}[/dim]")
     for line in (*origin_lines(m), server_line(m), defaults_line(m), design_line(m),
@@ -195,7 +194,7 @@ def render_html(result: dict) -> str:
                     for v, s in result["variants"].items() if s.get("runs")], "")
     rows = "".join(
         f"<tr><td>{html.escape(e['a'])}</td><td>{html.escape(e['b'])}</td>"
-        f"<td>{html.escape(e.get('design') or '')}</td><td>{units(e)}</td>"
+        f"<td>{html.escape(design_of(e, result['meta']))}</td><td>{units(e)}</td>"
         f"<td>{html.escape(effect_words(e)[0])}</td><td>{html.escape(effect_words(e)[1])}</td>"
         f"<td><b>{html.escape(e['verdict'])}</b></td></tr>" for e in result["effects"])
     legend = " ".join(f'<span style="color:{COLORS[color[v] % len(COLORS)]}">&#9632; '
@@ -214,8 +213,7 @@ td,th{{border:1px solid #ccc;padding:4px 8px}}</style></head><body>
 <th>effect of B</th><th>95% CI</th><th>verdict</th></tr>{rows}</table>
 <details><summary>How it was measured: the workload, the servers and their settings</summary>
 <p>{html.escape(str(m.get('workload')))} workload, {scale_words(m)},
-{clients_words(m)}, {m.get('run_s')} s measured per run after {m.get('warm_s')} s
-warm-up, {buffers_word(m)}
+{clients_words(m)}, {runs_words(m)}, {buffers_word(m)}
 {html.escape(str(m.get('shared_buffers')) + buffers_source(m))}, {_server(m)}.
 {html.escape(defaults_line(m))}
 Stopped: {'interrupted' if m.get('interrupted') else html.escape(str(m.get('stopped', '?')))}.

@@ -57,8 +57,8 @@ def answer(result: dict) -> list[str]:
                         "memory effect.",
     }[e["verdict"]]
     unit = e.get("unit") or "epoch"
-    how = (f"Measured {e.get('design') or m.get('design')}, {e['n']} {unit}s"
-           + (" side by side" if e.get("design") in ("simultaneous", "resident") else "")
+    how = (f"Measured {design_of(e, m)}, {e['n']} {unit}s"
+           + (" side by side" if design_of(e, m) in ("simultaneous", "resident") else "")
            + f", {m.get('workload')} workload, {buffers_word(m)} {m.get('shared_buffers')}.")
     return [head, how]
 
@@ -180,9 +180,15 @@ def block_ratios(result: dict) -> list[tuple[str, str, list[tuple[int, float]]]]
     return out
 
 
+def design_of(e: dict, m: dict) -> str:
+    """The design an effect was measured in: its own, else the run's; a result written
+    before validate recorded a design ran the restart design, the only one then."""
+    return e.get("design") or m.get("design") or "restart"
+
+
 def design_line(m: dict) -> str:
     """Which design ran and why (runner.py's docstring describes the three)."""
-    d = m.get("design") or "restart"
+    d = design_of({}, m)
     what = {"restart": "every run restarts the server in its variant",
             "resident": "one server per variant, resident at once, alternating runs",
             "simultaneous": "one server per variant, measured at the same time on their own "
@@ -262,8 +268,18 @@ def buffers_word(m: dict) -> str:
 
 def server_line(m: dict) -> str:
     """Which server binary ran, and why that one (the user's major where one runs)."""
-    return f"server: {m.get('server_version')}" + "".join(
+    ver = m.get("server_version") or m.get("pg_version")  # the key of the first results
+    return f"server: {ver or 'its version was not recorded'}" + "".join(
         f", {m[k]}" for k in ("server_binary", "prewarm_note", "settings_note") if m.get(k))
+
+
+def runs_words(m: dict, measured: str = "measured per run") -> str:
+    """How long each run measured and warmed up; a length the result did not record is
+    said so."""
+    run = f"{m['run_s']} s" if m.get("run_s") is not None else "runs of unrecorded length"
+    warm = f"after {m['warm_s']} s warm-up" if m.get("warm_s") is not None else \
+        "after a warm-up of unrecorded length"
+    return f"{run} {measured} {warm}"
 
 
 def defaults_line(m: dict) -> str:

@@ -97,7 +97,9 @@ def restart_needed(p: ApplyPlan) -> list[str]:
                  and s.status == "done"}
     for s in p.steps:
         i = s.action.instance
-        if s.phase == "engine" and s.status == "done" and i not in restarted and i not in out:
+        # a host-wide step among them (a directory for a file) belongs to no instance
+        if i is not None and s.phase == "engine" and s.status == "done" and \
+                i not in restarted and i not in out:
             out.append(i)
     if any(s.status == "done" for s in p.steps):  # its pool or settings changed
         out += [i for i in p.restart_unaided if i not in out]

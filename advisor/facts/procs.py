@@ -355,8 +355,10 @@ class ProcTable:
         return self._views[pid]
 
     def owner(self, p: Proc) -> str | None:
-        """The name of the process's uid as its own root names it."""
-        return self.user(p.uid, self.fs(p.pid))
+        """The name of the process's uid as its own root names it: its uid as its own user
+        namespace numbers it (uid_map), looked up in its own root's passwd file."""
+        from .userns import inside_uid
+        return self.user(inside_uid(self.sr, p.pid, p.uid), self.fs(p.pid))
 
 
 # ELF e_machine (include/uapi/linux/elf-em.h) as `uname -m` names it; EM_PPC64 is ppc64le when

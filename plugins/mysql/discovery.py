@@ -29,6 +29,11 @@ from .state import Server  # noqa: F401  (discovery makes them)
 
 NAME = "mysql"
 PROCESS_NAMES = ("mariadbd", "mysqld")
+# Runs of the server binary that are no server: a data directory being made (MySQL 5.7+
+# `--initialize[-insecure]`, MariaDB's install script `--bootstrap`) or an answer printed
+# (`--help`, `--version`): they accept no connections and keep no buffer pool.
+NOT_A_SERVER = ("--initialize", "--initialize-insecure", "--bootstrap", "--help", "--version",
+                "-V", "-?")
 
 
 def parse_dsn(dsn: str) -> dict:
@@ -111,7 +116,8 @@ class Discovery:
         mine = procs.by_name(*PROCESS_NAMES)
         pids = {p.pid for p in mine}
         for p in mine:
-            if p.ppid in pids or not p.cmdline:
+            if p.ppid in pids or not p.cmdline or \
+                    any(a in NOT_A_SERVER for a in p.cmdline[1:]):
                 continue
             servers.append(self._from_process(sr, procs, p))
         out = []

@@ -12,7 +12,7 @@ import re
 from typing import Any
 
 from hpadvise.api.face import (Change, EngineOption, HostFacts, Instance, Profile, ServerEngine,
-                               Targets, restart_advice)
+                               Targets, known, restart_advice)
 
 from . import findings as _findings
 from .actions import PgRestart, PgSetting, spec_of
@@ -119,6 +119,8 @@ class PostgresEngine(ServerEngine):
                 return []  # its REST API unread: advice prints the patronictl commands
             a = PatroniParams(m.api, m.scope, sorted(mine), m.config, inst.id, dcs=m.dcs)
             return [(a, {n: mine[n] for n in a.names})]
+        if not known(c.datadir):  # nowhere to write: advice says what supplies it
+            return []
         spec = spec_of(c, inst.id)
         return [(a, a.wanted) for a in (PgSetting(n, v, **spec) for n, v in mine.items())]
 
@@ -129,7 +131,9 @@ class PostgresEngine(ServerEngine):
         out = [f"{inst.id}: {ch.target} = {ch.recommended} is not set by apply: {ch.blocked}"
                for ch in changes if ch.kind == "setting" and ch.instance == inst.id
                and ch.blocked]
-        if isinstance(c, Cluster) and c.root is not None and inst.running and \
+        if isinstance(c, Cluster) and not known(c.datadir) and mine:
+            out.append(f"{inst.id}: {', '.join(sorted(mine))} not set: {c.datadir.line()}")
+        elif isinstance(c, Cluster) and c.root is not None and inst.running and \
                 (mine or inst.backing != "hugetlb"):
             pg_ctl = f"{c.bindir}/pg_ctl" if c.bindir else "pg_ctl"
             out.append(restart_advice(
@@ -148,7 +152,8 @@ class PostgresEngine(ServerEngine):
 
     def restart_action(self, inst: Instance) -> PgRestart | None:
         c = inst.state
-        if not isinstance(c, Cluster) or not inst.running or not c.owner:
+        if not isinstance(c, Cluster) or not inst.running or not c.owner or \
+                not known(c.datadir):
             return None
         if c.root is not None:  # never behind its container runtime's back: advice says how
             return None

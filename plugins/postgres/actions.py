@@ -90,6 +90,18 @@ class PgSetting(FileSetting):
     def read_value(self, text: str) -> str | None:
         return parse_conf(text, self.file().path).get(self.name, (None,))[0]
 
+    def directories(self) -> list[str]:
+        """None: postgresql.auto.conf lives in the data directory, which initdb made; a data
+        directory that is not there is refused (get), never created."""
+        return []
+
+    def get(self) -> dict:
+        d = os.path.dirname(self.file().path)
+        if not os.path.isdir(d):
+            raise ActionError(f"{self.label}: the data directory {self.c['datadir']} does not "
+                              "exist; name the running cluster with --instance, or --pgdata")
+        return super().get()
+
     def appendix(self) -> str:
         # "If the same parameter appears multiple times, the last one wins" (PostgreSQL docs,
         # 20.1.2 Parameter Interaction via the Configuration File); ALTER SYSTEM tidies it later.

@@ -13,8 +13,8 @@ from __future__ import annotations
 import os
 import re
 
-from hpadvise.api.face import (HostFacts, Instance, Proc, ProcTable, SysRoot, Targets, error_line,
-                               proc_root, redact_dsn)
+from hpadvise.api.face import (HostFacts, Instance, Proc, ProcTable, SysRoot, Targets, Unknown,
+                               error_line, known, proc_root, redact_dsn)
 
 from .actions import connect_socket
 from .conf import DEFAULTS, ConfError, ConfUnreadable, parse_int, parse_memory, read_conf
@@ -29,15 +29,24 @@ from .preflight import would_start
 from .reported import query, source_of
 from .sizing import size_running, size_stopped
 from .state import Cluster  # noqa: F401  (discovery makes them)
+from .whereis import locate
 
 NAME = "postgres"
 PLANNED = ("huge_pages", "huge_page_size")  # the settings the plan may change
 
 
+# The modes in which `postgres` runs without being a server: bootstrap (initdb), single-user,
+# a configuration check or listing, an answer to -C (src/backend/main/main.c: the first
+# argument picks the mode; PostmasterMain prints a -C answer and exits). None takes shared
+# memory for other processes or accepts connections.
+NOT_A_SERVER = ("--boot", "--single", "--check", "--describe-config", "--version", "-V")
+
+
 def _postmasters(procs: ProcTable) -> list[Proc]:
     pg = procs.by_name("postgres", "postmaster")
     pids = {p.pid for p in pg}
-    return [p for p in pg if p.ppid not in pids]
+    return [p for p in pg if p.ppid not in pids and not
+            (len(p.cmdline) > 1 and (p.cmdline[1] in NOT_A_SERVER or "-C" in p.cmdline[1:]))]
 
 
 def dsn_error(exc: Exception, dsn: str | None) -> str:
@@ -96,7 +105,7 @@ class Discovery:
         self.bindirs = targets.get("pg_bindir")
         # each running cluster's directory as the host reaches it (one in a root of its own
         # is not the host's directory of the same name)
-        seen = {os.path.realpath(c.fs.path(c.datadir)) for c in clusters if c.datadir}
+        seen = {os.path.realpath(c.fs.path(c.datadir)) for c in clusters if known(c.datadir)}
         for d in targets.get("pgdata"):
             if os.path.realpath(d) in seen:
                 continue
@@ -124,16 +133,14 @@ class Discovery:
         argv = pm.cmdline
         # its own arguments, as the postmaster read them (opts.settings_of: the last wins)
         given, ddir = settings_of(argv[1:])
-        datadir = given.get("data_directory") or ddir
-        if datadir is None:
-            env = pm.environ() or {}
-            datadir = env.get("PGDATA")
         fs = procs.fs(pm.pid)  # its files as it sees them: its own root's, if it has one
-        c = Cluster(datadir=datadir or "?", pid=pm.pid, owner=procs.owner(pm),
-                    owner_uid=pm.uid, config_file=given.get("config_file"), fs=fs,
+        env = pm.environ() if ddir is None else None
+        datadir, conf, _ = locate(fs, sr, pm, given, ddir, env)
+        c = Cluster(datadir=datadir, pid=pm.pid, owner=procs.owner(pm),
+                    owner_uid=pm.uid, config_file=conf, fs=fs,
                     root=proc_root(fs), ns_pid=pm.ns_pid)
         port = given.get("port")
-        if datadir:
+        if known(datadir):
             pidfile = fs.read(f"{datadir}/postmaster.pid", quiet_missing=True)
             if pidfile:
                 # Layout: src/include/utils/pidfile.h (LOCK_FILE_LINE_*).
@@ -159,7 +166,7 @@ class Discovery:
                               None if c.root else c.bindir)
 
     def _from_dsn(self, dsn, clusters, dsn_for, host, procs) -> Instance | None:
-        probe = Cluster(datadir="?")
+        probe = Cluster(datadir=Unknown("the data directory", "not reported yet"))
         try:
             with self._connect(probe, dsn) as conn:
                 query(conn, probe)
@@ -170,7 +177,7 @@ class Discovery:
                                "and password (or PGPASSWORD / ~/.pgpass)")
             return inst
         for i, c in enumerate(clusters):
-            if c.datadir != "?" and c.root is None and \
+            if known(c.datadir) and c.root is None and \
                     os.path.realpath(c.datadir) == os.path.realpath(probe.datadir):
                 dsn_for[i] = dsn
                 return None
@@ -200,7 +207,7 @@ class Discovery:
             try:
                 with self._connect(c, dsn) as conn:
                     query(conn, c)
-                if expected != "?" and os.path.realpath(sr.path(c.datadir)) != \
+                if known(expected) and os.path.realpath(sr.path(c.datadir)) != \
                         os.path.realpath(sr.path(expected)):
                     raise RuntimeError(f"the server on that socket serves {c.datadir}, "
                                        f"not {expected}")
@@ -256,8 +263,8 @@ class Discovery:
         if not c.file_errors or not self.live:
             return
         # a server in its own root: its binary runs there only (its libraries are its root's)
-        ok, why = (None, "") if c.root else would_start(c.bindir, c.datadir, c.config_file,
-                                                        c.owner_uid)
+        ok, why = (None, "") if c.root or not known(c.datadir) else \
+            would_start(c.bindir, c.datadir, c.config_file, c.owner_uid)
         if ok is None:
             hard = [e for e in c.file_errors if not e.endswith("setting could not be applied")]
             ok, why = (False, "; ".join(hard)) if hard else (True, "")
@@ -313,9 +320,8 @@ class Discovery:
         return inst
 
     def _read_files(self, sr: SysRoot, c: Cluster) -> None:
-        if c.datadir == "?" and not c.config_file:
-            raise ConfError(f"cannot tell the data directory of postmaster {c.pid} (no -D, "
-                            "PGDATA unreadable); run as root or pass --dsn")
+        if not known(c.datadir):
+            raise ConfError(f"cannot read its configuration: {c.datadir.line()}")
         conf = c.config_file or f"{c.datadir}/postgresql.conf"
         if not c.config_file and not sr.exists(conf):
             conf = debian_conf(sr, c.datadir) or conf
@@ -349,14 +355,16 @@ class Discovery:
             c.port = int(c.settings["port"])
 
     def _instance(self, c: Cluster, host: HostFacts, running: bool) -> Instance:
-        iid = f"postgres:{c.port}" if running and c.port else f"postgres:{c.datadir}"
+        iid = f"postgres:{c.port}" if running and c.port else \
+            f"postgres:{c.datadir}" if known(c.datadir) else f"postgres:pid{c.pid}"
         s = c.settings
         shown = {k: s[k] for k in ("shared_buffers", "huge_pages", "huge_page_size",
                                    "max_connections", "shared_memory_size",
                                    "shared_memory_size_in_huge_pages", "shared_memory_type",
                                    "huge_pages_status")
                  if k in s}
-        shown["data_directory"] = c.datadir
+        # a data directory that could not be read is said so, with what supplies it
+        shown["data_directory"] = c.datadir if known(c.datadir) else c.datadir.as_json()
         if c.root is not None:  # its paths and users are those of its own root
             shown["root"] = c.root.describe()
         if c.port:
@@ -378,6 +386,7 @@ class Discovery:
         src.update({k: lay.where for k, lay in c.layers.items() if k in s})
         shown["sources"] = {k: v for k, v in src.items() if v}
         version = s.get("server_version") or (str(c.major) if c.major else None)
-        return Instance(NAME, iid, f"{c.datadir} (port {c.port or '?'})", running,
+        where = c.datadir if known(c.datadir) else f"postmaster {c.pid}"
+        return Instance(NAME, iid, where + (f" (port {c.port})" if c.port else ""), running,
                         pid=c.pid, owner=c.owner, version=version, settings=shown,
                         state=c)

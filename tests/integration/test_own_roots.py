@@ -317,3 +317,46 @@ def test_a_jvm_in_its_root_is_read_there(jvm_in_root):
     assert i["settings"]["sources"]["-Xmx"] == "@/tmp/jvm.args"
     f = _codes(report, i["id"])["jvm.thp.no_sys"]
     assert "/sys/kernel/mm/transparent_hugepage/enabled" in f["evidence"]
+
+
+def _tree(root: Path, *dirs: str) -> dict[str, str]:
+    """The names at the top of a root and everything under `dirs` in it (a file's digest, a
+    directory's "dir"): what an apply and its rollback may not leave changed."""
+    out = {str(p): "dir" for p in root.iterdir() if p.is_dir()}
+    for d in dirs:
+        for p in sorted((root / d.lstrip("/")).rglob("*")):
+            out[str(p)] = "dir" if p.is_dir() else hashlib.sha256(p.read_bytes()).hexdigest()
+    return out
+
+
+def test_postgres_17_started_by_pg_ctlcluster_in_the_foreground(knobs, journal, root_lab):
+    """Debian's way, as its containers run it: `pg_ctlcluster --foreground 17 NAME start`
+    execs postgres with -c config_file and no -D; the data directory is that file's
+    data_directory, and the postmaster's working directory."""
+    from roots_debian import DebianCluster
+    s = root_lab("postgres", {"shared_buffers": "256MB", "huge_pages": "try"},
+                 cls=DebianCluster)
+    s.start()
+    argv = Path(f"/proc/{s.pid}/cmdline").read_text().split("\0")
+    assert "-D" not in argv and any(a.startswith("config_file=") for a in argv), argv
+    report, _ = check_json("--db", "postgres")
+    i = _mine(report, s)
+    assert i["settings"]["data_directory"] == s.datadir
+    assert i["version"].startswith("17."), i["version"]
+    assert i["owner"] == "postgres"
+    assert i["settings"]["sources"]["shared_buffers"].startswith(f"{s.etc}/conf.d/hplab.conf:")
+    own = int(s.sql("show shared_memory_size_in_huge_pages").strip())
+    assert i["demand"]["pages"]["2048"] == own and i["demand"]["exact"]
+    before = _tree(s.root, s.etc, s.datadir + "/postgresql.auto.conf")
+    r = run_cli("apply", "--db", "postgres", "--instance", i["id"], "--yes",
+                "--journal-dir", str(journal), timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "None" not in r.stdout and "?" not in r.stdout, r.stdout
+    assert f"restart needed: {i['id']} takes its huge pages" in r.stdout, r.stdout
+    assert f"-D {s.datadir}" in r.stdout  # the restart advice names its real directory
+    assert "huge_pages = 'on'" in s.host(f"{s.datadir}/postgresql.auto.conf").read_text()
+    s.stop()
+    r = run_cli("rollback", "--yes", "--journal-dir", str(journal))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert _tree(s.root, s.etc, s.datadir + "/postgresql.auto.conf") == before
+    assert Path(f"{POOL}/nr_hugepages").read_text().strip() == "0"

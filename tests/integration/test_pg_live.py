@@ -120,3 +120,39 @@ def test_shmem_thp_is_seen_and_enabled_is_not_the_knob(pg_factory, knobs):
     # gets none under advise, as the profile wants
     assert thp["transparent_hugepage/shmem_enabled"]["recommended"] == "advise"
     assert thp["transparent_hugepage/enabled"]["recommended"] == "madvise"
+
+
+def test_a_single_user_postgres_is_no_running_server(pg_factory, tmp_path):
+    """`postgres --single` (single-user maintenance; initdb's bootstrap runs `--boot`) holds
+    no shared memory for others and accepts no connections: check does not size it or ask for
+    its data directory, and sizes the stopped cluster it works on instead."""
+    import subprocess
+    import time
+    from pathlib import Path
+    c = pg_factory({"shared_buffers": "64MB"})
+    p = subprocess.Popen(["runuser", "-u", "postgres", "--", f"{c.bindir}/postgres", "--single",
+                          "-D", c.datadir, "postgres"], stdin=subprocess.PIPE,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 30
+        single = None
+        while single is None and time.time() < deadline:
+            for d in Path("/proc").iterdir():
+                if d.name.isdigit() and (d / "comm").exists():
+                    try:
+                        args = (d / "cmdline").read_bytes().split(b"\0")
+                    except OSError:
+                        continue
+                    if b"--single" in args and c.datadir.encode() in args:
+                        single = int(d.name)
+            time.sleep(0.1)
+        assert single, "postgres --single did not start"
+        report, r = check_json("--db", "postgres", "--pgdata", c.datadir)
+        assert r.returncode in (0, 1), r.stdout + r.stderr
+        assert not [i for i in report["instances"] if i["pid"] == single], report["instances"]
+        assert report["errors"] == [], report["errors"]
+        i = instance(report, c.datadir)
+        assert not i["running"] and i["demand"]["pages"]["2048"] > 0
+    finally:
+        p.stdin.close()
+        p.wait(timeout=30)

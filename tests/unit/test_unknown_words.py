@@ -19,7 +19,7 @@ from support import run_cli
 # the validate results among the lab's records (the others are other commands' outputs)
 RESULTS = [p for p in sorted((Path(__file__).resolve().parents[2] / "lab" / "results")
                              .glob("*.json"))
-           if {"effects", "meta"} <= set(json.loads(p.read_text()))]
+           if isinstance(d := json.loads(p.read_text()), dict) and {"effects", "meta"} <= set(d)]
 NONE = re.compile(r"\bNone\b")
 NOT_A_NUMBER = re.compile(r"(?<![\w-])(-?inf|nan|infinity)(?![\w-])", re.I)
 # "?" where a path or a command would be: "/?", "?/", "-D ?", "=?", a quoted "?"

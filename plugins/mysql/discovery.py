@@ -15,13 +15,14 @@ import re
 from urllib.parse import parse_qs, unquote, urlparse
 
 from hpadvise.api.face import (Demand, HostFacts, InputError, Instance, Proc, ProcTable, SysRoot,
-                               Targets, as_seen_inside, backing_of, binary_version, error_line,
-                               hugetlb_pages, proc_root, redact_dsn)
+                               Targets, Unknown, as_seen_inside, backing_of, binary_version,
+                               error_line, hugetlb_pages, proc_root, redact_dsn)
 
 from .conf import (FALLBACK_RE, QUERY_VARS, OptionFileError, OptionFiles, cmdline_settings,
                    default_files, read_option_file, server_groups)
 from .findings import CODES
 from .layers import persisted, winning
+from .origins import from_server, sources
 from .preflight import would_start
 from .sizing import allocations, bool_on, describe, pages_needed
 from .versions import model
@@ -199,6 +200,8 @@ class Discovery:
                     s.settings[k] = str(allv[k])
                     s.origins[k] = "server"
             s.connected_as = conn.execute("SELECT CURRENT_USER()")[0][0]
+            if "mariadb" not in str(allv.get("version", "")).lower():
+                s.sources = from_server(conn)  # MySQL 8.0+ says where each came from
             s.engines = tuple(r[0].lower() for r in conn.execute(
                 "SELECT ENGINE FROM information_schema.ENGINES "
                 "WHERE SUPPORT IN ('YES', 'DEFAULT')"))
@@ -325,18 +328,24 @@ class Discovery:
     def _instance(self, s: Server, running: bool) -> Instance:
         networked = s.settings.get("skip_networking", "OFF").upper() in ("OFF", "0") \
             and s.port is not None
-        iid = f"mysql:{s.port}" if networked else f"mysql:{s.datadir}"
+        iid = f"mysql:{s.port}" if networked else \
+            f"mysql:{s.datadir}" if s.datadir else f"mysql:pid{s.pid}"
         shown = {k: s.settings[k] for k in ("innodb_buffer_pool_size", "large_pages",
                                             "innodb_log_buffer_size", "key_buffer_size",
                                             "aria_pagecache_buffer_size") if k in s.settings}
-        shown["data_directory"] = s.datadir
+        shown["data_directory"] = s.datadir or Unknown(
+            "its data directory", "neither a connection, its command line nor its working "
+            "directory said", "pass --dsn, or run as root").as_json()
         if s.root is not None:  # its paths and users are those of its own root
             shown["root"] = s.root.describe()
-        shown["sources"] = {k: lay.where for k, lay in s.layers.items()}
+        shown["sources"] = sources(s.fs, s, shown) if s.fs is not None else \
+            {k: lay.where for k, lay in s.layers.items()}
         if s.port:
             shown["port"] = s.port
         shown["flavour"] = s.flavour
-        return Instance(NAME, iid, f"{s.datadir} ({s.flavour}, port {s.port or '?'})",
+        where = s.datadir or f"{s.flavour} process {s.pid}"
+        return Instance(NAME, iid, f"{where} ({s.flavour}" + (f", port {s.port})" if s.port
+                                                              else ")"),
                         running, pid=s.pid, owner=s.owner, version=s.version, settings=shown,
                         state=s)
 

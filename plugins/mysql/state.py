@@ -40,6 +40,8 @@ class Server:
     fallback: list[str] | None = None  # fallback lines of its error log; None: unreadable
     observe_note: str | None = None
     layers: dict = field(default_factory=dict)  # option -> layers.Layer it takes its value from
+    # where the running server says each setting came from (origins.from_server), for people
+    sources: dict = field(default_factory=dict)
     allocations: list[Allocation] = field(default_factory=list)
     required_pages: int = 0  # pages of the allocations that must be on huge pages
     # Its files as the server sees them (roots.view), the root it has where that is not

@@ -360,3 +360,19 @@ def test_postgres_17_started_by_pg_ctlcluster_in_the_foreground(knobs, journal, 
     assert r.returncode == 0, r.stdout + r.stderr
     assert _tree(s.root, s.etc, s.datadir + "/postgresql.auto.conf") == before
     assert Path(f"{POOL}/nr_hugepages").read_text().strip() == "0"
+
+
+def test_mysql_97_names_set_persist_as_the_source_of_its_buffer_pool(root_lab):
+    """MySQL 8.0 and later say where each value came from (performance_schema.variables_info):
+    a buffer pool size set by SET PERSIST is named so, with its file; one from the command
+    line as the command line."""
+    s = root_lab("mysql", ["--innodb-buffer-pool-size=128M", "--large-pages=OFF"])
+    s.start()
+    s.sql("SET PERSIST innodb_buffer_pool_size = 268435456")
+    report, _ = check_json("--db", "mysql")
+    i = _mine(report, s)
+    src = i["settings"]["sources"]
+    assert src["innodb_buffer_pool_size"].startswith("SET PERSIST ("), src
+    assert "mysqld-auto.cnf" in src["innodb_buffer_pool_size"], src
+    assert "command line" in src["large_pages"], src
+    assert i["settings"]["innodb_buffer_pool_size"] == str(256 << 20)

@@ -11,9 +11,21 @@
 # /var/tmp/hpadvise-roots by scripts/roots.sh (about 3 minutes; a no-op once cached);
 # tests/roots.py runs the servers inside them.
 # Live tests change real pools and THP knobs and restore them; they need root.
+#   scripts/test.sh --fast [pytest args]
+# --fast: the inner loop: the unit and snapshot tests only (tests/unit: no server started, no
+# knob touched), in the venv (made if missing), without the installs and builds above.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
+
+if [ "${1:-}" = "--fast" ]; then
+  shift
+  venv=${HPADVISE_VENV:-$repo/.venv}
+  [ -x "$venv/bin/pytest" ] || HPADVISE_VENV=$venv scripts/install.sh --editable --test >/dev/null
+  set +e
+  "$venv/bin/python" -m pytest -q -rs -p no:cacheprovider tests/unit "$@"
+  exit $?
+fi
 
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 

@@ -181,3 +181,30 @@ def root_lab():
     finally:
         for s in reversed(made):
             s.destroy()
+
+
+_TIMES: dict[str, float] = {}  # test file -> seconds (setup, call and teardown together)
+_START: list[float] = []
+
+
+def pytest_sessionstart(session):
+    import time
+    _START.append(time.monotonic())
+
+
+def pytest_runtest_logreport(report):
+    path = report.nodeid.split("::", 1)[0]
+    _TIMES[path] = _TIMES.get(path, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Every run ends with its wall time and its ten slowest files: where the suite's time
+    goes, seen at each run (lab/suite-time.md keeps the full account)."""
+    import time
+    if not _START or not _TIMES:
+        return
+    wall = time.monotonic() - _START[0]
+    tr = terminalreporter
+    tr.write_sep("-", f"suite wall time {wall / 60:.1f} min ({wall:.0f} s); slowest files")
+    for path, s in sorted(_TIMES.items(), key=lambda kv: -kv[1])[:10]:
+        tr.write_line(f"{s:8.1f} s  {path}")

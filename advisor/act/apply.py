@@ -7,6 +7,7 @@ same plan twice changes nothing the second time.
 
 from __future__ import annotations
 
+import os
 from typing import Callable
 
 from ..ledger import journal as jr
@@ -158,12 +159,25 @@ def _with_directories(steps: list[Step]) -> list[Step]:
     out: list[Step] = []
     made: set[str] = set()
     for s in steps:
+        root = s.action.root_spec()
         for d in s.action.directories():
             if d not in made:
                 made.add(d)
-                out.append(Step(Directory(d), "present", f"for {s.action.label}", s.phase))
+                out.append(Step(Directory(d, root, inside_root(root, d)), "present",
+                                f"for {s.action.label}", s.phase))
         out.append(s)
     return out
+
+
+def inside_root(root: dict | None, path: str) -> str | None:
+    """A host path in a server's own root (/proc/PID/root/etc/x) as the root names it (/etc/x),
+    for rollback to reach it again through whatever process holds the root then."""
+    if not root:
+        return None
+    from ..facts.roots import ProcRoot
+    base = ProcRoot.from_spec(root).base()
+    rel = os.path.relpath(path, base)
+    return None if rel.startswith("..") else "/" + rel
 
 
 def _on_huge_pages(report: Report, step: Step) -> bool:

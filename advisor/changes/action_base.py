@@ -104,6 +104,12 @@ class Action:
         that rollback removes it again."""
         return []
 
+    def root_spec(self) -> dict | None:
+        """The root its paths are in, where its server has one of its own (the journaled
+        spec of roots.ProcRoot): a directory made for it is found there again by rollback,
+        whatever process holds that root by then. None: the host's own."""
+        return None
+
 
 def missing_dirs(path: str) -> list[str]:
     """The directories above `path` that do not exist, outermost first."""

@@ -280,30 +280,56 @@ class FileSetting(Action):
 class Directory(PathAction):
     """A directory apply creates for a file it writes (a drop-in directory, a unit's wants
     directory): absent (None) before, "present" after. Restore removes it again when it is
-    empty; a file someone else put there since keeps it, and rollback says so."""
+    empty; a file someone else put there since keeps it, and rollback says so. One inside a
+    server's own root keeps that root and its path there (`root`, `inside`), and is reached
+    through whichever process holds the root when it is restored."""
     kind = "directory"
 
+    def __init__(self, path: str, root: dict | None = None, inside: str | None = None):
+        super().__init__(path)
+        self.root, self.inside = root, inside
+
+    def spec(self) -> dict:
+        return {**super().spec(), **({"root": self.root, "inside": self.inside}
+                                     if self.root else {})}
+
+    def root_spec(self) -> dict | None:
+        return self.root
+
+    def here(self) -> str:
+        """The directory as the host reaches it now."""
+        if not self.root or not self.inside:
+            return self.path
+        from ..facts.roots import reach
+        try:
+            return reach(self.root, self.inside)
+        except OSError as exc:  # roots.RootGone: nothing holds the root any more
+            raise ActionError(f"{self.inside} in the root {self.root.get('host_path') or ''}: "
+                              f"{exc.strerror or exc}") from None
+
     def get(self) -> str | None:
-        if os.path.isdir(self.path) and not os.path.islink(self.path):
+        path = self.here()
+        if os.path.isdir(path) and not os.path.islink(path):
             return "present"
-        if os.path.lexists(self.path):
-            raise ActionError(f"{self.path} exists and is not a directory; move it aside")
+        if os.path.lexists(path):
+            raise ActionError(f"{path} exists and is not a directory; move it aside")
         return None
 
     def set(self, value: str | None) -> None:
+        path = self.here()
         try:
             if value == "present":
-                os.mkdir(self.path, 0o755)
-            elif os.path.isdir(self.path):
-                os.rmdir(self.path)
+                os.mkdir(path, 0o755)
+            elif os.path.isdir(path):
+                os.rmdir(path)
         except FileExistsError:
             pass
         except OSError as exc:
-            if value is None and os.path.isdir(self.path) and os.listdir(self.path):
-                raise ActionError(f"directory {self.path} is kept: it holds files hpadvise did "
-                                  f"not write ({', '.join(sorted(os.listdir(self.path))[:3])})"
+            if value is None and os.path.isdir(path) and os.listdir(path):
+                raise ActionError(f"directory {path} is kept: it holds files hpadvise did "
+                                  f"not write ({', '.join(sorted(os.listdir(path))[:3])})"
                                   ) from None
-            raise ActionError(f"directory {self.path}: {exc.strerror}") from None
+            raise ActionError(f"directory {path}: {exc.strerror}") from None
 
     def invalid(self, value: Any) -> str | None:
         return None if value in (None, "present") else "is neither absent nor present"

@@ -48,6 +48,8 @@ class SysRoot:
         self.recorded: dict[str, bytes] | None = {} if record else None
         self.listed: set[str] | None = set() if record else None
         self.names: dict[str, list[str]] = {}  # listed directories under /etc: their names
+        # links read (a process's cwd and exe), kept when recording: a snapshot writes them
+        self.links: dict[str, str] | None = {} if record else None
 
     @property
     def live(self) -> bool:
@@ -150,10 +152,13 @@ class SysRoot:
 
     def readlink(self, p: str) -> str | None:
         try:
-            return os.readlink(self.path(p))
+            target = os.readlink(self.path(p))
         except OSError as exc:
             self._fail(p, exc, quiet_missing=True)
             return None
+        if self.links is not None:
+            self.links[p] = target
+        return target
 
 
 def nodelist(text: str) -> tuple[int, ...]:

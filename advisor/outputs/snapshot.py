@@ -20,6 +20,7 @@ from ..kit.secrets import redact_args, redact_environ, redact_text
 from ..facts.sysroot import SysRoot
 
 _PROC_FILE = re.compile(r"/proc/(\d+|self)/(cmdline|environ)$")
+_PROC_LINK = re.compile(r"/proc/\d+/(cwd|exe)$")
 
 
 def clean(path: str, data: bytes, environ: bool) -> bytes | None:
@@ -66,6 +67,14 @@ def write_snapshot(sr: SysRoot, directory: str, environ: bool = False) -> int:
             dest.write_bytes(kept)
             os.chmod(dest, 0o600)
             n += 1
+        # a process's working directory and binary as the kernel named them: links that are
+        # read (readlink), never followed, in the snapshot
+        for p, target in (sr.links or {}).items():
+            if _PROC_LINK.match(p):
+                dest = _inside(out, p)
+                dest.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+                if not os.path.lexists(dest):
+                    os.symlink(target, dest)
         # a configuration directory's names are facts of their own (a unit enabled by its
         # link in a .wants directory): each name nothing else put there is kept as an empty
         # file (after the files read, so that no directory is taken for a name)

@@ -75,6 +75,9 @@ class MyOption(FileSetting):
     def label(self) -> str:
         return f"{self.name} in {self.path}"
 
+    def root_spec(self) -> dict | None:
+        return self.s.get("root")
+
     def file(self) -> File:
         try:  # a server in its own root: its own file there, reached from the host
             return File(reach(self.s.get("root"), self.path), 0o644, 0, 0)

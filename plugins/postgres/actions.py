@@ -90,6 +90,9 @@ class PgSetting(FileSetting):
     def read_value(self, text: str) -> str | None:
         return parse_conf(text, self.file().path).get(self.name, (None,))[0]
 
+    def root_spec(self) -> dict | None:
+        return self.c.get("root")
+
     def directories(self) -> list[str]:
         """None: postgresql.auto.conf lives in the data directory, which initdb made; a data
         directory that is not there is refused (get), never created."""

@@ -90,3 +90,24 @@ def test_a_root_this_user_cannot_enter_is_not_read_as_the_hosts(tmp_path):
     assert v.read("/etc/passwd") is None and not v.exists("/etc/passwd")
     assert v.listdir("/etc") == []
     assert any("only root can read" in n.reason for n in host.notes)
+
+
+def test_a_directory_made_in_a_root_is_found_there_again_by_its_roots_identity(root):
+    """apply journals a directory it makes inside a server's root with the root and the path
+    there: rollback reaches it through whatever holds the root then (here the root's host
+    path: no process of the journaled PID is left), never through a dead /proc/PID/root."""
+    from hpadvise.act.apply import inside_root
+    from hpadvise.changes.file_actions import Directory
+    spec = _proc_root(root).to_spec()
+    assert inside_root(spec, f"{root}/etc/mysql/conf.d") == "/etc/mysql/conf.d"
+    assert inside_root(spec, "/elsewhere/x") is None
+    d = Directory(f"/proc/{spec['pid']}/root/etc/mysql/conf.d", spec, "/etc/mysql/conf.d")
+    again = Directory.from_spec(d.spec())  # as rollback rebuilds it from the journal
+    assert again.get() is None
+    again.set("present")
+    assert (root / "etc/mysql/conf.d").is_dir() and again.get() == "present"
+    again.set(None)
+    assert not (root / "etc/mysql/conf.d").exists()
+    gone = dict(spec, ino=spec["ino"] + 1)  # a root nothing holds any more: said, not guessed
+    with pytest.raises(Exception, match="is gone"):
+        Directory("/x", gone, "/etc/x").get()

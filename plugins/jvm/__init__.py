@@ -93,7 +93,7 @@ class JvmEngine(Engine):
         home = os.path.dirname(os.path.dirname(exe)) if exe else None
         major = java_major(sr, p, fs)
         app = KNOWN.get(f.main or "")
-        label = f"{app or 'java'} (pid {p.pid}, main {f.main or '?'})"
+        label = f"{app or 'java'} (pid {p.pid}" + (f", main {f.main})" if f.main else ")")
         j = Jvm(p.pid, owner, f, major, app, heap, src)
         j.release = fs.read(f"{home}/release", quiet_missing=True) if home else None
         if proc_root(fs) is not None and not fs.exists(THP_ENABLED):

@@ -106,6 +106,7 @@ def test_mysql_97_in_its_root(knobs, journal, root_lab):
     assert "large_page_aligned_alloc" in fb["evidence"]
     need = i["demand"]["pages"]["2048"]
     knobs.pool(2048, 0)
+    before = _tree(s.root, "/etc/mysql", s.dir, skip=s.datadir)
     report = _apply_and_restart(s, i["id"], journal)
     i = _mine(report, s)
     held = held_pages(s.pid)
@@ -117,6 +118,7 @@ def test_mysql_97_in_its_root(knobs, journal, root_lab):
     assert r.returncode == 0, r.stdout + r.stderr
     assert Path(f"{POOL}/nr_hugepages").read_text().strip() == "0"
     assert not os.path.exists(HOST_KNOBS[0])
+    assert _tree(s.root, "/etc/mysql", s.dir, skip=s.datadir) == before
 
 
 def test_mariadb_118_in_its_root(knobs, journal, root_lab):
@@ -128,6 +130,7 @@ def test_mariadb_118_in_its_root(knobs, journal, root_lab):
     assert i["owner"] == "mysql" and i["settings"]["flavour"] == "mariadb"
     assert i["settings"]["innodb_buffer_pool_size"] == str(1 << 30)
     need = i["demand"]["pages"]["2048"]
+    before = _tree(s.root, "/etc/mysql", s.dir, skip=s.datadir)
     report = _apply_and_restart(s, i["id"], journal)
     i = _mine(report, s)
     held = held_pages(s.pid)
@@ -139,6 +142,7 @@ def test_mariadb_118_in_its_root(knobs, journal, root_lab):
     r = run_cli("rollback", "--yes", "--journal-dir", str(journal))
     assert r.returncode == 0, r.stdout + r.stderr
     assert Path(f"{POOL}/nr_hugepages").read_text().strip() == "0"
+    assert _tree(s.root, "/etc/mysql", s.dir, skip=s.datadir) == before
 
 
 def test_mariadb_without_sys_takes_no_large_pages_and_check_says_why(knobs, root_lab):
@@ -166,6 +170,7 @@ def test_postgres_17_in_its_root(knobs, journal, root_lab):
     assert i["settings"]["huge_pages_status"] == "off"
     auto = s.host(f"{s.datadir}/postgresql.auto.conf")
     old = auto.read_bytes()
+    before = _tree(s.root, s.dir, skip=s.datadir)
     report = _apply_and_restart(s, i["id"], journal)
     assert "huge_pages = 'on'" in auto.read_text()  # its own file, in its root
     i = _mine(report, s)
@@ -176,6 +181,7 @@ def test_postgres_17_in_its_root(knobs, journal, root_lab):
     assert r.returncode == 0, r.stdout + r.stderr
     assert auto.read_bytes() == old
     assert Path(f"{POOL}/nr_hugepages").read_text().strip() == "0"
+    assert _tree(s.root, s.dir, skip=s.datadir) == before
 
 
 def test_postgres_under_runc_is_read_in_its_container(knobs, root_lab):
@@ -319,13 +325,20 @@ def test_a_jvm_in_its_root_is_read_there(jvm_in_root):
     assert "/sys/kernel/mm/transparent_hugepage/enabled" in f["evidence"]
 
 
-def _tree(root: Path, *dirs: str) -> dict[str, str]:
+def _tree(root: Path, *dirs: str, skip: str | None = None) -> dict[str, str]:
     """The names at the top of a root and everything under `dirs` in it (a file's digest, a
-    directory's "dir"): what an apply and its rollback may not leave changed."""
+    directory's "dir"; the server's own data under `skip` by name only, as it changes
+    whenever it runs): what an apply and its rollback may not leave changed."""
     out = {str(p): "dir" for p in root.iterdir() if p.is_dir()}
     for d in dirs:
-        for p in sorted((root / d.lstrip("/")).rglob("*")):
-            out[str(p)] = "dir" if p.is_dir() else hashlib.sha256(p.read_bytes()).hexdigest()
+        top = root / d.lstrip("/")
+        for p in sorted([top, *top.rglob("*")] if top.is_dir() else [top]):
+            if skip and str(p).startswith(str(root / skip.lstrip("/"))):
+                continue
+            if p.is_file() and not str(p).endswith(".log"):
+                out[str(p)] = hashlib.sha256(p.read_bytes()).hexdigest()
+            else:
+                out[str(p)] = "dir" if p.is_dir() else "other"
     return out
 
 

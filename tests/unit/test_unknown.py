@@ -113,3 +113,32 @@ def test_an_owner_is_named_by_its_user_namespace(tmp_path):
     sr = _host(tmp_path / "b", "", None, "         0          0 4294967295\n")
     assert inside_uid(sr, 42, 100999) == 100999  # the initial namespace's identity map
     assert inside_uid(SysRoot(tmp_path / "none"), 42, 7) == 7  # unreadable map
+
+
+def test_a_postmaster_whose_data_directory_nothing_says_is_planned_for_in_one_line(
+        hosts, tmp_path):
+    """A postmaster started with -c config_file whose file cannot be read and whose working
+    directory is not there: check says in one line what is unknown and what supplies it, and
+    plans nothing for it (apply leaves an instance with errors out, with that line)."""
+    import shutil
+
+    from hpadvise.api.engines import Targets
+    from hpadvise.planning.pipeline import inspect
+    tree = tmp_path / "tree"
+    shutil.copytree(hosts / "no-pools", tree, symlinks=True)
+    p = tree / "proc/4242"
+    p.mkdir()
+    (p / "comm").write_text("postgres\n")
+    (p / "cmdline").write_text("/usr/lib/postgresql/17/bin/postgres\0-c\0"
+                               "config_file=/etc/postgresql/17/hold/postgresql.conf\0")
+    (p / "status").write_text("Name:\tpostgres\nPPid:\t1\nUid:\t100\t100\t100\t100\n")
+    report = inspect(SysRoot(tree), "oltp", Targets(), ["postgres"])
+    i = next(i for i in report.instances if i.pid == 4242)
+    assert i.id == "postgres:pid4242" and i.label == "postmaster 4242"
+    dd = i.settings["data_directory"]
+    assert "unknown" in dd and "--dsn" in dd["supply"], dd
+    assert len(i.errors) == 1 and "the data directory of postmaster 4242 is unknown" in \
+        i.errors[0] and "--dsn" in i.errors[0], i.errors
+    from hpadvise.outputs.render import to_json
+    assert "None" not in to_json(report) and "/?" not in to_json(report)
+    assert report.placements[i.id].status == "unsized"  # nothing planned for it

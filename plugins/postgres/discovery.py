@@ -166,7 +166,11 @@ class Discovery:
                               None if c.root else c.bindir)
 
     def _from_dsn(self, dsn, clusters, dsn_for, host, procs) -> Instance | None:
-        probe = Cluster(datadir=Unknown("the data directory", "not reported yet"))
+        # the server says where its data is; a role without pg_read_all_settings is not told
+        probe = Cluster(datadir=Unknown(
+            f"the data directory of {redact_dsn(dsn)}", "the server did not show "
+            "data_directory to this role (it needs pg_read_all_settings)",
+            "connect as a role that may read it, or as the server's owner"))
         try:
             with self._connect(probe, dsn) as conn:
                 query(conn, probe)
@@ -177,7 +181,7 @@ class Discovery:
                                "and password (or PGPASSWORD / ~/.pgpass)")
             return inst
         for i, c in enumerate(clusters):
-            if known(c.datadir) and c.root is None and \
+            if known(c.datadir) and known(probe.datadir) and c.root is None and \
                     os.path.realpath(c.datadir) == os.path.realpath(probe.datadir):
                 dsn_for[i] = dsn
                 return None
@@ -187,7 +191,8 @@ class Discovery:
         inst.id = f"postgres:{redact_dsn(dsn)}"
         inst.findings.append(CODES["pg.not_local"](
             "Its huge pages must be reserved on the host that runs it; the demand below is "
-            "computed from its settings.", f"data_directory={probe.datadir}", inst.id))
+            "computed from its settings.", f"data_directory={probe.datadir}"
+            if known(probe.datadir) else probe.datadir.line(), inst.id))
         size_running(inst, probe, host, None)
         return inst
 

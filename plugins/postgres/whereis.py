@@ -62,8 +62,10 @@ def locate(fs: SysRoot, host: SysRoot, pm: Proc, given: dict[str, str], ddir: st
             line, why = None, str(exc)
         if line:
             datadir, how = _absolute(line[0]), f"data_directory in {line[1]}"
-        elif not why:
-            datadir = configdir  # the file sets none: the configuration directory
+        else:
+            # the file sets none, or cannot be read here (not root): the configuration
+            # directory, which is where the data is unless that file says otherwise
+            datadir = configdir
     if cwd and (datadir is None or os.path.realpath(fs.path(datadir)) !=
                 os.path.realpath(fs.path(cwd))):
         # the kernel's word over a reading that failed or disagrees (a relative -D)

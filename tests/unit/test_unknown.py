@@ -4,6 +4,8 @@ postmaster's data directory is found the way PostgreSQL decides it (the configur
 data_directory when started with -c config_file and no -D), and an owner is named by the
 process's own user namespace."""
 
+from __future__ import annotations
+
 import os
 
 import pytest

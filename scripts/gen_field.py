@@ -2,7 +2,7 @@
 """Write docs/support-matrix.md from the field's table (tests/field/cells.toml) and what each
 captured cell's server said of itself (tests/field/cells/ID.tar.xz, truth.json):
     python3 scripts/gen_field.py
-tests/unit/test_field_page.py fails while the page is out of date."""
+tests/unit/test_field.py fails while the page is out of date."""
 
 from __future__ import annotations
 

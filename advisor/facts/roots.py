@@ -320,8 +320,9 @@ def view(sr: SysRoot, pid: int | None) -> SysRoot:
     """The SysRoot through which to read the files of process `pid`: `sr` itself unless the
     process has a root of its own (a HiddenView where this user cannot enter it)."""
     if pid and not sr.live and sr.path(f"/proc/{pid}/root").is_dir():  # what a snapshot kept
-        return RootView(sr, SnapshotRoot(pid, 0, 0, str(sr.path(f"/proc/{pid}/root")),
-                                         False, False))
+        kept = sr.path(f"/proc/{pid}/root")
+        st = kept.stat()  # its identity: a journaled path in it is found there again
+        return RootView(sr, SnapshotRoot(pid, st.st_dev, st.st_ino, str(kept), False, False))
     root = root_of(sr, pid) if pid else None
     if root is None:
         return HiddenView(sr, pid) if pid and hidden(sr, pid) else sr

@@ -18,10 +18,11 @@ from hpadvise.api.face import (Demand, HostFacts, InputError, Instance, Proc, Pr
                                Targets, Unknown, as_seen_inside, backing_of, binary_version,
                                error_line, hugetlb_pages, proc_root, redact_dsn)
 
-from .conf import (FALLBACK_RE, QUERY_VARS, OptionFileError, OptionFiles, cmdline_settings,
+from .conf import (QUERY_VARS, OptionFileError, OptionFiles, cmdline_settings,
                    default_files, read_option_file, server_groups)
 from .findings import CODES
 from .layers import persisted, winning
+from .errlog import fallback_lines, logged_version
 from .origins import from_server, sources
 from .preflight import would_start
 from .sizing import allocations, bool_on, describe, pages_needed
@@ -83,28 +84,6 @@ def dsn_error(exc: Exception, dsn: str | None) -> str:
     except InputError:
         password = None
     return error_line(exc, dsn, password)
-
-
-def fallback_lines(sr: SysRoot, server: Server) -> list[str] | None:
-    """Fallback warnings the server logged since it started (its "as process PID" line), or
-    None when the error log is not a readable file."""
-    path = server.log_error
-    if not path:
-        return None
-    # The tail only: an error log can be gigabytes; startup warnings of the running process
-    # follow its "as process PID" line, which a server that has logged 8 MiB since is unlikely
-    # to have pushed out (smaps remains the evidence then).
-    text = (server.fs or sr).read_tail(path, 8 << 20, quiet_missing=True)
-    if text is None:
-        return None
-    lines = text.splitlines()
-    start = 0
-    if server.pid:  # the PID it logs is its own namespace's
-        for n in range(len(lines) - 1, -1, -1):
-            if f"as process {server.ns_pid or server.pid}" in lines[n]:
-                start = n
-                break
-    return [ln for ln in lines[start:] if FALLBACK_RE.search(ln)]
 
 
 class Discovery:
@@ -232,6 +211,8 @@ class Discovery:
     def _running(self, sr: SysRoot, procs: ProcTable, s: Server, host: HostFacts,
                  dsn: str | None) -> Instance:
         errors: list[str] = []
+        # known before the files are read: SET PERSIST's file is in the data directory
+        s.datadir = s.cwd or cmdline_settings(s.argv).get("datadir", (None,))[0] or s.datadir
         try:
             self._read_files(sr, s)
         except OptionFileError as exc:
@@ -269,6 +250,8 @@ class Discovery:
                     s.datadir = expected
         if s.version is None and s.pid and sr.live:
             s.version = binary_version(sr, s.pid, r"Ver\s+(\S+)", ("--no-defaults", "--version"))
+        elif s.version is None and s.pid:  # a snapshot runs nothing: the server's own log
+            s.version = logged_version(sr, s)
             if s.version and "mariadb" in s.version.lower():
                 s.flavour = "mariadb"
         if s.version and s.options.versioned and not errors:

@@ -23,7 +23,7 @@ from . import binaries
 from .layers import winning
 from .layouts import debian_conf, found_datadirs, live_pidfile
 from .observed import observe
-from .opts import settings_of
+from .opts import settings_of, take_own
 from .patroni import manager_of
 from .preflight import would_start
 from .reported import query, source_of
@@ -138,7 +138,7 @@ class Discovery:
         datadir, conf, _ = locate(fs, sr, pm, given, ddir, env)
         c = Cluster(datadir=datadir, pid=pm.pid, owner=procs.owner(pm),
                     owner_uid=pm.uid, config_file=conf, fs=fs,
-                    root=proc_root(fs), ns_pid=pm.ns_pid)
+                    root=proc_root(fs), ns_pid=pm.ns_pid, own_argv=given)
         port = given.get("port")
         if known(datadir):
             pidfile = fs.read(f"{datadir}/postmaster.pid", quiet_missing=True)
@@ -232,6 +232,7 @@ class Discovery:
         if note is not None:
             try:
                 self._read_files(sr, c)
+                take_own(c, c.own_argv)  # what its command line set outranks its files
             except ConfUnreadable as exc:
                 unreadable = str(exc)
             except ConfError as exc:

@@ -142,6 +142,18 @@ def take(c, line: StartLine | None) -> None:
         c.port = int(c.settings["port"])
 
 
+def take_own(c, given: dict[str, str]) -> None:
+    """A running postmaster's own command-line settings over those its files give (a Cluster
+    whose files were read without a connection): as it took them (GucSource PGC_S_ARGV)."""
+    for name, value in given.items():
+        if name in ("config_file", "data_directory", "hba_file", "ident_file"):
+            continue
+        c.settings[name] = value.lower() if name in ("huge_pages", "shared_memory_type") \
+            else value
+        c.origins[name] = "command line"
+        c.sources[name] = "command line"
+
+
 def as_args(settings: dict[str, str], leave_out: tuple[str, ...] = ()) -> list[str]:
     """The settings as `-c name=value` arguments, for postgres -C to count with them."""
     return [x for k, v in settings.items() if k not in leave_out for x in ("-c", f"{k}={v}")]

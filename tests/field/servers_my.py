@@ -10,7 +10,7 @@ from pathlib import Path
 
 import cells as _cells
 from roots import RootServer, root_path
-from servers import children
+from servers import children, shifted
 
 MY = {"innodb_buffer_pool_size": "256M", "large_pages": "OFF"}
 JAVA_FLAGS = ["-Xms256m", "-Xmx256m", "-XX:+UseLargePages"]
@@ -70,7 +70,7 @@ def root_my(cell: _cells.Cell, cleanup: list):
         raise SystemExit("no roots: scripts/roots.sh build all")
     opts = [f"--{k.replace('_', '-')}={v}" for k, v in MY.items()] \
         if cell.settings == "cmdline" else []
-    s = _RootMy(root, engine, opts)
+    s = shifted(_RootMy, cell)(root, engine, opts)
     cleanup.append(s.destroy)
     if cell.start == "defaults_file":
         s.cnf = f"{s.dir}/my.cnf"

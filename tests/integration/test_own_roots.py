@@ -389,3 +389,28 @@ def test_mysql_97_names_set_persist_as_the_source_of_its_buffer_pool(root_lab):
     assert "mysqld-auto.cnf" in src["innodb_buffer_pool_size"], src
     assert "command line" in src["large_pages"], src
     assert i["settings"]["innodb_buffer_pool_size"] == str(256 << 20)
+
+
+def test_mysql_97_with_its_ids_shifted_by_a_user_namespace(knobs, journal, root_lab):
+    """Its `mysql` is uid 999 in its root and the host's 100999: check names the owner as its
+    own root does, sizes it, and apply, a restart and rollback leave its root as found."""
+    from roots_userns import UsernsRoot
+    from userns import SHIFT
+    s = root_lab("mysql", ["--innodb-buffer-pool-size=256M", "--large-pages=ON"],
+                 cls=UsernsRoot)
+    s.start()
+    assert os.stat(f"/proc/{s.pid}").st_uid == SHIFT + s.uid  # the host's number for it
+    report, _ = check_json("--db", "mysql")
+    i = _mine(report, s)
+    assert i["owner"] == "mysql" and i["version"].startswith("9.7."), (i["owner"], i["version"])
+    need = i["demand"]["pages"]["2048"]
+    before = _tree(s.root, "/etc/mysql", s.dir, skip=s.datadir)
+    report = _apply_and_restart(s, i["id"], journal)
+    i = _mine(report, s)
+    held = held_pages(s.pid)
+    assert i["backing"] == "hugetlb" and held <= need <= held * 1.03, (need, held)
+    s.stop()
+    r = run_cli("rollback", "--yes", "--journal-dir", str(journal))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert Path(f"{POOL}/nr_hugepages").read_text().strip() == "0"
+    assert _tree(s.root, "/etc/mysql", s.dir, skip=s.datadir) == before

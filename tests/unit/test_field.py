@@ -37,7 +37,8 @@ def test_the_table_is_wide_and_captured_whole():
     missing = [c.id for c in CELLS if not c.archive.is_file()]
     assert not missing, f"not captured: {missing} (run tests/field/capture.py with their ids)"
     kinds = {(c.engine, c.start) for c in CELLS}
-    assert len(kinds) >= 12 and {c.where for c in CELLS} == {"host", "root", "cgroup"}
+    assert len(kinds) >= 12
+    assert {c.where for c in CELLS} == {"host", "root", "cgroup", "userns"}
 
 
 def _tree(cell: field.Cell, tmp: Path) -> tuple[Path, dict]:

@@ -51,10 +51,3 @@ def known(value: T | Unknown | None) -> bool:
     """The value was read: neither an Unknown nor None."""
     return value is not None and not isinstance(value, Unknown)
 
-
-def need(value: T | Unknown) -> T:
-    """The value itself; an Unknown raises UnknownFact with its line (for code paths that a
-    plan only reaches with the fact known)."""
-    if isinstance(value, Unknown):
-        raise UnknownFact(value.line())
-    return value

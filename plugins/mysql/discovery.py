@@ -23,7 +23,7 @@ from .conf import (QUERY_VARS, OptionFileError, OptionFiles, cmdline_settings,
 from .findings import CODES
 from .layers import persisted, winning
 from .errlog import fallback_lines, logged_version
-from .origins import from_server, sources
+from .origins import SHOWN, from_server, sources
 from .preflight import would_start
 from .sizing import allocations, bool_on, describe, pages_needed
 from .versions import model
@@ -313,9 +313,7 @@ class Discovery:
             and s.port is not None
         iid = f"mysql:{s.port}" if networked else \
             f"mysql:{s.datadir}" if s.datadir else f"mysql:pid{s.pid}"
-        shown = {k: s.settings[k] for k in ("innodb_buffer_pool_size", "large_pages",
-                                            "innodb_log_buffer_size", "key_buffer_size",
-                                            "aria_pagecache_buffer_size") if k in s.settings}
+        shown = {k: s.settings[k] for k in SHOWN if k in s.settings}
         shown["data_directory"] = s.datadir or Unknown(
             "its data directory", "neither a connection, its command line nor its working "
             "directory said", "pass --dsn, or run as root").as_json()

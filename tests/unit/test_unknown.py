@@ -13,7 +13,7 @@ import pytest
 from hpadvise.facts.procs import Proc
 from hpadvise.facts.sysroot import SysRoot
 from hpadvise.facts.userns import inside_uid
-from hpadvise.kit.unknown import Unknown, UnknownFact, known, need
+from hpadvise.kit.unknown import Unknown, UnknownFact, known
 from hpadvise.plugins.postgres.whereis import locate
 
 U = Unknown("the data directory of postmaster 7", "no -D", "pass --dsn")
@@ -41,9 +41,6 @@ def test_an_unknown_is_missing_and_says_why_and_what_supplies_it():
     assert (U or "fallback") == "fallback"
     assert U.line() == "the data directory of postmaster 7 is unknown (no -D); pass --dsn"
     assert U.as_json() == {"unknown": "no -D", "supply": "pass --dsn"}
-    assert need("/data") == "/data"
-    with pytest.raises(UnknownFact, match="pass --dsn"):
-        need(U)
     assert isinstance(UnknownFact("x"), TypeError)
 
 

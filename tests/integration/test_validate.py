@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.live]
 
 def test_short_validate_every_variant(knobs, tmp_path):
     before, dirs, t0 = host_state(), scratch_dirs(), time.time()
-    r = run_cli("validate", "--duration", "150s", "--shared-buffers", "128MB", "--clients", "4",
+    r = run_cli("validate", "--duration", "60s", "--shared-buffers", "128MB", "--clients", "4",
                 "--run-seconds", "2", "--warmup-seconds", "2", "--variants",
                 "current,recommended,thp-always,thp-never,hugepages-off",
                 "--report", str(tmp_path / "r.html"), "--json",
@@ -75,7 +75,7 @@ def test_short_validate_mysql_tpcc(knobs, tmp_path):
     """validate --db mysql --bench tpcc: a scratch MariaDB server, TPC-C runs on both
     variants, large pages really in use for `recommended`, the host restored."""
     before, dirs = host_state(), scratch_dirs()
-    r = run_cli("validate", "--db", "mysql", "--bench", "tpcc", "--duration", "60s",
+    r = run_cli("validate", "--db", "mysql", "--bench", "tpcc", "--duration", "40s",
                 "--shared-buffers", "256MB", "--clients", "4", "--run-seconds", "3",
                 "--variants", "current,recommended",
                 "--report", str(tmp_path / "r.html"), "--json",
@@ -204,7 +204,7 @@ def test_every_run_is_on_its_variants_pages(knobs, tmp_path, design):
     pages: a variant's pool must not leak into the next run (surplus pages, ABBA order), nor
     into the other server when both are resident."""
     before, dirs = host_state(), scratch_dirs()
-    r = run_cli("validate", "--duration", "50s", "--shared-buffers", "128MB", "--clients", "2",
+    r = run_cli("validate", "--duration", "30s", "--shared-buffers", "128MB", "--clients", "2",
                 "--run-seconds", "2", "--warmup-seconds", "1", "--variants",
                 "current,recommended", "--design", design, "--json",
                 "--output", str(tmp_path / "r.json"), timeout=600)
@@ -261,7 +261,7 @@ def test_a_a_run_on_huge_pages_side_by_side(knobs, tmp_path):
     both on huge pages from one pool held for both, compared with each other, and the report
     reads the comparison as this host's noise."""
     before, dirs = host_state(), scratch_dirs()
-    r = run_cli("validate", "--duration", "40s", "--shared-buffers", "128MB", "--clients", "2",
+    r = run_cli("validate", "--duration", "25s", "--shared-buffers", "128MB", "--clients", "2",
                 "--run-seconds", "2", "--warmup-seconds", "1", "--variants",
                 "recommended,recommended", "--design", "simultaneous", "--json",
                 "--output", str(tmp_path / "r.json"), timeout=600)
@@ -372,7 +372,7 @@ def test_thp_variants_as_dbas_mean_them_and_1g_pages(knobs, tmp_path):
         pytest.skip("no 1 GiB pages on this CPU")
     GiganticRoom.make()  # room for validate's 1 GiB pool, however fragmented RAM is
     before, dirs = host_state(), scratch_dirs()
-    r = run_cli("validate", "--duration", "60s", "--shared-buffers", "128MB", "--clients", "2",
+    r = run_cli("validate", "--duration", "40s", "--shared-buffers", "128MB", "--clients", "2",
                 "--run-seconds", "2", "--warmup-seconds", "1",
                 "--variants", "current,thp-always,thp-shmem,hugepages-1g",
                 "--json", "--output", str(tmp_path / "r.json"), timeout=600)
@@ -435,7 +435,7 @@ def test_1g_variant_skipped_when_the_kernel_cannot_grant_a_page(knobs, tmp_path,
         if blocked.why:
             pytest.skip(blocked.why)
         assert knobs.pool(1048576, 1) == 0, "a 1 GiB page was still granted"
-        r = run_cli("validate", "--duration", "30s", "--buffers", "128MB",
+        r = run_cli("validate", "--duration", "20s", "--buffers", "128MB",
                     "--clients", "2", "--run-seconds", "2", "--warmup-seconds", "1",
                     "--design", design, "--variants", "current,recommended,hugepages-1g",
                     "--json", "--output", str(tmp_path / "r.json"), timeout=600)

@@ -207,11 +207,17 @@ def history(
     def table() -> None:
         if not js:
             print("no applies recorded")
-        for j in js:
-            when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(j.header["time"]))
-            rb = "rolled back" if j.rolled_back else "active"
-            print(f"{j.id}  {when}  {j.status:<14} {rb:<11} {len(j.entries):>3} changes  "
-                  f"{' '.join(j.header.get('instances', []))}")
+            return
+        rows = [(j.id, time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(j.header["time"])),
+                 j.status, "rolled back" if j.rolled_back else "active", str(len(j.entries)),
+                 " ".join(j.header.get("instances", [])) or "-") for j in js]
+        head = ("id", "time", "status", "state", "changes", "instances")
+        # every column as wide as its widest cell, whatever the ids' lengths; the count
+        # right-aligned, the last column unpadded
+        w = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+        for r in [head, *rows]:
+            print("  ".join([*(c.ljust(w[i]) for i, c in enumerate(r[:4])), r[4].rjust(w[4]),
+                             r[5]]))
     deliver(form, [{"id": j.id, "time": j.header["time"], "status": j.status,
                     "rolled_back": j.rolled_back, "changes": len(j.entries),
                     "instances": j.header.get("instances", []),

@@ -112,10 +112,38 @@ def console(stderr: bool = False, file=None):
 
     from rich.console import Console
     stream = file or (sys.stderr if stderr else sys.stdout)
-    wide = not stream.isatty() and not os.environ.get("COLUMNS")
-    c = Console(stderr=stderr, file=file, width=120 if wide else None, highlight=False)
+    tty = stream.isatty()
+    wide = not tty and not os.environ.get("COLUMNS")
+    c = Console(stderr=stderr, file=file if tty else _Trimmed(stream),
+                width=120 if wide else None, highlight=False)
     c.on_broken_pipe = _closed  # rich would exit 1: a closed pipe is no failure here
     return c
+
+
+class _Trimmed:
+    """A stream whose lines lose their trailing blanks: rich pads every table line to the
+    console's width, which a file, a pipe or a diff of two reports should not carry."""
+
+    def __init__(self, stream):
+        self._stream, self._line = stream, ""
+
+    def write(self, text: str) -> int:
+        *whole, self._line = (self._line + text).split("\n")
+        for line in whole:
+            self._stream.write(line.rstrip(" ") + "\n")
+        return len(text)
+
+    def flush(self) -> None:
+        if self._line:  # a line still open (a progress line): as it is
+            self._stream.write(self._line)
+            self._line = ""
+        self._stream.flush()
+
+    def isatty(self) -> bool:
+        return False
+
+    def __getattr__(self, name):  # encoding, fileno, ...
+        return getattr(self._stream, name)
 
 
 def _closed() -> None:

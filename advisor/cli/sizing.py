@@ -13,6 +13,7 @@ from .common import console as make_console
 
 @app.command("size", context_settings={"ignore_unknown_options": True})
 def size_cmd(
+    ctx: typer.Context,
     spec: Annotated[list[str], typer.Argument(
         metavar="ENGINE [SETTING=VALUE ...] [+ ENGINE ...]",
         help="An engine and its planned settings; several engines separated by + give one "
@@ -51,6 +52,11 @@ def size_cmd(
     form = fmt_of(fmt, json_out)
     args = [a for a in spec if a != "--"]
     wanted = whatif.groups(args)
+    # unknown options pass through as arguments (a JVM's flags); where an engine is due, one
+    # is an option of size's that does not exist, said as Click says it for every command
+    for name, _ in wanted:
+        if name.startswith("-"):
+            ctx.fail(f"No such option: {name}")
     host = host_mod.collect(SysRoot(snapshot_root(root)))
     prof = profiles.load(profile, registry.profile_schemas())
     r = whatif.size(host, wanted, prof, version, targets())

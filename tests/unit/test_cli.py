@@ -42,6 +42,40 @@ def test_piped_tables_are_not_wrapped_at_80_columns(hosts, monkeypatch):
     header = [ln for ln in r.stdout.splitlines() if "page size" in ln]
     assert header and "overcommit" in header[0] and "per node" in header[0]
     assert max(len(ln) for ln in r.stdout.splitlines()) <= 120
+    # and no line carries the padding rich fills a table's width with
+    assert not [ln for ln in r.stdout.splitlines() if ln != ln.rstrip()], r.stdout[:800]
+
+
+COMMANDS = ("check", "snapshot", "k8s", "apply", "rollback", "history", "validate", "capture",
+            "size", "report", "probe", "engines", "profiles", "thp-exec", "man")
+
+
+@pytest.mark.parametrize("cmd", COMMANDS)
+def test_an_unknown_option_is_said_the_same_by_every_command(cmd):
+    """`size` passes unknown options through as a JVM's flags: one given where an engine is
+    due is still no such option, as everywhere else."""
+    r = run_cli(cmd, "--bogus-opt")
+    assert r.returncode == 2 and r.stderr.strip().splitlines() == [
+        f"hpadvise: error: No such option: --bogus-opt (see: hpadvise {cmd} --help)"], r.stderr
+
+
+def test_history_has_a_header_and_fixed_columns(tmp_path):
+    """Journals whose ids differ in length (they end in the writer's PID): every column
+    starts where its header does."""
+    import time as _time
+    for jid, status in (("20261127-194920-322", "ok"), ("20261127-194921-4194301", "failed")):
+        (tmp_path / f"{jid}.jsonl").write_text("\n".join(json.dumps(r) for r in (
+            {"type": "apply", "id": jid, "time": _time.time(), "argv": ["apply"],
+             "instances": ["postgres:5432"]},
+            {"type": "end", "status": status, "message": ""})) + "\n")
+    r = run_cli("history", "--journal-dir", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    head, *rows = r.stdout.splitlines()
+    assert head.split() == ["id", "time", "status", "state", "changes", "instances"], head
+    assert len(rows) == 2 and "postgres:5432" in rows[0], r.stdout
+    for word in ("time", "status", "state", "instances"):
+        col = head.index(word)
+        assert all(row[col - 1] == " " and row[col] != " " for row in rows), (word, r.stdout)
 
 
 def test_fallback_is_reported_from_a_snapshot(hosts):

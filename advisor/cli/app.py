@@ -61,7 +61,12 @@ def _engine_options(group, argv: list[str]) -> None:
 def command_group():
     """The click group of every registered command, as typer builds it."""
     _annotations_evaluated()
-    return typer.main.get_command(app)
+    group = typer.main.get_command(app)
+    from .exits import EXITS
+    for name, cmd in group.commands.items():  # the help's last words
+        if name in EXITS:
+            cmd.epilog = f"Exit codes: {EXITS[name]}"
+    return group
 
 
 def _annotations_evaluated() -> None:

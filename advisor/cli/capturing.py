@@ -41,10 +41,6 @@ def capture(
     SYSTEM and a reload, journaled, and put back at the end, also on Ctrl-C). Nothing is
     restarted.
 
-    Exit codes: 0 captured and every setting put back; 1 a setting could not be put back
-    (said on stderr: `hpadvise rollback` finishes it); 2 bad input (nothing changed); 130
-    interrupted (every setting put back).
-
     Examples:
 
     \b

@@ -47,11 +47,6 @@ def apply(
 
     Every change is journaled before it is made; `hpadvise rollback` undoes it exactly.
 
-    Exit codes: 0 applied and read back (or nothing to change, or --dry-run); 1 a step
-    failed, or a restart came back off huge pages (what it changed is undone, said on stderr),
-    or the confirmation was declined; 2 bad input (nothing changed); 130 interrupted (what
-    it changed stays journaled: `hpadvise rollback` undoes it).
-
     Examples:
 
     \b
@@ -116,10 +111,6 @@ def rollback(
 ):
     """Undo an apply exactly: every knob and file back, in reverse order; restart an instance
     the apply restarted, if it runs (a stopped one stays stopped, its settings restored).
-
-    Exit codes: 0 restored (or nothing left to restore); 1 a knob could not be restored
-    or read back as it was (each named on stderr), or the confirmation was declined; 2 bad
-    input (no such apply, none left to roll back, a journal that cannot be read).
 
     Examples:
 

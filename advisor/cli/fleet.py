@@ -23,8 +23,6 @@ def report_cmd(
     """One table for many hosts, worst first: instances, how many run on huge pages, pool
     short or unused, THP conflicts, crit/warn counts. Changes nothing.
 
-    Exit codes: 0 done; 2 a path that is not a `check --json` output or a snapshot.
-
     Examples:
 
     \b

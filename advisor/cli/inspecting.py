@@ -52,9 +52,6 @@ def check(
     """Inspect the host and running databases; size the pools; recommend. Changes nothing
     (--measure-limits borrows free huge pages for a moment).
 
-    Exit codes: 0 done; 1 a finding reached --fail-on; 2 bad input (the report is still
-    printed where it could be made).
-
     Examples:
 
     \b

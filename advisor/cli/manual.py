@@ -14,6 +14,7 @@ from typing import Annotated, Optional
 import typer
 
 from .app import app
+from .exits import EXITS
 
 SECTION = "1"
 # the completion scripts shipped beside the pages: file name -> typer's shell
@@ -98,7 +99,8 @@ def pages() -> dict[str, Page]:
         tuple((n, _summary(_split_help(c.help or "")[0][0])) for n, c in group.commands.items()))}
     for name, cmd in group.commands.items():
         ctx = click.Context(cmd, info_name=name, parent=root)
-        paras, exits, examples = _split_help(cmd.help or "")
+        paras, _, examples = _split_help(cmd.help or "")
+        exits = EXITS.get(name)
         opts = []
         for p in cmd.get_params(ctx):
             rec = p.get_help_record(ctx)

@@ -32,9 +32,6 @@ def size_cmd(
     after a boot-time reservation / does not fit, the pool to set and what it leaves for the
     OS. Changes nothing.
 
-    Exit codes: 0 every pool fits (at runtime or after a boot-time reservation); 1 a pool
-    does not fit (the report is printed, and one line on stderr says which); 2 bad input.
-
     Examples:
 
     \b

@@ -114,10 +114,6 @@ def validate(
     pages and THP, blocked and interleaved, with a paired 95% CI and a verdict. Restores every
     knob.
 
-    Exit codes: 0 measured and every knob restored (the verdict is in the report, not the
-    exit code); 1 the run could not go on, or a knob could not be restored (said on
-    stderr); 2 bad input (nothing changed); 130 interrupted (every knob restored).
-
     Examples:
 
     \b

@@ -46,6 +46,21 @@ def test_piped_tables_are_not_wrapped_at_80_columns(hosts, monkeypatch):
     assert not [ln for ln in r.stdout.splitlines() if ln != ln.rstrip()], r.stdout[:800]
 
 
+def test_every_help_ends_with_its_exit_codes():
+    """One table (cli/exits.py) for every command, each command's help ending with its
+    line: a command added without one fails here."""
+    from hpadvise.cli.app import command_group
+    from hpadvise.cli.exits import EXITS
+    assert set(command_group().commands) == set(EXITS) == set(COMMANDS)
+    for cmd in COMMANDS:
+        r = run_cli(cmd, "--help")
+        assert r.returncode == 0, r.stderr
+        last = " ".join(r.stdout.strip().split("\n\n")[-1].split())  # the last paragraph
+        assert last == f"Exit codes: {EXITS[cmd]}", (cmd, last)
+        assert last.startswith("Exit codes: 0 ") or cmd == "thp-exec"
+        assert "2 " in last, (cmd, last)
+
+
 COMMANDS = ("check", "snapshot", "k8s", "apply", "rollback", "history", "validate", "capture",
             "size", "report", "probe", "engines", "profiles", "thp-exec", "man")
 

@@ -50,6 +50,9 @@ def open_dir(directory: str) -> str:
 
 def readable_dir(directory: str) -> None:
     """For commands that only read the journal: one clear line when it cannot be read."""
+    if os.path.exists(directory) and not os.path.isdir(directory):
+        raise InputError(f"journal directory {directory} is not a directory; give the "
+                         "directory the applies were recorded in (--journal-dir)")
     if os.path.isdir(directory) and not os.access(directory, os.R_OK | os.X_OK):
         raise InputError(f"cannot read the journal in {directory}: permission denied (applies "
                          "are recorded by root; run this with sudo)")

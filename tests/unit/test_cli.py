@@ -83,6 +83,8 @@ def test_history_has_a_header_and_fixed_columns(tmp_path):
             {"type": "apply", "id": jid, "time": _time.time(), "argv": ["apply"],
              "instances": ["postgres:5432"]},
             {"type": "end", "status": status, "message": ""})) + "\n")
+    r = run_cli("history", "--journal-dir", str(tmp_path / f"{jid}.jsonl"))  # a file
+    assert r.returncode == 2 and "is not a directory" in r.stderr, r.stdout + r.stderr
     r = run_cli("history", "--journal-dir", str(tmp_path))
     assert r.returncode == 0, r.stderr
     head, *rows = r.stdout.splitlines()

@@ -77,7 +77,7 @@ def check(
                      measure_limits=measure_limits)
     if form == "json":
         from ..outputs.render import to_json
-        emit(to_json(report) + "\n", output)
+        emit(to_json(report, snapshot_root(root)) + "\n", output)
     elif form == "prometheus":
         from ..outputs.metrics import to_prometheus
         emit(to_prometheus(report, time.monotonic() - started, time.time()), output)

@@ -19,7 +19,21 @@ def _version() -> str:
     return version("hpadvise") or "unknown"
 
 
-def to_dict(r: Report) -> dict:
+def facts_time(root: str) -> str:
+    """When the facts of `root` were read, as ISO 8601 UTC: now for the live host; for a
+    snapshot, when its /proc/meminfo was written (the snapshot's own time)."""
+    import os
+    import time
+    at = time.time()
+    if os.path.realpath(root) != "/":
+        try:
+            at = os.stat(os.path.join(root, "proc", "meminfo")).st_mtime
+        except OSError:
+            pass
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at))
+
+
+def to_dict(r: Report, root: str = "/") -> dict:
     h = r.host
     host = asdict(h)
     host["cpu_flags"] = sorted(f for f in h.cpu_flags if f in ("pdpe1gb", "pse", "hypervisor"))
@@ -51,6 +65,7 @@ def to_dict(r: Report) -> dict:
     return {
         "schema_version": SCHEMA_VERSION,
         "hpadvise_version": _version(),
+        "checked_at": facts_time(root),
         "profile": {"name": r.profile.name, "source": r.profile.path},
         "host": host,
         "instances": instances,
@@ -80,8 +95,8 @@ def _cg(c) -> str:
            f"reservations {rsvd}{hits}"
 
 
-def to_json(r: Report) -> str:
-    return json.dumps(to_dict(r), indent=2, default=str)
+def to_json(r: Report, root: str = "/") -> str:
+    return json.dumps(to_dict(r, root), indent=2, default=str)
 
 
 def _kb(v: int | None) -> str:

@@ -133,7 +133,9 @@ def test_report_over_snapshots_in_different_states(hosts, tmp_path):
              for x in rows]
     assert ranks == sorted(ranks)  # worst first
     page = (tmp_path / "fleet.html").read_text()
-    assert page.count("<tr") == len(rows) + 1 and "pg-fallback" in page
+    # what to do per host first, then the details: a header and a row per host in each
+    assert page.count("<tr") == 2 * (len(rows) + 1) and "pg-fallback" in page
+    assert page.index("to set") < page.index("Details")
     # a check --json output and a snapshot side by side
     out = run_cli("check", "--json", "--root", str(hosts / "thp-always"))
     (tmp_path / "db9.json").write_text(out.stdout)

@@ -244,16 +244,18 @@ def test_outputs_match_their_schemas(hosts, tmp_path):
     import time
     a = tmp_path / "a.json"
     b = tmp_path / "b.json"
-    for f in (a, b):  # the same host twice
+    for f, at in ((a, "2026-11-27T10:00:00Z"), (b, "2026-11-26T10:00:00Z")):  # one host
         r = run_cli("check", "--json", "--root", str(hosts / "pool-2m"))
         assert r.returncode == 0, r.stderr
         d = json.loads(r.stdout)
-        d["host"]["hostname"] = "db1"
+        d["host"]["hostname"], d["checked_at"] = "db1", at
         f.write_text(json.dumps(d))
+    # a copied old report is newer by its file's time: the check's own time wins
     os.utime(a, (time.time() - 60, time.time() - 60))
     rows = json.loads(run_cli("report", str(a), str(b), "--json").stdout)
     jsonschema.validate(rows, _schema("report"))
-    assert [x["source"] for x in rows] == [str(b)]
+    assert [(x["source"], x["checked_at"], x["time_from"]) for x in rows] == [
+        (str(a), "2026-11-27T10:00:00Z", "check")]
     row = rows[0]
     assert row["pool_short"] or row["pool_unused"]  # the numbers, not only the prose
     assert row["pool"] == "; ".join(
@@ -265,6 +267,32 @@ def test_outputs_match_their_schemas(hosts, tmp_path):
         r = run_cli(*cmd, "--json")
         assert r.returncode == 0, r.stderr
         jsonschema.validate(json.loads(r.stdout), _schema(name))
+
+
+def test_report_puts_failed_checks_first_and_says_what_to_set(hosts, tmp_path):
+    """A host whose check failed (exit 2) comes first with its error, before worse hosts;
+    each row names the worst findings and the pool and THP values to set; one host is
+    '1 host'."""
+    r = run_cli("check", "--json", "--root", str(hosts / "thp-always"))
+    d = json.loads(r.stdout)
+    (tmp_path / "thp.json").write_text(r.stdout)
+    d["host"]["hostname"], d["errors"] = "db9", ["cannot tell the data directory of postmaster 7"]
+    d["findings"], d["summary"] = [], {"worst": "ok", "counts": {}}
+    (tmp_path / "failed.json").write_text(json.dumps(d))
+    rows = json.loads(run_cli("report", str(tmp_path), "--json").stdout)
+    assert [x["error"] for x in rows] == ["cannot tell the data directory of postmaster 7", None]
+    thp = rows[1]
+    assert "THP enabled = madvise" in thp["to_set"] and any(
+        s.startswith("2 MiB pool = ") for s in thp["to_set"]), thp["to_set"]
+    assert thp["worst"] == "crit" and thp["worst_findings"] and all(
+        "fell back" in f or "silently" in f for f in thp["worst_findings"])
+    out = run_cli("report", str(tmp_path), env={"COLUMNS": "200"}).stdout
+    lines = out.splitlines()
+    assert lines[0] == "2 hosts (1 failed): failed and partial checks first, then worst first"
+    assert lines[2].split()[:4] == ["db9", "check", "failed:", "cannot"], out
+    assert "THP enabled = madvise" in out and "huge_pages = try fell back" in out
+    one = run_cli("report", str(tmp_path / "thp.json")).stdout
+    assert one.splitlines()[0] == "1 host", one
 
 
 def test_the_code_list_is_open_to_third_party_engines(hosts):

@@ -63,6 +63,7 @@ def _views(root, make):
     d = render.to_dict(r)
     d["findings"] = [dict(f, title=None) for f in d["findings"]]
     d.pop("hpadvise_version")
+    d.pop("checked_at")
     try:
         ap = apply.prepare(r, r.engines, restart=True, persist=False, read_only=True,
                            sys_root=str(root))

@@ -30,6 +30,8 @@ def host_maria(cell: _cells.Cell, cleanup: list):
 
         @property
         def argv(self) -> list[str]:
+            if cell.start == "mysqld_safe":  # as root: it starts the server as --user
+                return ["mysqld_safe", f"--defaults-file={self.cnf}", f"--user={self.user}"]
             return super().argv + self.extra
 
     m = Maria(dict(MY) if cell.settings == "mycnf" else {})
@@ -49,7 +51,9 @@ def host_maria(cell: _cells.Cell, cleanup: list):
 
 def host_maria_truth(m) -> dict:
     rows = m.sql("SELECT @@datadir, @@version, @@innodb_buffer_pool_size, @@large_pages")[0]
-    return {"engine": "mysql", "pid": m.pid, "pids": [m.pid, *children(m.pid)],
+    # under mysqld_safe its shell is the server's parent, kept in the cell too
+    wrapper = [m.proc.pid] if m.proc is not None and m.proc.pid != m.pid else []
+    return {"engine": "mysql", "pid": m.pid, "pids": [m.pid, *children(m.pid), *wrapper],
             "owner": "mysql", "data_directory": str(rows[0]).rstrip("/"),
             "version": str(rows[1]), "innodb_buffer_pool_size": int(rows[2]), "sources": {}}
 

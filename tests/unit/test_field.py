@@ -8,6 +8,7 @@ table's [expect] says, and print no unknown as a value."""
 from __future__ import annotations
 
 import io
+import os
 import json
 import shutil
 import sys
@@ -78,6 +79,14 @@ def test_cell(cell, tmp_path):
         _pg_plan(cell, steps, plan, truth)
     elif cell.engine == "mysql":
         _my_plan(cell, steps, placed)
+    if cell.start == "mysqld_safe":  # restarted through its wrapper, as it was started
+        again = ap.prepare(plan_for(report, [inst]), report.engines, restart=True,
+                           persist=False, read_only=True, sys_root=str(tree))
+        [restart] = [st.action for st in again.steps if st.action.kind == "my_restart"]
+        # the wrapper's own command line: `/bin/sh /usr/bin/mysqld_safe --defaults-file=...`
+        assert [os.path.basename(a) for a in restart._argv[:2]] == ["sh", "mysqld_safe"], \
+            restart._argv
+        assert any(a.startswith("--defaults-file=") for a in restart._argv), restart._argv
     out = io.StringIO()
     render(report, Console(file=out, width=200, color_system=None))
     texts = {"table": out.getvalue(), "json": to_json(report),

@@ -13,7 +13,8 @@
 # Live tests change real pools and THP knobs and restore them; they need root.
 #   scripts/test.sh --fast [pytest args]
 # --fast: the inner loop: the unit and snapshot tests only (tests/unit: no server started, no
-# knob touched), in the venv (made if missing), without the installs and builds above.
+# knob touched), in two workers, in the venv (made if missing), without the installs and
+# builds above.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
@@ -23,7 +24,7 @@ if [ "${1:-}" = "--fast" ]; then
   venv=${HPADVISE_VENV:-$repo/.venv}
   [ -x "$venv/bin/pytest" ] || HPADVISE_VENV=$venv scripts/install.sh --editable --test >/dev/null
   set +e
-  "$venv/bin/python" -m pytest -q -rs -p no:cacheprovider tests/unit "$@"
+  "$venv/bin/python" -m pytest -q -rs -p no:cacheprovider -n 2 tests/unit "$@"
   exit $?
 fi
 
@@ -125,8 +126,12 @@ subprocess.run([sys.executable, "-m", "pip", "install", "--disable-pip-version-c
 PY
 fi
 
+# Two workers (pytest-xdist): the tests that own the host (pools, THP, cgroups, servers every
+# check sees) run one at a time in one of them, in file order, under the host's lock
+# (tests/hostlock.py); the contained tests (unit tests, captured trees, a root's private
+# namespaces) run beside them in the other. `-n 0` runs everything in one process.
 set +e
-"$venv/bin/python" -m pytest -q -rs -p no:cacheprovider "$@"
+"$venv/bin/python" -m pytest -q -rs -p no:cacheprovider -n 2 --dist loadgroup "$@"
 rc=$?
 set -e
 # pytest exits 5 when it collected nothing: that is a failure here, not a pass.

@@ -2,11 +2,13 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import hostlock  # noqa: E402
 from support import KernelKnobs, PgCluster, pg_bindir  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "fixtures"))
@@ -14,6 +16,48 @@ import trees  # noqa: E402
 
 
 _LIVE = {"used": False}
+UNIT = Path(__file__).resolve().parent / "unit"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """The unit tests are contained (captured trees only); every test not marked contained
+    owns the host, and under pytest-xdist (--dist loadgroup) they all run in one worker, in
+    collection order, beside the contained ones in the other (tests/hostlock.py)."""
+    for item in items:
+        if UNIT in Path(item.path).parents:
+            item.add_marker(pytest.mark.contained)
+        if not item.get_closest_marker("contained"):
+            item.add_marker(pytest.mark.xdist_group("host"))
+
+
+@pytest.fixture(autouse=True)
+def host_lock(request):
+    """A test that owns the host holds its lock throughout and must leave it as found: pools,
+    THP, cgroups, /etc/sysctl.d and mounts (checked after every other fixture's teardown, the
+    knobs fixture's restore among them). A contained test takes no lock; run alone, it is held
+    to the same account, so a contained test that changes the host fails."""
+    contained = request.node.get_closest_marker("contained") is not None
+    if contained and (os.environ.get("PYTEST_XDIST_WORKER") or os.environ.get(hostlock.BESIDE)):
+        yield  # the host's tests change it meanwhile, in another worker
+        return
+    if not (os.geteuid() == 0 and os.path.isdir("/run")):
+        yield  # an unprivileged run changes nothing of the host's
+        return
+    with hostlock.Held():
+        before = hostlock.state()
+        yield
+        left = hostlock.changed(before, hostlock.state())
+    if left:
+        pytest.fail(("a contained test" if contained else "the test") + " left the host "
+                    "changed: " + "; ".join(left), pytrace=False)
+
+
+def owns_host(request, what: str) -> None:
+    """The fixtures that change the host refuse a test marked contained."""
+    if request.node.get_closest_marker("contained") is not None:
+        pytest.fail(f"{request.node.nodeid} is marked contained but asks for {what}, which "
+                    "changes the host: drop the mark", pytrace=False)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -53,9 +97,10 @@ def hosts(tmp_path_factory) -> Path:
 
 
 @pytest.fixture
-def knobs():
+def knobs(request):
     """Live kernel knobs, restored in teardown whatever happens. Skips (with the reason) where
     the process is not root or the knobs are not writable."""
+    owns_host(request, "knobs")
     if not KernelKnobs.writable():
         pytest.skip("live kernel test: needs root and writable /proc/sys/vm/nr_hugepages")
     _LIVE["used"] = True
@@ -67,8 +112,9 @@ def knobs():
 
 
 @pytest.fixture
-def my_factory():
+def my_factory(request):
     """Throwaway MariaDB servers (never the system's service), destroyed in teardown."""
+    owns_host(request, "my_factory")
     from hpadvise.plugins.mysql.validate.bench import ScratchMaria, maria_bindir
     if maria_bindir() is None:
         pytest.fail("MariaDB server binaries not found: run scripts/test.sh, which installs them")
@@ -88,9 +134,31 @@ def my_factory():
             m.destroy()
 
 
+@pytest.fixture(scope="session")
+def pg_template():
+    """One initdb per PostgreSQL binary directory and run: a data directory (never started)
+    that each fresh cluster is a copy of (a copy takes about half of an initdb's time here)."""
+    base = tempfile.mkdtemp(prefix="hpadvise-test-templates-")
+    os.chmod(base, 0o755)
+    made: dict[str, PgCluster] = {}
+
+    def of(bindir: str) -> PgCluster:
+        if bindir not in made:
+            made[bindir] = PgCluster(bindir=bindir, base=base)
+        return made[bindir]
+
+    try:
+        yield of
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
 @pytest.fixture
-def pg_factory():
-    """Throwaway PostgreSQL clusters (never the system's service), destroyed in teardown."""
+def pg_factory(request, pg_template):
+    """Throwaway PostgreSQL clusters (never the system's service), destroyed in teardown:
+    each a copy of its major's template, with its own port, socket and settings."""
+    from hpadvise.benchmarks.face import check_run
+    owns_host(request, "pg_factory")
     if pg_bindir() is None:
         pytest.fail("PostgreSQL server binaries not found: run scripts/test.sh, which installs them")
     if os.geteuid() != 0 and os.environ.get("USER") != "postgres":
@@ -98,7 +166,12 @@ def pg_factory():
     made: list[PgCluster] = []
 
     def make(settings=None, bindir=None) -> PgCluster:
-        c = PgCluster(settings, bindir=bindir)
+        tpl = pg_template(bindir or pg_bindir())
+        c = PgCluster(bindir=tpl.bindir,
+                      fill=lambda d: check_run(["cp", "-a", tpl.datadir, d]),
+                      prepare=lambda c: c.configure({
+                          "port": str(c.port), "unix_socket_directories": f"'{c.tmp}'",
+                          "listen_addresses": "''", **(settings or {})}))
         made.append(c)
         return c
 
@@ -125,7 +198,8 @@ def classes(tmp_path_factory):
 
 
 @pytest.fixture
-def java(classes):
+def java(request, classes):
+    owns_host(request, "java")
     procs = []
 
     def start(*flags, env=None, user=None, binary="java"):
@@ -157,9 +231,10 @@ def java(classes):
 
 
 @pytest.fixture
-def root_lab():
+def root_lab(request):
     """Servers of newer releases in Debian roots of their own (tests/roots.py), destroyed in
     teardown whatever happens: make(engine, options, cls=RootServer, **kw)."""
+    owns_host(request, "root_lab")
     from pods import NoRuntime
     from roots import SUITE, RootServer, root_path, why_no_root
     if os.geteuid() != 0:

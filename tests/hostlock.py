@@ -1,0 +1,72 @@
+"""The host as one resource the tests take in turn.
+
+Most tests own the host while they run: they change pools, THP or sysctl, make cgroups, or
+start servers that every `check` on this host sees. Those take the host's lock for the whole
+test (an exclusive flock on LOCK, whichever worker runs them), and the host must be as they
+found it when they end: pools, THP knobs, cgroups, /etc/sysctl.d, hugetlbfs and cgroup mounts.
+Tests marked `contained` (the unit tests, and what runs only on captured trees, in a root's
+private namespaces or in a scratch directory) take no lock and may run beside them in a second
+worker (scripts/test.sh runs pytest-xdist with two; the host's tests stay in one of them).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import glob
+import os
+from pathlib import Path
+
+LOCK = "/run/hpadvise-tests.lock"
+# set where tests run beside the host's own without an xdist worker's name (the unit tests
+# under Python 3.9 in a root): contained tests there are not held to the host's account
+BESIDE = "HPADVISE_TESTS_BESIDE_HOST"
+THP = "/sys/kernel/mm/transparent_hugepage"
+SYSCTL_D = "/etc/sysctl.d"
+
+
+def _cgroup2_root() -> str | None:
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        left, _, right = line.partition(" - ")
+        if right.split()[:1] == ["cgroup2"]:
+            return left.split()[4]
+    return None
+
+
+def state() -> dict[str, str]:
+    """What a test must leave as it found it, path -> what it held."""
+    s: dict[str, str] = {}
+    for p in sorted(glob.glob("/sys/kernel/mm/hugepages/*/nr_hugepages")
+                    + glob.glob("/sys/devices/system/node/node*/hugepages/*/nr_hugepages")):
+        s[p] = Path(p).read_text().strip()
+    for p in [f"{THP}/{k}" for k in ("enabled", "defrag", "shmem_enabled")] \
+            + sorted(glob.glob(f"{THP}/hugepages-*kB/*enabled")):
+        s[p] = Path(p).read_text().strip()
+    root = _cgroup2_root()
+    if root:
+        s[f"{root}/cgroup.subtree_control"] = Path(f"{root}/cgroup.subtree_control"
+                                                   ).read_text().strip()
+        s[f"{root} child cgroups"] = " ".join(sorted(
+            e.name for e in os.scandir(root) if e.is_dir(follow_symlinks=False)))
+    s[SYSCTL_D] = " ".join(sorted(os.listdir(SYSCTL_D))) if os.path.isdir(SYSCTL_D) else ""
+    s["mounts (hugetlbfs, cgroup)"] = " ".join(sorted(
+        line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()
+        if line.partition(" - ")[2].split()[:1] in (["hugetlbfs"], ["cgroup"])))
+    return s
+
+
+def changed(before: dict[str, str], after: dict[str, str]) -> list[str]:
+    return [f"{k}: {before.get(k)!r} -> {after.get(k)!r}"
+            for k in sorted(set(before) | set(after)) if before.get(k) != after.get(k)]
+
+
+class Held:
+    """The host's lock, held from enter to exit (blocks while another worker holds it)."""
+
+    def __enter__(self) -> "Held":
+        self.fd = os.open(LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        fcntl.flock(self.fd, fcntl.LOCK_UN)
+        os.close(self.fd)

@@ -1,5 +1,5 @@
 """arm64 page geometry in a real kernel: Debian 12's arm64 kernel (4 KiB granule) booted under
-QEMU's emulation (scripts/guest.sh; its image takes about 20 minutes to build once, through
+QEMU's emulation (scripts/guest.sh; its image takes about 16 minutes to build once, through
 qemu-user-static). Inside, tests/guests/arm64_lab.py reads the kernel's sizes, runs PostgreSQL
 15 on 2 MiB and on 32 MiB pages through check, apply --restart and rollback, probe, and a JVM
 on 32 MiB large pages.

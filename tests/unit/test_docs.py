@@ -95,3 +95,55 @@ def test_the_synopsis_names_every_command_and_agrees_with_check_md():
                   and not any(re.search(rf"(?<![\w-]){re.escape(o)}(?![\w-])", line)
                               for o in p.opts)]
         assert absent == [], (name, absent)
+
+
+def test_the_readmes_figures_are_the_labs():
+    """The figures README quotes are the recorded run's: its effect and interval, and the
+    page tables of each side (the median of the runs, in MiB)."""
+    import json
+    import statistics
+    readme = " ".join((REPO / "README.md").read_text().split())
+    run = json.loads((REPO / "lab" / "results" / "select-8GB.json").read_text())
+    [e] = run["effects"]
+    assert (f"ran +{e['pct']:.1f}% faster select-only (95% CI +{e['lo_pct']:.1f}% .. "
+            f"+{e['hi_pct']:.1f}%)") in readme
+    mib = {v: statistics.median(s["page_tables_kb"] for s in run["samples"]
+                                if s["variant"] == v) / 1024 for v in ("current", "recommended")}
+    m = re.search(r"page tables shrank from (\d+) MiB to ([\d.]+) MiB \((\d+)x\)", readme)
+    assert m, "README no longer quotes the page tables"
+    assert (int(m.group(1)), float(m.group(2)), int(m.group(3))) == (
+        round(mib["current"]), round(mib["recommended"], 1),
+        round(mib["current"] / mib["recommended"]))
+
+
+def test_the_readmes_check_example_is_checks_output(hosts):
+    """README's check example shows tables check prints, in check's order, with check's
+    column headings, and the sentence before it names the tables it shows."""
+    import os
+    import subprocess
+    import sys
+    text = (REPO / "README.md").read_text()
+    start = text.index("(`COLUMNS=100 hpadvise check`, abridged to its ")
+    said = text[start:text.index(":", start + 40)].rstrip(")")
+    begin = text.index("```\n", start) + 4
+    block = text[begin:text.index("\n```", begin)]
+    lines = block.splitlines()
+    titles = [ln for ln in lines if re.match(r"^[A-Z][A-Za-z ,()]*$", ln)]
+    assert titles and said.endswith(f"{', '.join(titles[:-1])} and {titles[-1]} tables"), \
+        (said, titles)
+    r = subprocess.run([sys.executable, "-m", "hpadvise.cli", "check", "--root",
+                        str(hosts / "pg-fallback")], capture_output=True, text=True,
+                       env={**os.environ, "COLUMNS": "100"})
+    real = r.stdout.splitlines()
+    real_titles = [ln for ln in real if re.match(r"^[A-Z][A-Za-z ,()]*$", ln)]
+    assert [t for t in real_titles if t in titles] == titles, (titles, real_titles)
+
+    def headings(ls, title):  # the words of the table's heading lines, above its rule
+        i = ls.index(title) + 1
+        words = []
+        while not ls[i].lstrip().startswith("─"):
+            words += ls[i].split()
+            i += 1
+        return words
+    for title in titles:  # the same words (a narrower cell wraps them otherwise)
+        assert sorted(headings(lines, title)) == sorted(headings(real, title)), title

@@ -27,3 +27,8 @@ fi
 [ -x "$venv/bin/pip" ] || "$py" -m venv "$venv"
 "$venv/bin/pip" install -q --disable-pip-version-check $editable "$repo$extras"
 echo "installed: $venv/bin/hpadvise"
+# man finds a venv's pages through PATH (man-db: DIR/bin on PATH -> DIR/share/man); an
+# editable install ships none (hpadvise man COMMAND prints each one either way)
+if [ -d "$venv/share/man/man1" ]; then
+  echo "manual pages: man -M $venv/share/man hpadvise (or with $venv/bin on PATH: man hpadvise)"
+fi

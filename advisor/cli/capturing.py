@@ -12,6 +12,7 @@ import typer
 
 from ..kit.errors import InputError
 from .app import app
+from .common import complete_engines
 
 
 @app.command()
@@ -24,7 +25,7 @@ def capture(
              "0700: a statement log holds data).")],
     duration: Annotated[str, typer.Option(
         metavar="DURATION", help="How long to record, e.g. 90s, 5m.")] = "5m",
-    db: Annotated[str, typer.Option(metavar="ENGINE", help="The instance's engine.")]
+    db: Annotated[str, typer.Option(autocompletion=complete_engines, metavar="ENGINE", help="The instance's engine.")]
     = "postgres",
     no_base: Annotated[bool, typer.Option(
         "--no-base", help="Skip the base backup taken before the log (then replay it with "

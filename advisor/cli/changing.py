@@ -9,12 +9,13 @@ import typer
 
 from ..kit.errors import InputError
 from .app import app
-from .common import ApplyFormat, Format2, JsonOpt, OutputOpt, TableOrJson, deliver, fmt_of
+from .common import complete_engines, ApplyFormat, Format2, JsonOpt, OutputOpt, TableOrJson, deliver, fmt_of
 
 
 @app.command()
 def apply(
     db: Annotated[list[str], typer.Option(
+        autocompletion=complete_engines,
         metavar="ENGINE", help="Engine(s) to apply for (repeatable), or all: one plan for every instance of them.")],
     instance: Annotated[Optional[list[str]], typer.Option(
         metavar="ID", help="Instance ID as `check` shows it, a data directory, a port or a "

@@ -205,3 +205,9 @@ def deliver(form: str, data, table, output: str | None = None) -> None:
         table()
     emit(buf.getvalue(), output)
 
+
+
+def complete_engines(incomplete: str) -> list[str]:
+    """Shell completion of --db: the installed engines' names (built-in and third-party)."""
+    from ..api.engines import registry
+    return [n for n in registry.names() if n.startswith(incomplete)]

@@ -10,6 +10,7 @@ import typer
 
 from ..kit.errors import InputError
 from .app import app
+from .common import complete_engines
 from .common import (CheckFormat, CheckOutput, FailOn, Format, Format2, JsonOpt, OutputOpt, deliver,
                      emit, fmt_of, format_opt, targets)
 
@@ -37,6 +38,7 @@ def check(
         metavar="DSN", help="Connect to a server with this DSN (repeatable). Passwords are never printed.")]
     = None,
     db: Annotated[Optional[list[str]], typer.Option(
+        autocompletion=complete_engines,
         metavar="ENGINE", help="Only these engines (repeatable); default: every installed engine.")] = None,
     root: Annotated[str, typer.Option(metavar="DIR", help="Read /proc, /sys and /etc under this directory "
                                       "(an `hpadvise snapshot`) instead of the live host.")]
@@ -137,6 +139,7 @@ def snapshot(
 @app.command("k8s")
 def k8s(
     db: Annotated[Optional[list[str]], typer.Option(
+        autocompletion=complete_engines,
         metavar="ENGINE", help="Only these engines (repeatable); default: every installed engine.")] = None,
     instance: Annotated[Optional[list[str]], typer.Option(
         metavar="ID", help="Only this instance: ID as `check` shows it, data directory, port or a "

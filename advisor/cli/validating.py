@@ -9,6 +9,7 @@ import typer
 
 from ..kit.errors import InputError
 from .app import app
+from .common import complete_engines
 from .common import (Format2, JsonOpt, ValidateFormat, ValidateOutput, _output_callback, emit,
                      fmt_of, pct, targets)
 from .common import console as make_console
@@ -17,6 +18,7 @@ from .common import console as make_console
 @app.command()
 def validate(
     db: Annotated[Optional[str], typer.Option(
+        autocompletion=complete_engines,
         metavar="ENGINE", help="Engine to benchmark, one of those `hpadvise engines` shows with benchmarks "
              "(postgres, mysql: a scratch MariaDB server) [default: the engine that declares "
              "itself validate's default, postgres].")] = None,

@@ -61,6 +61,18 @@ def test_every_help_ends_with_its_exit_codes():
         assert "2 " in last, (cmd, last)
 
 
+@pytest.mark.parametrize("cmd", ["check", "k8s", "apply", "validate", "capture"])
+def test_db_completes_the_installed_engines(cmd):
+    """bash completion (the script typer writes asks hpadvise for the words) offers the
+    engines' names after --db."""
+    from hpadvise.api.engines import registry
+    r = run_cli(env={"COMP_WORDS": f"hpadvise {cmd} --db m", "COMP_CWORD": "3",
+                     "_HPADVISE_COMPLETE": "complete_bash"})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == [n for n in registry.names() if n.startswith("m")] \
+        and "mysql" in r.stdout, r.stdout
+
+
 COMMANDS = ("check", "snapshot", "k8s", "apply", "rollback", "history", "validate", "capture",
             "size", "report", "probe", "engines", "profiles", "thp-exec", "man")
 

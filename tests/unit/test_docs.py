@@ -147,3 +147,38 @@ def test_the_readmes_check_example_is_checks_output(hosts):
         return words
     for title in titles:  # the same words (a narrower cell wraps them otherwise)
         assert sorted(headings(lines, title)) == sorted(headings(real, title)), title
+
+
+# maps keyed by data (page sizes, setting names, counters), whose keys the page describes as a
+# kind, not one by one
+KEYED_BY_DATA = ("settings", "pages", "mthp", "runtime_allocatable_pages", "sysctls",
+                 "cmdline_params", "vmstat", "counts", "sources", "by_size", "split",
+                 "held_split", "unused_pages", "free_blocks")
+
+
+@pytest.mark.parametrize("state", ["pg-fallback", "mariadb-jvm", "pool-1g", "zgc-thp",
+                                   "pg-cgroup-v2", "mthp-always", "pg-patroni", "fragmented"])
+def test_every_field_check_writes_is_on_the_schema_page(hosts, state):
+    """docs/json-schema.md names every field a real `check --json` has: a field added to the
+    output and not to the page fails here."""
+    import json
+    import subprocess
+    import sys
+    page = (REPO / "docs" / "json-schema.md").read_text()
+    named = {w for code in re.findall(r"`([^`]+)`", page) for w in re.findall(r"[a-z_0-9]+", code)}
+    r = subprocess.run([sys.executable, "-m", "hpadvise.cli", "check", "--json", "--root",
+                        str(hosts / state)], capture_output=True, text=True)
+    missing: set[str] = set()
+
+    def walk(x, path: str) -> None:
+        if isinstance(x, dict):
+            for k, v in x.items():
+                if k not in named:
+                    missing.add(f"{path}.{k}")
+                if k not in KEYED_BY_DATA:
+                    walk(v, f"{path}.{k}")
+        elif isinstance(x, list):
+            for v in x:
+                walk(v, f"{path}[]")
+    walk(json.loads(r.stdout), "")
+    assert not missing, sorted(missing)

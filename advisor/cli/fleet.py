@@ -20,8 +20,11 @@ def report_cmd(
     html: Annotated[Optional[str], typer.Option(metavar="FILE", help="Also write an HTML page here.")] = None,
     output: OutputOpt = None,
 ):
-    """One table for many hosts, worst first: instances, how many run on huge pages, pool
-    short or unused, THP conflicts, crit/warn counts. Changes nothing.
+    """One table for many hosts: the newest check of each (by the time it carries), failed
+    and partial checks first, then worst first; crit/warn counts, how many instances run on
+    huge pages, the pool and THP values to set and the worst finding. --json and --html add
+    the instances, the pool's shortfall or unused pages, THP conflicts and when each host
+    was checked. Changes nothing.
 
     Examples:
 

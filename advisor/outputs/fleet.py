@@ -167,8 +167,8 @@ def _cells(r: Row) -> tuple:
     worst = r.worst_findings[0] + (f" (+{len(r.worst_findings) - 1} more)"
                                    if len(r.worst_findings) > 1 else "") \
         if r.worst_findings else "-"
-    state = f"check failed: {r.error}" if r.error else \
-        (f"{r.unread} files unread" if r.unread else r.worst)
+    unread = f" ({r.unread} file{'s' if r.unread != 1 else ''} unread)" if r.unread else ""
+    state = f"check failed: {r.error}" if r.error else r.worst + unread
     return (r.host, state, r.crit, r.warn, f"{r.on_huge_pages} of {r.running}",
             "; ".join(r.to_set) or "-", worst)
 

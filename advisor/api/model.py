@@ -193,6 +193,9 @@ class EngineOption:
     help: str
     metavar: str = "VALUE"
     commands: tuple[str, ...] = ("check", "snapshot", "k8s")
+    # its values name instances (a data directory), as --instance does: a command about the
+    # instances the user names (k8s) narrows to them when no --instance is given
+    names_instances: bool = False
 
     @property
     def key(self) -> str:

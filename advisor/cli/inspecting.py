@@ -163,7 +163,8 @@ def k8s(
 ):
     """Kubernetes resources for each instance on huge pages: hugepages-2Mi or hugepages-1Gi
     with request = limit = its exact pages, memory for the rest of the server, the server's
-    settings, and the node pool for N such pods. Changes nothing.
+    settings, and the node pool for N such pods. An engine's option that names an instance
+    (--pgdata DIR) gives that instance's resources, as --instance does. Changes nothing.
 
     Examples:
 
@@ -191,10 +192,15 @@ def k8s(
         return
     sr = SysRoot(snapshot_root(root))
     engines = registry.resolve(db)
-    report = inspect(sr, profile, targets(dsn, engines), engines)
+    named = targets(dsn, engines)
+    report = inspect(sr, profile, named, engines)
     for e in report.errors:
         raise InputError(e)
     wanted = report.instances
+    # the instances an engine option names (`--pgdata DIR`) stand for --instance when none
+    # is given: the resources of the cluster asked about, not of every instance here
+    instance = instance or [v for _, opt in registry.options("k8s") if opt.names_instances
+                            for v in named.get(opt.key)]
     if instance:
         wanted = select(report, None, instance)
     procs = ProcTable(sr)

@@ -42,7 +42,7 @@ class PostgresEngine(ServerEngine):
     benches = ("pgbench", "tpcc", "replay")
     validate_default = True
     options = (EngineOption("--pgdata", "Also plan for a stopped PostgreSQL cluster in this "
-                            "data directory (repeatable).", "DIR"),
+                            "data directory (repeatable).", "DIR", names_instances=True),
                EngineOption("--pg-bindir", "PostgreSQL binaries to use for stopped clusters "
                             "of their major, when neither postmaster.opts nor the usual "
                             "layouts have them, for `size`, and for validate's scratch "

@@ -37,6 +37,13 @@ def test_8gb_cluster_gets_request_equal_limit_equal_its_exact_pages(pg_factory):
     jsonschema.validate([d], json.loads((resources.files("hpadvise") / "k8s-schema.json")
                                         .read_text()))
     assert d["pages"] == {"2048": n} and d["resources"]["limits"]["hugepages-2Mi"] == f"{n * 2}Mi"
+    # --pgdata alone names the cluster as --instance does: its resources only, not those of
+    # the other servers running here (the host's own PostgreSQL, a second cluster)
+    other = pg_factory({"shared_buffers": "64MB"})
+    other.start()
+    r = run_cli("k8s", "--pgdata", c.datadir, "--pods", "3", "--json")
+    assert r.returncode == 0, r.stderr
+    assert [x["instance"] for x in json.loads(r.stdout)] == [d["instance"]], r.stdout
 
 
 def test_running_cluster_gets_memory_and_bad_input_is_one_line(pg_factory):

@@ -16,19 +16,29 @@ import trees  # noqa: E402
 
 
 _LIVE = {"used": False}
-UNIT = Path(__file__).resolve().parent / "unit"
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """The unit tests are contained (captured trees only); every test not marked contained
-    owns the host, and under pytest-xdist (--dist loadgroup) they all run in one worker, in
-    collection order, beside the contained ones in the other (tests/hostlock.py)."""
+    """The tests hostlock.CONTAINED lists are marked `contained`; every other test owns the
+    host (tests/hostlock.py)."""
     for item in items:
-        if UNIT in Path(item.path).parents:
+        if hostlock.contained(item.nodeid):
             item.add_marker(pytest.mark.contained)
-        if not item.get_closest_marker("contained"):
-            item.add_marker(pytest.mark.xdist_group("host"))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """pytest-xdist's scheduling by scope, with every test that owns the host in one scope: one
+    worker runs them all, in file order (module fixtures once), while the contained tests go
+    to whichever worker is free. The largest scope goes out first, so the host's tests start
+    at once."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class HostInOneWorker(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return nodeid if hostlock.contained(nodeid) else "the host"
+    return HostInOneWorker(config, log)
 
 
 @pytest.fixture(autouse=True)

@@ -4,9 +4,10 @@ Most tests own the host while they run: they change pools, THP or sysctl, make c
 start servers that every `check` on this host sees. Those take the host's lock for the whole
 test (an exclusive flock on LOCK, whichever worker runs them), and the host must be as they
 found it when they end: pools, THP knobs, cgroups, /etc/sysctl.d, hugetlbfs and cgroup mounts.
-Tests marked `contained` (the unit tests, and what runs only on captured trees, in a root's
-private namespaces or in a scratch directory) take no lock and may run beside them in a second
-worker (scripts/test.sh runs pytest-xdist with two; the host's tests stay in one of them).
+The contained tests (CONTAINED: the unit tests, and what runs only on captured trees, in a
+root's private namespaces or in a scratch directory) take no lock and may run beside them in a
+second worker: scripts/test.sh runs pytest-xdist with two, and its scheduler (conftest.py)
+gives every test that owns the host to one worker, in file order, as one unit of work.
 """
 
 from __future__ import annotations
@@ -15,6 +16,28 @@ import fcntl
 import glob
 import os
 from pathlib import Path
+
+# The tests that touch nothing of the host's, by node id prefix: the one list both the
+# collection (which marks them `contained`) and the scheduler read, since the scheduler sees
+# node ids only
+CONTAINED = (
+    "tests/unit/",
+    "tests/integration/test_python39.py::test_the_unit_tests_pass_on_python_39",
+    "tests/integration/test_ansible.py::test_module_documentation_parses",
+    "tests/integration/test_ansible.py::test_collection_passes_ansible_test_sanity",
+    "tests/integration/test_pyz.py::test_the_same_report_as_installed",
+    "tests/integration/test_pyz.py::test_what_it_reads_from_inside_the_archive",
+    "tests/integration/test_pyz.py::test_it_unpacks_once_into_a_private_cache",
+    "tests/integration/test_browser.py::",
+    "tests/integration/test_promtool.py::",
+    "tests/integration/test_doc_examples.py::test_the_examples_were_found",
+    "tests/integration/test_doc_examples.py::test_every_example_parses",
+)
+
+
+def contained(nodeid: str) -> bool:
+    return nodeid.startswith(CONTAINED)
+
 
 LOCK = "/run/hpadvise-tests.lock"
 # set where tests run beside the host's own without an xdist worker's name (the unit tests

@@ -136,7 +136,6 @@ def test_audit_check_mode_apply_idempotent_rollback(sshd, knobs, pg_factory, tmp
     assert host_state(c, "/etc/sysctl.d") == before
 
 
-@pytest.mark.contained
 @pytest.mark.parametrize("module", ["check", "apply", "rollback"])
 def test_module_documentation_parses(module, tmp_path):
     """ansible-doc reads each module's documentation (with the shared fragment)."""
@@ -153,7 +152,6 @@ def test_module_documentation_parses(module, tmp_path):
         assert doc["options"]["profile"]["default"] == "oltp"
 
 
-@pytest.mark.contained
 def test_collection_passes_ansible_test_sanity(tmp_path):
     """ansible-test's sanity tests that run without containers, all of them (validate-modules,
     the checker of module documentation, arguments and return values; pylint, pep8, import,

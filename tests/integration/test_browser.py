@@ -128,7 +128,6 @@ def looks_right(got: dict) -> None:
     assert len(values) > 16, "the screenshot is blank"
 
 
-@pytest.mark.contained
 @pytest.mark.parametrize("name", RUNS)
 def test_validate_page_in_a_browser(chromium, tmp_path, name):
     result = json.loads((LAB / f"{name}.json").read_text())
@@ -143,7 +142,6 @@ def test_validate_page_in_a_browser(chromium, tmp_path, name):
     assert got["text"].index("How it was measured") > got["text"].index("Verdict")
 
 
-@pytest.mark.contained
 def test_report_page_in_a_browser(chromium, hosts, tmp_path):
     page = tmp_path / "fleet.html"
     trees = sorted(p for p in (hosts).iterdir() if p.is_dir())

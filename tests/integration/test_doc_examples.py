@@ -87,14 +87,12 @@ def examples() -> list[tuple[str, str]]:
 EXAMPLES = examples()
 
 
-@pytest.mark.contained
 def test_the_examples_were_found():
     subs = {argv[0] for _, c in EXAMPLES for argv in _parts(c)}
     assert len(EXAMPLES) >= 40 and subs >= {"check", "apply", "validate", "capture", "size",
                                             "report", "k8s", "probe", "rollback", "man"}, subs
 
 
-@pytest.mark.contained
 @pytest.mark.parametrize("where,line", EXAMPLES, ids=[c for _, c in EXAMPLES])
 def test_every_example_parses(where, line):
     for argv in _parts(line):

@@ -25,7 +25,6 @@ def promtool():
 
 @pytest.mark.parametrize("state", ["pg-fallback", "pool-2m", "mariadb-jvm",
                                    "guests/amd64-2node-membind"])
-@pytest.mark.contained
 def test_metrics_pass_promtool(hosts, promtool, state):
     """Captured host states; a guests/ one is a tree captured in a two-node guest."""
     tree = REPO / "tests" / "fixtures" / state if state.startswith("guests/") else hosts / state
@@ -37,7 +36,6 @@ def test_metrics_pass_promtool(hosts, promtool, state):
         p.stdout + p.stderr
 
 
-@pytest.mark.contained
 def test_documented_alert_rules_pass_promtool(promtool, tmp_path):
     text = (REPO / "docs" / "prometheus.md").read_text()
     [rules] = re.findall(r"```yaml\n(.*?)```", text, re.S)

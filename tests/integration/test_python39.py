@@ -38,7 +38,6 @@ def bullseye() -> Path:
     return root
 
 
-@pytest.mark.contained
 def test_the_unit_tests_pass_on_python_39(bullseye, pyz, tmp_path):
     """The checkout bound read-only at /mnt and a fresh /tmp holding the archive, in private
     mount and PID namespaces (nothing stays mounted, no process outlives the run)."""

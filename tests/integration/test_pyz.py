@@ -25,7 +25,6 @@ def host_run(pyz, *args, cache=None, **extra):
                           text=True, timeout=300, cwd="/", env=env)
 
 
-@pytest.mark.contained
 def test_the_same_report_as_installed(pyz, hosts):
     if not os.access(HOST_PYTHON, os.X_OK):
         pytest.fail(f"{HOST_PYTHON} not found: the host's own Python runs the archive")
@@ -36,7 +35,6 @@ def test_the_same_report_as_installed(pyz, hosts):
         assert json.loads(a.stdout) == json.loads(b.stdout), tree  # the snapshot's time too
 
 
-@pytest.mark.contained
 def test_what_it_reads_from_inside_the_archive(pyz):
     r = host_run(pyz, "profiles")
     assert r.returncode == 0 and "oltp" in r.stdout and "kvm-host" in r.stdout, r.stderr
@@ -48,7 +46,6 @@ def test_what_it_reads_from_inside_the_archive(pyz):
     assert r.returncode == 0 and "EXIT STATUS" in r.stdout
 
 
-@pytest.mark.contained
 def test_it_unpacks_once_into_a_private_cache(pyz, tmp_path):
     """Python keeps no bytecode of what it imports from a zip: the archive unpacks itself
     once per user (its build id names the directory) and runs from there, where the bytecode

@@ -49,14 +49,14 @@ def _unpacked(archive):
         return None
     import tempfile
     import zipfile
+    import shutil
     tmp = tempfile.mkdtemp(prefix=".unpacking-", dir=base)
-    with zipfile.ZipFile(archive) as z:
-        z.extractall(tmp)
     try:
+        with zipfile.ZipFile(archive) as z:
+            z.extractall(tmp)
         os.rename(tmp, target)  # whole or not at all; a second start at once may win
     except OSError:
-        import shutil
-        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(tmp, ignore_errors=True)  # no half-unpacked copy left (a full disk)
         if not os.path.isdir(target):
             raise
     return target

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from hpadvise.api.face import (Code, Codes, Engine, Finding, HostFacts, Instance, Proc, ProcTable,
                                Profile, Targets, backing_of, binary_version, fmt_bytes, fmt_page,
-                               machine_of, thp_sizes)
+                               machine_of, thp_sizes, Unknown)
 
 REDIS_DOCS = "redis.io, Diagnosing latency issues"
 MONGO8 = ("MongoDB 8.0 Manual, TCMalloc Performance Optimization for a Self-Managed Deployment: "
@@ -83,7 +83,9 @@ def _discover(eng: Engine, host: HostFacts, procs: ProcTable, port_re: str, defa
         # role from the name it was called by.
         ver = binary_version(procs.sr, p.pid, version_re, argv0=p.comm)
         inst = Instance(eng.name, f"{fl}:{port}", f"{fl} (port {port}, pid {p.pid})", True,
-                        pid=p.pid, owner=procs.owner(p), version=ver,
+                        pid=p.pid, owner=procs.owner(p), version=ver or Unknown(
+                            f"the release of {fl}:{port}", "its binary's --version was not "
+                            "read (a snapshot runs nothing; live, the binary would not run)"),
                         settings={"flavour": fl, "port": port})
         _observe(inst, p, host)
         out.append(inst)

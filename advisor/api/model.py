@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..kit.findings import SEVERITIES
+from ..kit.unknown import Unknown
 
 if TYPE_CHECKING:
     from ..facts.cgroups import HugetlbLimit, MemoryLimit
@@ -144,7 +145,9 @@ class Instance:
     running: bool
     pid: int | None = None
     owner: str | None = None
-    version: str | None = None
+    # Its release as the server or its files say it; an Unknown (with why and what supplies it)
+    # where the engine looked and could not tell; None where the engine does not read releases.
+    version: str | Unknown | None = None
     # What shared memory actually sits on now: "hugetlb", "thp", "4k", or None if unknown.
     backing: str | None = None
     backing_page_kb: int | None = None

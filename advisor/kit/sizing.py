@@ -27,7 +27,7 @@ def parse_bytes(text: str | int, what: str = "size") -> int:
 
 def fmt_bytes(n: int | None) -> str:
     if n is None:
-        return "?"
+        return "unknown"
     for unit, size in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if abs(n) >= size:
             v = n / size

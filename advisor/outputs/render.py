@@ -11,6 +11,7 @@ from ..facts.dists import version
 from ..facts.cgroups import workload
 from ..planning.plan import SCHEMA_VERSION, Report
 from ..kit.sizing import fmt_bytes, fmt_page, pool_label
+from ..kit.unknown import Unknown, known
 
 _STYLE = {"ok": "green", "info": "cyan", "warn": "yellow", "crit": "bold red"}
 
@@ -48,6 +49,7 @@ def to_dict(r: Report, root: str = "/") -> dict:
         d = {k: getattr(i, k) for k in ("engine", "id", "label", "running", "pid", "owner",
                                          "version", "backing", "backing_page_kb",
                                          "page_tables_kb", "page_tables_huge_kb", "settings")}
+        d["version"] = version_json(i)
         d["cgroup"] = [dict(asdict(c), workload=workload(c.cgroup)) for c in i.cgroup]
         d["memory_limit"] = asdict(i.memory_limit) if i.memory_limit else None
         d["cgroup_from"] = i.cgroup_from
@@ -100,7 +102,7 @@ def to_json(r: Report, root: str = "/") -> str:
 
 
 def _kb(v: int | None) -> str:
-    return fmt_bytes(v * 1024) if v is not None else "?"
+    return fmt_bytes(v * 1024) if v is not None else "unknown"
 
 
 def _limit(v: str | None) -> str:
@@ -108,7 +110,19 @@ def _limit(v: str | None) -> str:
 
 
 def _n(v) -> str:
-    return "?" if v is None else str(v)
+    """A fact for a table cell: "unknown" where it was not read (the finding or the JSON says
+    why), never "None" or "?"."""
+    return str(v) if known(v) else "unknown"
+
+
+def version_json(i) -> str | dict:
+    """An instance's release for the JSON: the string, or the unknown object saying why it was
+    not read and what supplies it."""
+    if known(i.version):
+        return i.version
+    u = i.version if isinstance(i.version, Unknown) else Unknown(
+        f"the release of {i.id}", f"the {i.engine} engine does not read releases")
+    return u.as_json()
 
 
 REGION_LABEL = {"anonymous": "private anonymous", "shared": "shared (shmem)",
@@ -150,7 +164,7 @@ def render(r: Report, console, verbose: bool = False) -> None:
     t.add_row("page tables", _kb(m.page_tables_kb))
     t.add_row("hugetlb", f"{_kb(m.hugetlb_kb)} in pools (all sizes); base page "
                          f"{h.base_page_bytes // 1024} KiB, default huge page "
-                         f"{fmt_page(h.default_hugepage_kb) if h.default_hugepage_kb else '?'}")
+                         f"{fmt_page(h.default_hugepage_kb) if h.default_hugepage_kb else 'unknown'}")
     # x86's flags where the CPU has them (cpuinfo's "flags"; arm64 lists "Features"), then the
     # sizes the kernel offers, which is what counts everywhere
     x86 = f"1 GiB pages (pdpe1gb): {'yes' if 'pdpe1gb' in h.cpu_flags else 'no'}, " \
@@ -158,7 +172,7 @@ def render(r: Report, console, verbose: bool = False) -> None:
         if h.cpu_flags & {"pse", "pdpe1gb"} else ""
     sizes = ", ".join(fmt_page(k) for k in sorted(h.page_sizes_kb)) or "none"
     t.add_row("cpu", f"{x86}huge pages offered: {sizes}; NUMA nodes: "
-                     f"{len(h.numa_nodes) or '?'}")
+                     f"{len(h.numa_nodes) or 'unknown'}")
     where = None
     if h.in_container:
         where = "inside a container: " + ", ".join(h.container_evidence)
@@ -218,7 +232,7 @@ def render(r: Report, console, verbose: bool = False) -> None:
     t = table("Instances", "id", "version", "owner", "state", "shared memory on", "needs",
               "page tables (now -> huge)")
     for i in r.instances:
-        need = "?"
+        need = "unknown"
         place = r.placements.get(i.id)
         if place is not None and place.status == "thp":
             need = "no pool (THP)"
@@ -229,9 +243,10 @@ def render(r: Report, console, verbose: bool = False) -> None:
                               ) + ("" if d.exact else " (estimate)")
         pt = "-"
         if i.page_tables_kb is not None:
-            pt = f"{_kb(i.page_tables_kb)} -> ~{_kb(i.page_tables_huge_kb)}"
+            pt = _kb(i.page_tables_kb) + (f" -> ~{_kb(i.page_tables_huge_kb)}"
+                                          if i.page_tables_huge_kb is not None else "")
         backing = {"hugetlb": "huge pages", "thp": "partly THP",
-                   "4k": "4 KiB pages"}.get(i.backing or "", "?")
+                   "4k": "4 KiB pages"}.get(i.backing or "", "unknown")
         if i.backing == "hugetlb" and i.backing_page_kb:
             backing += f" ({fmt_page(i.backing_page_kb)})"
         t.add_row(i.id, _n(i.version).split(" ")[0], _n(i.owner),

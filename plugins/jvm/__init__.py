@@ -30,7 +30,7 @@ import os
 from hpadvise.api.face import (ADVISED, Change, Demand, Engine, EngineOption, Finding, HostFacts,
                                Instance, Proc, ProcTable, Profile, Targets, as_seen_inside,
                                backing_of, exe_of, fmt_bytes, fmt_page, hugetlb_pages, memfd_bytes,
-                               proc_root)
+                               proc_root, Unknown)
 
 from . import findings as _findings
 from .findings import CODES, THP_ENABLED
@@ -107,7 +107,10 @@ class JvmEngine(Engine):
                         "UseLargePages", "UseTransparentHugePages", "LargePageSizeInBytes",
                         "-Xmx") if k in f.sources} or None}
         inst = Instance(self.name, f"jvm:{p.pid}", label, True, pid=p.pid, owner=owner,
-                        version=str(major) if major else None,
+                        version=str(major) if major else Unknown(
+                            f"the release of jvm:{p.pid}", "its JDK's release file (beside "
+                            "bin/java) was not read" + ("" if exe else ": its binary is unknown"),
+                            "run as root or as its owner" if sr.live else ""),
                         settings={k: v for k, v in settings.items() if v is not None},
                         state=j)
         maps = p.smaps
@@ -160,7 +163,7 @@ class JvmEngine(Engine):
                           for w, b, kb in regions)
         exact = f.gc in ("G1", "Parallel", "Serial", "Z") and f.xmx is not None
         inst.demand = Demand(inst.id, None, page_kb, pages, exact,
-                             f"-XX:+UseLargePages reservations (JDK {j.major or '?'}, {f.gc}): "
+                             f"-XX:+UseLargePages reservations ({'JDK ' + str(j.major) if j.major else 'JDK of unknown release'}, {f.gc}): "
                              f"{parts}", selectable=False,
                              held_pages=j.held.get(page_kb, 0),
                              split=need if len(need) > 1 else None,

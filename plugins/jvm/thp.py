@@ -62,7 +62,7 @@ def stack_risk(stack: int | None, major: int | None, release: str | None, home: 
         return None
     how = f"-Xss {fmt_bytes(stack)}" if stack else f"the default {fmt_bytes(size)}"
     return (f"thread stacks {how} >= the THP size {fmt_bytes(pmd_kb * 1024)}; JDK "
-            f"{major or '?'} at {home} has no THPStackMitigation (its libjvm.so)")
+            f"{major or '(release unknown)'} at {home} has no THPStackMitigation (its libjvm.so)")
 
 
 # ---- the heap's own mapping on THP -----------------------------------------------------------

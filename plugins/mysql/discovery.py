@@ -327,8 +327,10 @@ class Discovery:
         where = s.datadir or f"{s.flavour} process {s.pid}"
         return Instance(NAME, iid, f"{where} ({s.flavour}" + (f", port {s.port})" if s.port
                                                               else ")"),
-                        running, pid=s.pid, owner=s.owner, version=s.version, settings=shown,
-                        state=s)
+                        running, pid=s.pid, owner=s.owner, settings=shown, state=s,
+                        version=s.version or Unknown(
+                            f"the release of {iid}", "no connection said it, and neither its "
+                            "binary nor its error log was read", "pass --dsn, or run as root"))
 
     def _observe(self, inst: Instance, s: Server, sr: SysRoot, procs: ProcTable,
                  host: HostFacts) -> None:

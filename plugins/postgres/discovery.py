@@ -391,7 +391,9 @@ class Discovery:
         # the settings the plan changes: the layer that wins, as the plan reads it
         src.update({k: lay.where for k, lay in c.layers.items() if k in s})
         shown["sources"] = {k: v for k, v in src.items() if v}
-        version = s.get("server_version") or (str(c.major) if c.major else None)
+        version = s.get("server_version") or (str(c.major) if c.major else Unknown(
+            f"the release of {iid}", "no connection said it and its data directory's "
+            "PG_VERSION was not read", "pass --dsn, or run as root"))
         where = c.datadir if known(c.datadir) else f"postmaster {c.pid}"
         return Instance(NAME, iid, where + (f" (port {c.port})" if c.port else ""), running,
                         pid=c.pid, owner=c.owner, version=version, settings=shown,

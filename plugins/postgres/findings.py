@@ -82,7 +82,7 @@ def findings(inst: Instance, c: Cluster, host: HostFacts) -> list[Finding]:
             "PostgreSQL supports huge pages only for mmap shared memory and refuses to start.",
             "shared_memory_type=sysv", iid))
     if inst.running and inst.pid:
-        seg = c.shm_mapping.path if c.shm_mapping else "?"
+        seg = c.shm_mapping.path if c.shm_mapping else "its mapping not named"
         # PostgreSQL 17+ says itself whether it got them (huge_pages_status: on, off, or
         # unknown before shared memory exists; "Preset Options"): beside smaps, its word.
         status = c.settings.get("huge_pages_status")

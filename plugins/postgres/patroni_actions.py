@@ -151,8 +151,8 @@ class PatroniRestart(Restart):
 
     @property
     def label(self) -> str:
-        return f"restart {self.instance or self.s['datadir']} through Patroni " \
-               f"({self.s.get('member') or '?'})"
+        return f"restart {self.instance or self.s['datadir']} through Patroni " + \
+            (f"({self.s['member']})" if self.s.get('member') else "(member unknown)")
 
     def preflight(self) -> None:
         PgRestart(**self.s).preflight()

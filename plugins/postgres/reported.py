@@ -72,7 +72,7 @@ def query(conn, c: Cluster) -> None:
                     and err in (None, "setting could not be applied")
                     and not same(n, value, c.settings.get(n))]
         c.file_errors = tuple(
-            f"{f or '?'}:{ln or '?'}: {err}" for f, ln, err in conn.execute(
+            (f"{f}:{ln}: {err}" if f and ln else f"{f or 'a file'}: {err}") for f, ln, err in conn.execute(
                 "SELECT sourcefile, sourceline, error FROM pg_file_settings "
                 "WHERE error IS NOT NULL ORDER BY seqno"))
     except Exception:

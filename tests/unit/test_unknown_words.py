@@ -57,6 +57,9 @@ def test_every_captured_host_in_every_format(hosts, state):
     for i in d["instances"]:
         for k in ("engine", "id", "label", "running", "settings"):
             assert i[k] is not None, (state, i["id"], k)
+        v = i["version"]  # the release, or why it is unknown: never null
+        assert isinstance(v, str) and v or isinstance(v, dict) and v["unknown"] and \
+            set(v) <= {"unknown", "supply"}, (state, i["id"], v)
         dd = i["settings"].get("data_directory")
         assert dd is None or isinstance(dd, (str, dict)), dd
         if isinstance(dd, str):

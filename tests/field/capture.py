@@ -32,6 +32,9 @@ from trees import BASE  # noqa: E402
 
 def start(cell: _cells.Cell, cleanup: list) -> tuple[dict, tuple[str, ...]]:
     """The cell's server started; (its truth, the directories to keep)."""
+    if cell.start == "patroni":
+        s = servers.PatroniPg(cell, cleanup)
+        return s.truth(), s.dirs()
     if cell.engine == "postgres" and cell.release in servers.HOST_BINDIR:
         s = servers.HostPg(cell, cleanup)
         s.start()

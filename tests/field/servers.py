@@ -204,4 +204,44 @@ def root_pg_truth(s) -> dict:
     return pg_truth(rows, "postgres", sorted(s.processes(), key=lambda p: p != s.pid))
 
 
-__all__ = ["HostPg", "SUITE", "root_pg", "root_pg_truth"]
+class PatroniPg:
+    """One Patroni 3.0 member leading its own cluster, etcd as its store (the cluster the
+    Patroni tests start): Patroni writes its parameters into the configuration file it
+    generates and onto the postmaster's command line."""
+
+    def __init__(self, cell: _cells.Cell, cleanup: list):
+        import patroni_cluster
+        self.run = patroni_cluster.cluster(count=1)
+        self.m = next(self.run)
+        cleanup.append(lambda: next(self.run, None))  # the generator's teardown
+        self.secrets = list(patroni_cluster.SECRETS)
+
+    def psql(self, sql: str) -> str:
+        r = subprocess.run(["runuser", "-u", "postgres", "--", "psql", "-X", "-A", "-t", "-h",
+                            os.path.dirname(self.m["datadir"]), "-p", str(self.m["pgport"]),
+                            "-d", "postgres", "-c", sql], capture_output=True, text=True,
+                           check=True)
+        return r.stdout
+
+    def truth(self) -> dict:
+        rows = [r.split("|") for r in self.psql(PG_SQL).splitlines() if r]
+        pm = int(Path(f"{self.m['datadir']}/postmaster.pid").read_text().split()[0])
+        # Patroni's own process (the postmaster is not its child: its launcher left), by the
+        # configuration file on its command line
+        patroni = [int(n) for n in os.listdir("/proc") if n.isdigit() and self._runs_conf(n)]
+        t = pg_truth(rows, "postgres", [pm, *children(pm), *patroni])
+        # what the snapshot must not hold: Patroni's passwords (its file, its environment)
+        return {**t, "manager": "patroni", "secrets": self.secrets}
+
+    def _runs_conf(self, pid: str) -> bool:
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            return False
+        return self.m["config"].encode() in argv and any(b"patroni" in a for a in argv[:2])
+
+    def dirs(self) -> tuple[str, ...]:
+        return (os.path.dirname(self.m["datadir"]),)
+
+
+__all__ = ["HostPg", "PatroniPg", "SUITE", "root_pg", "root_pg_truth"]

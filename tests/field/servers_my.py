@@ -58,11 +58,21 @@ def host_maria_truth(m) -> dict:
             "version": str(rows[1]), "innodb_buffer_pool_size": int(rows[2]), "sources": {}}
 
 
+# the official image's entrypoint hands its environment to the server (`exec "$@"`): the
+# root password among it, which no snapshot may keep
+IMAGE_SECRET = "hplab-image-root-pw"
+
+
 class _RootMy(RootServer):
-    """A root's MySQL/MariaDB with --defaults-file first, as the server requires it."""
+    """A root's MySQL/MariaDB with --defaults-file first, as the server requires it; or, as
+    the official image runs it, with no argument at all and its options in /etc/my.cnf."""
     cnf: str | None = None
+    image = False
 
     def server_argv(self) -> list[str]:
+        if self.image:
+            return [f"MYSQL_ROOT_PASSWORD={IMAGE_SECRET}", "MYSQL_DATABASE=app",
+                    "mysqld" if self.engine == "mysql" else "mariadbd"]
         argv = super().server_argv()
         return [argv[0], f"--defaults-file={self.cnf}", *argv[1:]] if self.cnf else argv
 
@@ -76,6 +86,8 @@ def root_my(cell: _cells.Cell, cleanup: list):
         if cell.settings == "cmdline" else []
     s = shifted(_RootMy, cell)(root, engine, opts)
     cleanup.append(s.destroy)
+    if cell.start == "entrypoint":
+        _image_files(s, cleanup)
     if cell.start == "defaults_file":
         s.cnf = f"{s.dir}/my.cnf"
         include = f"{s.dir}/conf.d" if cell.settings == "includedir" else None
@@ -85,6 +97,26 @@ def root_my(cell: _cells.Cell, cleanup: list):
         s.host(s.cnf).write_text(_cnf(MY if cell.settings in ("mycnf", "persist") else {},
                                       include))
     return s
+
+
+def _image_files(s, cleanup: list) -> None:
+    """The official MySQL image's option files in the root: /etc/my.cnf (its own, with the
+    paths this lab's server uses) reading /etc/mysql/conf.d/, where the settings are; both
+    removed afterwards (the root is shared)."""
+    etc, confd = s.host("/etc/my.cnf"), s.host("/etc/mysql/conf.d")
+    if etc.exists() or confd.exists():
+        raise RuntimeError(f"{etc} or {confd} exists already: another capture left it")
+    cleanup.append(lambda: (etc.unlink(missing_ok=True),
+                            subprocess.run(["rm", "-rf", str(confd.parent)])))
+    confd.mkdir(parents=True)
+    (confd / "hplab.cnf").write_text(_cnf(MY, None))
+    etc.write_text(
+        "[mysqld]\nhost-cache-size=0\nskip-name-resolve\n"
+        f"datadir={s.datadir}\nsocket={s.socket}\nsecure-file-priv=NULL\nuser=mysql\n"
+        f"pid-file={s.run_dir}/mysqld.pid\nport={s.port}\nbind-address=127.0.0.1\n"
+        f"mysqlx=OFF\nlog-error={s.log}\n\n[client]\nsocket={s.socket}\n\n"
+        "!includedir /etc/mysql/conf.d/\n")
+    s.image = True
 
 
 def root_my_after_start(cell: _cells.Cell, s) -> None:
@@ -105,7 +137,8 @@ def root_my_truth(cell: _cells.Cell, s) -> dict:
             sources[name] = path or source
     return {"engine": "mysql", "pid": s.pid, "pids": s.processes(), "owner": "mysql",
             "data_directory": row[0].rstrip("/"), "version": row[1],
-            "innodb_buffer_pool_size": int(row[2]), "sources": sources}
+            "innodb_buffer_pool_size": int(row[2]), "sources": sources,
+            "secrets": [IMAGE_SECRET] if cell.start == "entrypoint" else []}
 
 
 def java_binary(release: str) -> str:

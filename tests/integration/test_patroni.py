@@ -9,142 +9,31 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import signal
 import subprocess
-import tempfile
 import time
 import urllib.request
 
 import pytest
 
-from support import check_json, free_port, instance, run_cli
+import patroni_cluster
+from support import check_json, instance, run_cli
 
 pytestmark = pytest.mark.integration
-SECRETS = ("s3cret-superuser-pw", "s3cret-replication-pw")
-
-
-def _wait(url: str, seconds: float, want=lambda d: True) -> dict:
-    deadline, last = time.time() + seconds, None
-    while time.time() < deadline:
-        try:
-            with urllib.request.urlopen(url, timeout=1) as r:
-                d = json.loads(r.read().decode())
-                if want(d):
-                    return d
-                last = d
-        except (OSError, ValueError) as exc:
-            last = exc
-        time.sleep(0.5)
-    raise AssertionError(f"{url} not ready after {seconds} s: {last}")
-
-
-def _member_conf(tmp: str, name: str, eport: int, rport: int, pgport: int,
-                 own: str = "") -> str:
-    conf = f"{tmp}/{name}.yml"
-    with open(conf, "w") as f:
-        f.write(f"""scope: hpadvise-test
-name: {name}
-restapi:
-  listen: 127.0.0.1:{rport}
-  connect_address: 127.0.0.1:{rport}
-etcd3:
-  hosts: 127.0.0.1:{eport}
-bootstrap:
-  dcs:
-    ttl: 30
-    loop_wait: 2
-    postgresql:
-      parameters:
-        shared_buffers: 64MB
-        max_connections: 50
-  initdb:
-  - encoding: UTF8
-postgresql:
-  listen: 127.0.0.1:{pgport}
-  connect_address: 127.0.0.1:{pgport}
-  data_dir: {tmp}/{name}
-  bin_dir: /usr/lib/postgresql/15/bin
-  pgpass: {tmp}/{name}.pgpass
-  pg_hba:
-  - local all all trust
-  - host all all 127.0.0.1/32 md5
-  - host replication replicator 127.0.0.1/32 md5
-  authentication:
-    superuser:
-      username: postgres
-      password: {SECRETS[0]}
-    replication:
-      username: replicator
-      password: {SECRETS[1]}
-  parameters:
-    unix_socket_directories: '{tmp}'
-{own}""")
-    shutil.chown(conf, "postgres", "postgres")
-    os.chmod(conf, 0o600)
-    return conf
+SECRETS = patroni_cluster.SECRETS
 
 
 @pytest.fixture
 def patroni():
     """etcd and two Patroni members on 127.0.0.1: member1 bootstraps the cluster and leads,
     member2 joins as its streaming replica."""
-    yield from _cluster()
+    yield from patroni_cluster.cluster()
 
 
 @pytest.fixture
 def patroni_override():
     """The same cluster, with member2's own configuration file setting huge_pages: 'off'
     (postgresql.parameters), which wins over the cluster's dynamic configuration."""
-    yield from _cluster({"member2": "    huge_pages: 'off'\n"})
-
-
-def _cluster(own: dict[str, str] | None = None):
-    for exe in ("patroni", "etcd"):
-        if not shutil.which(exe):
-            pytest.fail(f"{exe} not found: scripts/test.sh installs Debian's patroni and "
-                        "etcd-server packages")
-    tmp = tempfile.mkdtemp(prefix="hpadvise-patroni-")
-    os.chmod(tmp, 0o755)
-    shutil.chown(tmp, "postgres", "postgres")
-    eport, peer = free_port(), free_port()
-    procs = []
-    try:
-        procs.append(subprocess.Popen(
-            ["etcd", "--name", "hpadvise-test", "--data-dir", f"{tmp}/etcd",
-             "--listen-client-urls", f"http://127.0.0.1:{eport}",
-             "--advertise-client-urls", f"http://127.0.0.1:{eport}",
-             "--listen-peer-urls", f"http://127.0.0.1:{peer}",
-             "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
-             "--initial-cluster", f"hpadvise-test=http://127.0.0.1:{peer}"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
-        _wait(f"http://127.0.0.1:{eport}/version", 30)
-        import pwd
-        pw = pwd.getpwnam("postgres")
-        members = {}
-        for name, role in (("member1", "master"), ("member2", "replica")):
-            rport, pgport = free_port(), free_port()
-            conf = _member_conf(tmp, name, eport, rport, pgport, (own or {}).get(name, ""))
-            procs.append(subprocess.Popen(["patroni", conf], cwd=tmp, user=pw.pw_uid,
-                                          group=pw.pw_gid, extra_groups=[],
-                                          stdout=open(f"{tmp}/{name}.log", "w"),
-                                          stderr=subprocess.STDOUT, start_new_session=True))
-            # Patroni 3.0 still calls the leader "master" in its API
-            _wait(f"http://127.0.0.1:{rport}/patroni", 120,
-                  lambda d, role=role: d.get("state") == "running" and d.get("role") == role)
-            members[name] = {"datadir": f"{tmp}/{name}", "config": conf, "api": rport,
-                             "pgport": pgport}
-        yield {**members["member1"], "members": members}
-    finally:
-        for p in reversed(procs):  # Patroni first: it stops its postmaster on SIGTERM
-            try:
-                os.killpg(p.pid, signal.SIGTERM)
-                p.wait(timeout=60)
-            except (ProcessLookupError, subprocess.TimeoutExpired):
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait()
-        subprocess.run(["pkill", "-KILL", "-f", f"{tmp}/member"], check=False)
-        shutil.rmtree(tmp, ignore_errors=True)
+    yield from patroni_cluster.cluster({"member2": "    huge_pages: 'off'\n"})
 
 
 def _api(patroni, name: str, path: str = "patroni") -> dict:
@@ -251,7 +140,7 @@ def test_a_member_own_setting_is_named_and_nothing_impossible_is_planned(patroni
     open(m2["config"], "w").write(text)
     urllib.request.urlopen(urllib.request.Request(
         f"http://127.0.0.1:{m2['api']}/reload", method="POST", data=b""), timeout=10)
-    _wait(f"http://127.0.0.1:{m2['api']}/patroni", 30)
+    patroni_cluster.wait_json(f"http://127.0.0.1:{m2['api']}/patroni", 30)
     for _ in range(60):
         if _psql(m2, "SHOW huge_pages") != "off":
             break
@@ -288,7 +177,7 @@ def test_a_restart_that_fails_leaves_the_cluster_as_it_was(patroni, knobs, tmp_p
     m1, m2 = patroni["members"]["member1"], patroni["members"]["member2"]
     knobs.pool(2048, 0)
     _patch(m1, {"postgresql": {"parameters": {"shared_buffers": "512MB"}}})
-    _wait(f"http://127.0.0.1:{m1['api']}/patroni", 30, lambda d: d.get("pending_restart"))
+    patroni_cluster.wait_json(f"http://127.0.0.1:{m1['api']}/patroni", 30, lambda d: d.get("pending_restart"))
     cfg = _api(patroni, "member1", "config")
     leader = _api(patroni, "member1")
     j, root = tmp_path / "journal", tmp_path / "root"
@@ -301,7 +190,7 @@ def test_a_restart_that_fails_leaves_the_cluster_as_it_was(patroni, knobs, tmp_p
     assert out["status"] == "restart-failed" and out["restart_needed"] == [], out
     assert "through Patroni" in r.stderr and "every other change" in r.stderr, r.stderr
     assert _api(patroni, "member1", "config") == cfg  # the cluster's configuration as it was
-    _wait(f"http://127.0.0.1:{m2['api']}/patroni", 120,
+    patroni_cluster.wait_json(f"http://127.0.0.1:{m2['api']}/patroni", 120,
           lambda d: d.get("state") == "running" and d.get("role") == "replica")
     after = _api(patroni, "member1")
     assert after["role"] == "master" and after["timeline"] == leader["timeline"]
@@ -331,11 +220,11 @@ def test_killed_during_a_members_restart_then_rollback(patroni, knobs, tmp_path)
                 "--persist-root", str(root), env={"HPADVISE_TEST_KILL_IN_RESTART": "0.5"},
                 timeout=600)
     assert r.returncode == -9, r.stdout + r.stderr
-    _wait(f"http://127.0.0.1:{m2['api']}/patroni", 120, lambda d: d.get("state") == "running")
+    patroni_cluster.wait_json(f"http://127.0.0.1:{m2['api']}/patroni", 120, lambda d: d.get("state") == "running")
     r = run_cli("rollback", "--yes", "--journal-dir", str(j), timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
     assert _api(patroni, "member1", "config") == cfg
-    _wait(f"http://127.0.0.1:{m2['api']}/patroni", 120,
+    patroni_cluster.wait_json(f"http://127.0.0.1:{m2['api']}/patroni", 120,
           lambda d: d.get("state") == "running" and not d.get("pending_restart"))
     for m in (m1, m2):
         assert _psql(m, "SHOW huge_pages") == "try"

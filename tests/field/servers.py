@@ -177,11 +177,39 @@ def shifted(cls, cell: _cells.Cell):
     return type(f"Shifted{cls.__name__}", (UsernsRoot, cls), {})
 
 
+# postgresql-common's own directories, where pg_createcluster makes a cluster
+DEBIAN_PG_DIRS = ("/etc/postgresql", "/var/lib/postgresql", "/var/log/postgresql")
+
+
+def shift_debian_dirs(root: Path):
+    """postgresql-common's directories in the (shared) root owned by the shifted ids, as a
+    runtime with remapped ids unpacks its image (an unmapped owner is nobody inside, where
+    pg_createcluster cannot write); the function that gives them their owners back."""
+    from userns import SHIFT
+    was = []
+    for d in DEBIAN_PG_DIRS:
+        top = Path(str(root) + d)
+        for p in [top, *top.rglob("*")] if top.exists() else []:
+            st = os.lstat(p)
+            if 0 < st.st_uid < SHIFT or 0 < st.st_gid < SHIFT:
+                was.append((p, st.st_uid, st.st_gid))
+                os.lchown(p, st.st_uid + SHIFT if st.st_uid else 0,
+                          st.st_gid + SHIFT if st.st_gid else 0)
+
+    def restore() -> None:
+        for p, uid, gid in was:
+            if os.path.lexists(p):
+                os.lchown(p, uid, gid)
+    return restore
+
+
 def root_pg(cell: _cells.Cell, cleanup: list):
     suite = {"17": "trixie", "13": "bullseye"}[cell.release]
     root = root_path(suite)
     if root is None:
         raise SystemExit(f"no {suite} root: scripts/roots.sh build {suite}")
+    if cell.where == "userns" and cell.start.startswith("ctlcluster"):
+        cleanup.append(shift_debian_dirs(root))  # given back after the cluster is gone
     conf = dict(MEMORY) if cell.settings in ("conf", "confd") else {}
     args = [x for k, v in MEMORY.items() for x in ("-c", f"{k}={v}")] \
         if cell.settings == "argv" else []

@@ -64,6 +64,14 @@ def page() -> str:
             out.append(f"| {_release(c)} | `{c.start}` | `{c.settings}` | `{c.where}` | "
                        f"{does} |")
         out.append("")
+    out += ["## Proven live instead", "",
+            "Some ways a server runs cannot be held in a snapshot: what answers is asked of the "
+            "live system (systemd's MainPID of a unit, Patroni's REST API, a container "
+            "runtime's limits). Each is proven by a test that starts it for real:", "",
+            "| engine | how it runs | test |", "|---|---|---|"]
+    out += [f"| {ENGINE[r['engine']]} | {r['how']} | `{r['test']}` |"
+            for r in t.get("live", [])]
+    out.append("")
     return "\n".join(out)
 
 

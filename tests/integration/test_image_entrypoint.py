@@ -1,0 +1,59 @@
+"""MySQL 9.7 as the official image runs it, in its own root: its entrypoint ends in `exec
+mysqld` with no argument at all, so every option comes from /etc/my.cnf and the conf.d
+directory it includes, and the root password the image was given stays in the server's
+environment. check finds it and names the conf.d file as the source of its settings; apply
+plans large_pages in that file, changes nothing outside the root but the host's pools and
+restarts nothing; restarted as its runtime would, it runs on huge pages; rollback leaves the
+root's files as they were; the password appears in no output."""
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from support import check_json, run_cli
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "field"))
+
+import servers_my  # noqa: E402  (the field's image files and server, shared with its capture)
+from integration.test_own_roots import (POOL, _apply_and_restart, _mine, _tree,  # noqa: E402
+                                        journal)  # noqa: F401  (its fixture)
+
+pytestmark = [pytest.mark.integration, pytest.mark.live]
+
+
+def test_mysql_97_as_the_official_image_runs_it(knobs, journal, root_lab):
+    s = root_lab("mysql", [], cls=servers_my._RootMy)
+    undo: list = []
+    try:
+        servers_my._image_files(s, undo)
+        knobs.pool(2048, 0)
+        s.start()
+        argv = Path(f"/proc/{s.pid}/cmdline").read_text().split("\0")
+        assert [a for a in argv if a] == ["mysqld"], argv  # no option on its command line
+        report, r = check_json("--db", "mysql")
+        i = _mine(report, s)
+        assert i["settings"]["data_directory"].rstrip("/") == s.datadir
+        assert i["version"].startswith("9.7.") and i["owner"] == "mysql", i
+        src = i["settings"]["sources"]
+        assert "/etc/mysql/conf.d/hplab.cnf" in src["innodb_buffer_pool_size"], src
+        before = _tree(s.root, "/etc/mysql", "/etc/my.cnf", s.dir, skip=s.datadir)
+        r = run_cli("apply", "--db", "mysql", "--instance", i["id"], "--dry-run", "--json")
+        assert r.returncode == 0, r.stderr
+        files = [c["target"] for c in json.loads(r.stdout)["changes"]
+                 if c["kind"] == "my_option"]
+        assert files and all("/etc/mysql/conf.d/hplab.cnf" in f for f in files), files
+        outputs = json.dumps(report) + r.stdout + r.stderr
+        after = _mine(_apply_and_restart(s, i["id"], journal), s)
+        assert after["backing"] == "hugetlb", after
+        s.stop()
+        r = run_cli("rollback", "--yes", "--journal-dir", str(journal))
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert Path(f"{POOL}/nr_hugepages").read_text().strip() == "0"
+        assert _tree(s.root, "/etc/mysql", "/etc/my.cnf", s.dir, skip=s.datadir) == before
+        assert servers_my.IMAGE_SECRET not in outputs + r.stdout + r.stderr
+    finally:
+        s.destroy()
+        for f in reversed(undo):
+            f()

@@ -15,7 +15,7 @@ from hpadvise.kit.errors import InputError
 from hpadvise.facts.host import read_meminfo
 from hpadvise.planning.pipeline import inspect, select
 from hpadvise.kit.paths import sysfs_pool
-from hpadvise.kit.sizing import fmt_bytes, parse_bytes
+from hpadvise.kit.sizing import counted, fmt_bytes, parse_bytes
 from hpadvise.facts.sysroot import SysRoot
 
 from .budget import (MIN_RUN_S, MIN_SCALE_SHARE, START_S, START_S_PER_GIB, default_clients,
@@ -199,13 +199,13 @@ def check(o: Options, sr: SysRoot):
         fit = fitting_scale(free, per_mb, servers, target.wal_bytes)
         if fit >= MIN_SCALE_SHARE * o.scale:
             o.default_notes.append(
-                f"{b.unit} {fit} instead of {o.scale}: {servers} server(s) with "
+                f"{b.unit} {fit} instead of {o.scale}: {counted(servers, 'server')} with "
                 f"{fmt_bytes(sb)} of buffers would hold ~{fmt_bytes(need)} of data and WAL, "
                 f"{fmt_bytes(free)} is free in {tempfile.gettempdir()} (TMPDIR)")
             o.scale = fit
             need = disk_need(o.scale, per_mb, servers, target.wal_bytes)
     if need > free:
-        raise InputError(f"{servers} server(s) at scale {o.scale} need ~{fmt_bytes(need)} of "
+        raise InputError(f"{counted(servers, 'server')} at scale {o.scale} need ~{fmt_bytes(need)} of "
                          f"disk in {tempfile.gettempdir()}, {fmt_bytes(free)} is free; lower "
                          "--scale or --buffers" + (", or give --design restart (one server)"
                                                    if servers > 1 else ""))

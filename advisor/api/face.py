@@ -23,7 +23,7 @@ from ..kit.errors import InputError
 from ..kit.findings import HUGETLBPAGE, TRANSHUGE, Code, Codes
 from ..kit.paths import THP_DIR
 from ..kit.secrets import redact_text
-from ..kit.sizing import fmt_bytes, fmt_page, pages_for, parse_bytes
+from ..kit.sizing import counted, fmt_bytes, fmt_page, pages_for, parse_bytes
 from ..kit.unknown import Unknown, UnknownFact, known
 from .engines import (Change, Demand, Engine, EngineOption, Finding, Instance, ServerEngine,
                       Targets, error_line, redact_dsn)
@@ -36,7 +36,7 @@ __all__ = [
     "Instance", "Keep", "Mapping", "Note", "Proc", "ProcTable", "Profile", "Restart",
     "SCRATCH_MARK", "ServerEngine", "SysRoot", "THP_DIR", "TRANSHUGE", "Targets", "Unknown",
     "UnknownFact", "as_seen_inside", "backing_of", "binary_version", "cgroup_limits",
-    "error_line", "exe_of", "fmt_bytes", "fmt_page", "hugetlb_pages", "keep_of", "keeper",
+    "counted", "error_line", "exe_of", "fmt_bytes", "fmt_page", "hugetlb_pages", "keep_of", "keeper",
     "known", "machine_of", "memfd_bytes", "pages_for", "parse_bytes", "proc_root", "proc_state",
     "reach", "read_meminfo", "read_pools", "redact_dsn", "redact_text", "restart_advice",
     "size_name", "systemd_unit", "thp_sizes", "view_of_spec",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Annotated, Optional
 
@@ -192,6 +193,9 @@ def history(
 
     from ..ledger import journal as jr
     form = fmt_of(fmt, json_out)
+    if journal_dir and not os.path.exists(journal_dir):  # a typo must not read as "none"
+        raise InputError(f"--journal-dir {journal_dir}: no such directory; give the one apply "
+                         "wrote to, or leave the option out for the default")
     d = jr.journal_dir(journal_dir)
     jr.readable_dir(d)
     js = jr.list_journals(d)

@@ -99,13 +99,14 @@ def check(
         raise typer.Exit(2)
     if fail_on != FailOn.none:
         from ..api.engines import SEVERITIES
+        from ..kit.sizing import counted
         worst = SEVERITIES.index(fail_on.value)
         tripped = [f for f in report.findings if SEVERITIES.index(f.severity) >= worst]
         if tripped:  # say which, so that a pipeline's log shows why it failed
             shown = "; ".join(f"{f.severity} {f.code}" + (f" ({f.instance})" if f.instance
                                                           else "") for f in tripped[:5])
             more = f" and {len(tripped) - 5} more" if len(tripped) > 5 else ""
-            print(f"hpadvise: --fail-on {fail_on.value}: {len(tripped)} finding(s) at "
+            print(f"hpadvise: --fail-on {fail_on.value}: {counted(len(tripped), 'finding')} at "
                   f"{fail_on.value} or worse: {shown}{more}", file=sys.stderr)
             raise typer.Exit(1)
 

@@ -25,6 +25,11 @@ def parse_bytes(text: str | int, what: str = "size") -> int:
     return int(float(mt.group(1)) * _UNITS[mt.group(2).lower()])
 
 
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """'1 instance', '2 instances': a count with its noun in the number it takes."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+
 def fmt_bytes(n: int | None) -> str:
     if n is None:
         return "unknown"

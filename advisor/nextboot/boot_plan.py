@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from .boot_persist import after_apply, persistence
 from ..kit.findings import CORE
 from ..facts.host import HostFacts
-from ..kit.sizing import fmt_page
+from ..kit.sizing import counted, fmt_page
 
 if TYPE_CHECKING:
     from ..api.model import Report
@@ -109,7 +109,7 @@ def findings(r: Report) -> None:
                 f"({s.source if s else 'nothing sets it'}); held by "
                 f"{', '.join(i.id for i in users)}: {need}",
                 title=f"After a reboot the {knob_name(knob)} would be {at_boot} pages; "
-                      f"{len(users)} instance(s) need {need}"))
+                      f"{counted(len(users), 'instance')} need{'s' if len(users) == 1 else ''} {need}"))
         elif now is not None and str(at_boot) != now and knob not in plan:
             r.findings.append(CORE["boot.differs"](
                 "A value set by hand now is not what boot sets.", f"now {now}; at next boot "

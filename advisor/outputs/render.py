@@ -10,7 +10,7 @@ from ..nextboot.boot_plan import view as boot_view
 from ..facts.dists import version
 from ..facts.cgroups import workload
 from ..planning.plan import SCHEMA_VERSION, Report
-from ..kit.sizing import fmt_bytes, fmt_page, pool_label
+from ..kit.sizing import counted, fmt_bytes, fmt_page, pool_label
 from ..kit.unknown import Unknown, known
 
 _STYLE = {"ok": "green", "info": "cyan", "warn": "yellow", "crit": "bold red"}
@@ -311,5 +311,5 @@ def render(r: Report, console, verbose: bool = False) -> None:
         for n in r.notes:
             console.print(f"  [dim]{n}[/dim]")
     elif r.notes:
-        console.print(f"[dim]{len(r.notes)} note(s): files that could not be read, servers "
+        console.print(f"[dim]{counted(len(r.notes), 'note')}: files that could not be read, servers "
                       "left out; --verbose lists them.[/dim]")

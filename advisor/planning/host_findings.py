@@ -162,8 +162,10 @@ def host(r: Report) -> None:
                 "need them at its next start; otherwise lower the pool.",
                 f"{pool_label(pool.size_kb)}: nr {pool.nr_pages}, free {pool.free_pages}, "
                 f"resv {pool.resv_pages}" + ("" if pool.size_kb in users else ", no demand"),
-                title=f"{unused} reserved {fmt_page(pool.size_kb)} pages "
-                      f"({fmt_bytes(unused * pool.size_bytes)}) are used by nothing found"))
+                title=f"{unused} reserved {fmt_page(pool.size_kb)} "
+                      f"{'page' if unused == 1 else 'pages'} "
+                      f"({fmt_bytes(unused * pool.size_bytes)}) "
+                      f"{'is' if unused == 1 else 'are'} used by nothing found"))
     if host.in_container:
         def cap(n: int | None) -> str:
             return "unlimited" if n is None else fmt_bytes(n)
@@ -186,9 +188,11 @@ def host(r: Report) -> None:
         r.findings.append(CORE["thp.unavailable"](
             "Kernel without THP, or a container hiding /sys."))
     if not r.instances:
+        names = sorted(r.engines)  # where --db narrowed the check, what it looked for
         r.findings.append(CORE["instances.none"](
             "Nothing to size. Start the database, name a server with --dsn, or a stopped "
-            "one with its engine's option (`hpadvise check --help` lists them)."))
+            "one with its engine's option (`hpadvise check --help` lists them).",
+            title=f"No {' or '.join(names)} instance found" if 0 < len(names) <= 2 else None))
 
 
 def cgroup(r: Report, inst: Instance, page_kb: int, pages: int | None = None) -> str | None:

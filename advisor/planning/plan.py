@@ -211,7 +211,12 @@ def _pools(r: Report) -> None:
                 f"{fmt_bytes(saved_kb * 1024)} of the pools' struct pages back"))
         if r.pools and left < floor:
             msg = (f"the planned pools ({fmt_bytes(pool_kb * 1024)}) would leave "
-                   f"{fmt_bytes(left)} to the OS, under the profile's floor of {fmt_bytes(floor)}")
+                   f"{fmt_bytes(left)} to the OS, under the profile's floor of {fmt_bytes(floor)}"
+                   if left >= 0 else
+                   f"the planned pools ({fmt_bytes(pool_kb * 1024)}) are "
+                   f"{fmt_bytes(-left)} more than this host's memory "
+                   f"({fmt_bytes(total_kb * 1024)}), before the profile's floor of "
+                   f"{fmt_bytes(floor)} for the OS")
             r.blocked.append(msg)
             r.pools = [dataclasses.replace(p, feasibility="does_not_fit", feasibility_reason=msg)
                        for p in r.pools]

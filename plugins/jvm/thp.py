@@ -17,7 +17,7 @@ import mmap
 import os
 import re
 
-from hpadvise.api.face import fmt_bytes
+from hpadvise.api.face import counted, fmt_bytes
 
 # The JDK's default thread stack size per architecture (ThreadStackSize in
 # src/hotspot/os_cpu/linux_*/globals_linux_*.hpp): 1 MiB on x86-64, 2 MiB on AArch64 (2040 KiB
@@ -80,7 +80,7 @@ def heap_on_thp(maps, gc: str | None, heap_bytes: int) -> tuple[str, int | None,
         heap = [m for m in maps if m.shared and m.path.startswith(HEAP_MEMFD)]
         kb = sum(m.shmem_pmd_kb for m in heap)
         return "shmem_enabled", (kb if heap else None), (
-            f"smaps of the heap's memfd (java_heap, {len(heap)} mapping(s)): ShmemPmdMapped "
+            f"smaps of the heap's memfd (java_heap, {counted(len(heap), 'mapping')}): ShmemPmdMapped "
             f"{fmt_bytes(kb * 1024)}" if heap else "no java_heap memfd mapping in smaps")
     runs: list[list] = []  # adjacent private mappings of the heap's kinds: candidate heaps
     for m in sorted((m for m in maps if not m.shared and (not m.path or m.path.endswith(".jsa"))),

@@ -316,7 +316,8 @@ class Discovery:
         shown = {k: s.settings[k] for k in SHOWN if k in s.settings}
         shown["data_directory"] = s.datadir or Unknown(
             "its data directory", "neither a connection, its command line nor its working "
-            "directory said", "pass --dsn, or run as root").as_json()
+            "directory said", "pass --dsn, or run as root (offline: a snapshot taken as "
+            "root keeps its working directory)").as_json()
         if s.root is not None:  # its paths and users are those of its own root
             shown["root"] = s.root.describe()
         shown["sources"] = sources(s.fs, s, shown) if s.fs is not None else \
@@ -330,7 +331,8 @@ class Discovery:
                         running, pid=s.pid, owner=s.owner, settings=shown, state=s,
                         version=s.version or Unknown(
                             f"the release of {iid}", "no connection said it, and neither its "
-                            "binary nor its error log was read", "pass --dsn, or run as root"))
+                            "binary nor its error log was read", "pass --dsn, or run as root (offline: a "
+                            "snapshot taken as root keeps its error log, which names it)"))
 
     def _observe(self, inst: Instance, s: Server, sr: SysRoot, procs: ProcTable,
                  host: HostFacts) -> None:

@@ -392,8 +392,8 @@ class Discovery:
         src.update({k: lay.where for k, lay in c.layers.items() if k in s})
         shown["sources"] = {k: v for k, v in src.items() if v}
         version = s.get("server_version") or (str(c.major) if c.major else Unknown(
-            f"the release of {iid}", "no connection said it and its data directory's "
-            "PG_VERSION was not read", "pass --dsn, or run as root"))
+            f"the release of {iid}", "no connection said it and PG_VERSION was not read",
+            "pass --dsn, or run as root (offline: a snapshot taken as root keeps PG_VERSION)"))
         where = c.datadir if known(c.datadir) else f"postmaster {c.pid}"
         return Instance(NAME, iid, where + (f" (port {c.port})" if c.port else ""), running,
                         pid=c.pid, owner=c.owner, version=version, settings=shown,

@@ -24,6 +24,9 @@ from hpadvise.api.face import Proc, SysRoot, Unknown, as_seen_inside, proc_root
 from .conf import ConfError, read_conf
 
 SUPPLY = "pass --dsn to connect to it, or run as root"
+# a snapshot cannot be asked: what supplies the fact is a snapshot that kept it
+SUPPLY_OFFLINE = ("take the snapshot as root with `hpadvise snapshot --with-environ` (it keeps "
+                  "a server's environment and working directory)")
 
 
 def _absolute(path: str | None) -> str | None:
@@ -77,4 +80,5 @@ def locate(fs: SysRoot, host: SysRoot, pm: Proc, given: dict[str, str], ddir: st
                if env is not None else "its command line names no -D or config_file, and its "
                "environment is unreadable")
     return Unknown(f"the data directory of postmaster {pm.pid}",
-                   f"{why}; its working directory is unreadable", SUPPLY), conf, ""
+                   f"{why}; its working directory is unreadable",
+                   SUPPLY if host.live else SUPPLY_OFFLINE), conf, ""

@@ -161,7 +161,7 @@ def test_the_default_scale_follows_the_disk(monkeypatch, free_gib, scale, refuse
         assert not o.default_notes
     else:
         assert o.scale < 409 and o.default_notes == [
-            f"scale {fit} instead of 409: 2 server(s) with 8 GiB of buffers would hold "
+            f"scale {fit} instead of 409: 2 servers with 8 GiB of buffers would hold "
             f"~{options.fmt_bytes(budget.disk_need(409, 15, 2, 4 << 30))} of data and WAL, "
             f"{free_gib} GiB is free in {options.tempfile.gettempdir()} (TMPDIR)"]
 

@@ -97,7 +97,9 @@ def test_its_working_directory_when_nothing_else_says(tmp_path):
 def test_nothing_readable_is_an_unknown_with_what_supplies_it(tmp_path):
     sr = _host(tmp_path, "", None)
     d, _, _ = locate(sr, sr, Proc(sr, 42), {}, None, None)
-    assert not known(d) and "postmaster 42" in d.what and "--dsn" in d.supply
+    # a snapshot cannot be asked (--dsn, root): what supplies it is a snapshot that kept it
+    assert not known(d) and "postmaster 42" in d.what and \
+        "snapshot --with-environ" in d.supply and "--dsn" not in d.supply
     with pytest.raises(UnknownFact):
         f"{d}/postgresql.auto.conf"
     # an unreadable configuration file: its reason, not a guess
@@ -135,9 +137,9 @@ def test_a_postmaster_whose_data_directory_nothing_says_is_planned_for_in_one_li
     i = next(i for i in report.instances if i.pid == 4242)
     assert i.id == "postgres:pid4242" and i.label == "postmaster 4242"
     dd = i.settings["data_directory"]
-    assert "unknown" in dd and "--dsn" in dd["supply"], dd
+    assert "unknown" in dd and "snapshot --with-environ" in dd["supply"], dd
     assert len(i.errors) == 1 and "the data directory of postmaster 4242 is unknown" in \
-        i.errors[0] and "--dsn" in i.errors[0], i.errors
+        i.errors[0] and "snapshot --with-environ" in i.errors[0], i.errors
     from hpadvise.outputs.render import to_json
     assert "None" not in to_json(report) and "/?" not in to_json(report)
     assert report.placements[i.id].status == "unsized"  # nothing planned for it

@@ -36,8 +36,8 @@ __all__ = [
     "Instance", "Keep", "Mapping", "Note", "Proc", "ProcTable", "Profile", "Restart",
     "SCRATCH_MARK", "ServerEngine", "SysRoot", "THP_DIR", "TRANSHUGE", "Targets", "Unknown",
     "UnknownFact", "as_seen_inside", "backing_of", "binary_version", "cgroup_limits",
-    "counted", "error_line", "exe_of", "fmt_bytes", "fmt_page", "hugetlb_pages", "keep_of", "keeper",
-    "known", "machine_of", "memfd_bytes", "pages_for", "parse_bytes", "proc_root", "proc_state",
+    "counted", "error_line", "exe_of", "fmt_bytes", "fmt_page", "hugetlb_pages", "keep_of",
+    "keeper", "known", "machine_of", "memfd_bytes", "pages_for", "parse_bytes", "proc_root", "proc_state",
     "reach", "read_meminfo", "read_pools", "redact_dsn", "redact_text", "restart_advice",
     "size_name", "systemd_unit", "thp_sizes", "view_of_spec",
 ]

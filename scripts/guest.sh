@@ -91,6 +91,11 @@ build() {
   local arch=$1 dir
   dir=$(image "$1")
   [ -f "$dir/root.img" ] && { echo "$dir"; return; }
+  # one build of an image at a time: a second waits for the first, then finds its image
+  mkdir -p "$cache"
+  exec 9>"$cache/.build-$(basename "$dir").lock"
+  flock 9
+  [ -f "$dir/root.img" ] && { echo "$dir"; return; }
   [ "$(id -u)" = 0 ] || die "building a guest needs root (debootstrap)"
   command -v debootstrap >/dev/null || die "debootstrap is missing: apt-get install debootstrap"
   mkdir -p "$dir"

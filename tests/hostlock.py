@@ -30,6 +30,7 @@ CONTAINED = (
     "tests/integration/test_pyz.py::test_it_unpacks_once_into_a_private_cache",
     "tests/integration/test_browser.py::",
     "tests/integration/test_promtool.py::",
+    "tests/integration/test_guest_image.py::",
     "tests/integration/test_doc_examples.py::test_the_examples_were_found",
     "tests/integration/test_doc_examples.py::test_every_example_parses",
 )

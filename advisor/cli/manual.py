@@ -87,7 +87,8 @@ def pages() -> dict[str, Page]:
 
     from ..api.engines import registry
     group = _group()
-    root = click.Context(group, info_name="hpadvise")
+    # the app's own context settings (-h beside --help), as the commands' --help has them
+    root = click.Context(group, info_name="hpadvise", **(group.context_settings or {}))
     paras, _, _ = _split_help(group.help or "")
     out = {"hpadvise": Page(
         "hpadvise", _summary(paras[0]) if paras else "", "hpadvise [--version] COMMAND [OPTIONS]",

@@ -49,8 +49,14 @@ def _load_json(path: str) -> dict:
     try:
         with open(path) as f:
             d = json.load(f)
-    except (OSError, ValueError) as exc:
-        raise InputError(f"{path}: not a `hpadvise check --json` output ({exc})") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read it ({exc.strerror})") from None
+    except json.JSONDecodeError as exc:  # where the JSON breaks off, in a person's words
+        raise InputError(f"{path}: not a `hpadvise check --json` output: not JSON from line "
+                         f"{exc.lineno}, column {exc.colno} (cut short, or another file?)"
+                         ) from None
+    except ValueError:  # not UTF-8 text
+        raise InputError(f"{path}: not a `hpadvise check --json` output: not text") from None
     if not isinstance(d, dict) or d.get("schema_version") != 1 or "instances" not in d:
         raise InputError(f"{path}: not a `hpadvise check --json` output (schema_version 1)")
     return d

@@ -48,3 +48,15 @@ def test_history_of_a_journal_directory_that_does_not_exist(tmp_path):
     assert len(r.stderr.strip().splitlines()) == 1 and not r.stdout
     r = run_cli("history", "--journal-dir", str(tmp_path))  # there, and empty: none
     assert r.returncode == 0 and "no applies recorded" in r.stdout
+
+
+def test_report_of_a_file_cut_short_says_where_in_words(tmp_path):
+    (tmp_path / "cut.json").write_text('{"schema_version": 1, "host": ')
+    r = run_cli("report", str(tmp_path / "cut.json"))
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "not JSON from line 1, column 31" in r.stderr and "Expecting" not in r.stderr
+
+
+def test_every_manual_page_names_the_short_help_option():
+    r = run_cli("man", "check")
+    assert r.returncode == 0 and "-h, --help" in r.stdout, r.stdout[-500:]

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Regenerate what the finding catalog feeds: docs/findings.md and the list of codes in
-advisor/check-schema.json. Run after declaring, renaming or removing a finding code:
+advisor/schemas/check-schema.json. Run after declaring, renaming or removing a finding code:
     .venv/bin/python scripts/gen_findings.py
 tests/unit/test_findings.py fails while either is out of date."""
 
@@ -12,7 +12,7 @@ from hpadvise.api.engines import catalog
 from hpadvise.kit.findings import markdown
 
 REPO = Path(__file__).resolve().parent.parent
-SCHEMA = REPO / "advisor" / "check-schema.json"
+SCHEMA = REPO / "advisor" / "schemas" / "check-schema.json"
 CODE_LINE = re.compile(r'^(\s*"code": \{"description": [^\n]*"examples": )\[[^\n]*\]\},$', re.M)
 
 

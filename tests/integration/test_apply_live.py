@@ -46,7 +46,7 @@ def test_apply_restart_verify_idempotent_rollback(pg_factory, knobs, dirs):
     out = json.loads(r.stdout)
     assert out["status"] == "ok" and out["journal"]
     jsonschema.validate(out, json.loads(
-        (resources.files("hpadvise") / "apply-schema.json").read_text()))
+        (resources.files("hpadvise") / "schemas" / "apply-schema.json").read_text()))
     st = {(ch["kind"], ch["status"]) for ch in out["changes"]}
     assert ("pool", "done") in st and ("pg_setting", "done") in st
     [pool] = [ch for ch in out["changes"] if ch["kind"] == "pool"]

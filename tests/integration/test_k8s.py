@@ -34,7 +34,7 @@ def test_8gb_cluster_gets_request_equal_limit_equal_its_exact_pages(pg_factory):
     r = run_cli("k8s", "--pgdata", c.datadir, "--instance", c.datadir, "--pods", "3", "--json")
     assert r.returncode == 0, r.stderr
     [d] = json.loads(r.stdout)
-    jsonschema.validate([d], json.loads((resources.files("hpadvise") / "k8s-schema.json")
+    jsonschema.validate([d], json.loads((resources.files("hpadvise") / "schemas" / "k8s-schema.json")
                                         .read_text()))
     assert d["pages"] == {"2048": n} and d["resources"]["limits"]["hugepages-2Mi"] == f"{n * 2}Mi"
     # --pgdata alone names the cluster as --instance does: its resources only, not those of

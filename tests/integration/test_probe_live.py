@@ -21,7 +21,7 @@ def test_probe_orders_page_sizes_and_restores_the_host(knobs):
     from importlib import resources
 
     import jsonschema
-    jsonschema.validate(d, json.loads((resources.files("hpadvise") / "probe-schema.json")
+    jsonschema.validate(d, json.loads((resources.files("hpadvise") / "schemas" / "probe-schema.json")
                                       .read_text()))
     v = {x["name"]: x for x in d["variants"]}
     small = v["4 KiB"]["ns"]

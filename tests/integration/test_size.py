@@ -21,7 +21,7 @@ def size(*args, rc=0):
     r = run_cli("size", "--json", *args, timeout=180)
     assert r.returncode == rc, r.stderr
     d = json.loads(r.stdout)
-    jsonschema.validate(d, json.loads((resources.files("hpadvise") / "size-schema.json")
+    jsonschema.validate(d, json.loads((resources.files("hpadvise") / "schemas" / "size-schema.json")
                                       .read_text()))
     return d
 

@@ -32,7 +32,7 @@ def test_short_validate_every_variant(knobs, tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     res = json.loads((tmp_path / "r.json").read_text())
     jsonschema.validate(res, json.loads(
-        (resources.files("hpadvise") / "validate-schema.json").read_text()))
+        (resources.files("hpadvise") / "schemas" / "validate-schema.json").read_text()))
     runs = {v: s["runs"] for v, s in res["variants"].items()}
     assert set(runs) == {"current", "recommended", "thp-always", "thp-never", "hugepages-off"}
     assert min(runs.values()) >= 1 and len(set(runs.values())) == 1  # whole blocks

@@ -13,7 +13,7 @@ from support import run_cli
 
 
 def schema():
-    return json.loads((resources.files("hpadvise") / "check-schema.json").read_text())
+    return json.loads((resources.files("hpadvise") / "schemas" / "check-schema.json").read_text())
 
 
 @pytest.mark.parametrize("state", ["no-pools", "pool-2m", "pool-1g", "thp-always", "thp-never",
@@ -172,7 +172,7 @@ def test_help_has_examples():
 
 
 def _schema(name):
-    return json.loads((resources.files("hpadvise") / f"{name}-schema.json").read_text())
+    return json.loads((resources.files("hpadvise") / "schemas" / f"{name}-schema.json").read_text())
 
 
 def test_engines_json_matches_its_schema():
@@ -245,7 +245,7 @@ def test_help_examples_paste_whole(hosts):
 
 
 def _schema(name):
-    return json.loads((resources.files("hpadvise") / f"{name}-schema.json").read_text())
+    return json.loads((resources.files("hpadvise") / "schemas" / f"{name}-schema.json").read_text())
 
 
 def test_outputs_match_their_schemas(hosts, tmp_path):

@@ -57,7 +57,7 @@ def test_findings_are_made_only_from_declared_codes():
 def test_generated_files_match_the_catalog():
     assert (REPO / "docs" / "findings.md").read_text() == markdown(catalog()), \
         "docs/findings.md is out of date: run scripts/gen_findings.py"
-    schema = (REPO / "advisor" / "check-schema.json").read_text()
+    schema = (REPO / "advisor" / "schemas" / "check-schema.json").read_text()
     assert gen_findings.schema_text(schema) == schema, \
         "the schema's code list is out of date: run scripts/gen_findings.py"
     enum = json.loads(schema)["$defs"]["code"]["examples"]

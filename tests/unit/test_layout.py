@@ -7,6 +7,7 @@ top-level folders map to their import names as pyproject.toml's package-dir maps
 from __future__ import annotations
 
 import ast
+import json
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent.parent
@@ -192,3 +193,15 @@ def test_the_checker_finds_an_import_past_the_face(tmp_path):
                  "def f():\n    from hpadvise.planning.pipeline import inspect\n")
     assert past_the_face(f, None) == ["engine.py:2 imports hpadvise.facts",
                                       "engine.py:4 imports hpadvise.planning.pipeline"]
+
+
+def test_the_schemas_sit_in_a_folder_of_their_own():
+    """Every JSON output's schema is in advisor/schemas (hpadvise/schemas installed), one per
+    command that has --json, and nothing else of the core's is a loose data file."""
+    loose = sorted(p.name for p in (REPO / "advisor").iterdir() if p.suffix == ".json")
+    assert not loose, f"schemas outside advisor/schemas: {loose}"
+    names = sorted(p.name for p in (REPO / "advisor" / "schemas").glob("*.json"))
+    assert len(names) >= 11 and all(n.endswith("-schema.json") for n in names), names
+    from importlib import resources
+    installed = resources.files("hpadvise") / "schemas" / "check-schema.json"
+    assert json.loads(installed.read_text())["properties"]["schema_version"] == {"const": 1}

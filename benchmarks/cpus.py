@@ -7,8 +7,7 @@ import os
 import subprocess
 from typing import Callable
 
-from hpadvise.facts.procs import ProcTable
-from hpadvise.facts.sysroot import SysRoot
+from hpadvise.api.face import ProcTable, SysRoot
 
 ALL_CPUS = sorted(os.sched_getaffinity(0))
 

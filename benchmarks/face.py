@@ -3,8 +3,7 @@
 benchmark drivers, the buffers validate follows, and the journal a capture writes its changes
 to, as apply does. Re-exported, not redefined."""
 
-from hpadvise.ledger import journal
-from hpadvise.ledger.stacked import refuse_stacked
+from hpadvise.act.face import journal, refuse_stacked
 
 from .options import followed
 from .pgbench import Pgbench, Run

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import time
 
-from hpadvise.kit.errors import InputError
+from hpadvise.api.face import InputError
 
 from .measure import RunOverrun, run_clients
 

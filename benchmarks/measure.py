@@ -14,14 +14,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from hpadvise.kit.paths import THP_DIR as THP
-from hpadvise.facts.host import read_meminfo, read_vmstat
-from hpadvise.facts.platform import read_cpu_times
-from hpadvise.facts.thp_rules import parse_knob
-from hpadvise.facts.probe import dtlb_events, parse_perf_csv
-from hpadvise.kit.secrets import redact_args
-from hpadvise.facts.procs import Proc, ProcTable
-from hpadvise.facts.sysroot import SysRoot
+from hpadvise.api.face import Proc, ProcTable, read_meminfo, SysRoot, THP_DIR as THP
+from hpadvise.act.face import (dtlb_events, parse_knob, parse_perf_csv, read_cpu_times,
+                               read_vmstat, redact_args)
 
 from .cpus import start_pinned, trade, turn
 

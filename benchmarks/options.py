@@ -10,13 +10,9 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import Any
 
-from hpadvise.api.engines import Targets, registry
-from hpadvise.kit.errors import InputError
-from hpadvise.facts.host import read_meminfo
-from hpadvise.planning.pipeline import inspect, select
-from hpadvise.kit.paths import sysfs_pool
-from hpadvise.kit.sizing import counted, fmt_bytes, parse_bytes
-from hpadvise.facts.sysroot import SysRoot
+from hpadvise.api.face import (counted, fmt_bytes, InputError, parse_bytes, read_meminfo,
+                               SysRoot, Targets)
+from hpadvise.act.face import inspect, registry, select, sysfs_pool
 
 from .budget import (MIN_RUN_S, MIN_SCALE_SHARE, START_S, START_S_PER_GIB, default_clients,
                      disk_need, duration_for, fitting_scale, run_seconds)
@@ -205,8 +201,8 @@ def check(o: Options, sr: SysRoot):
             o.scale = fit
             need = disk_need(o.scale, per_mb, servers, target.wal_bytes)
     if need > free:
-        raise InputError(f"{counted(servers, 'server')} at scale {o.scale} need ~{fmt_bytes(need)} of "
-                         f"disk in {tempfile.gettempdir()}, {fmt_bytes(free)} is free; lower "
+        raise InputError(f"{counted(servers, 'server')} at scale {o.scale} need "
+                         f"~{fmt_bytes(need)} of disk in {tempfile.gettempdir()}, {fmt_bytes(free)} is free; lower "
                          "--scale or --buffers" + (", or give --design restart (one server)"
                                                    if servers > 1 else ""))
     rounds_given = o.rounds is not None

@@ -11,7 +11,7 @@ import math
 import os
 import stat
 
-from hpadvise.kit.errors import InputError
+from hpadvise.api.face import InputError
 
 # How much of a script a report shows of it: its name and hash identify it; the text is the
 # user's and may hold anything.

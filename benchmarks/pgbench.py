@@ -136,7 +136,7 @@ class Pgbench:
         transaction does not end within `seconds` (a run's deadline: pgbench -T ends a run
         only between transactions, and it parses a long script slowly: a 40 MB script of
         200,000 SELECTs was still being parsed after 250 s here)."""
-        from hpadvise.kit.errors import InputError
+        from hpadvise.api.face import InputError
         try:
             r = subprocess.run(self._base() + ["-n", "-f", self.script, "-t", "1", "-c", "1",
                                                self.dbname], capture_output=True, text=True,

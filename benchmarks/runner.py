@@ -41,11 +41,8 @@ import time
 from dataclasses import asdict
 from typing import Callable
 
-from hpadvise.changes.actions import Pool, SysfsChoice
-from hpadvise.kit.errors import InputError
-from hpadvise.facts.probe import pmu_state
-from hpadvise.kit.sizing import GIB_KB
-from hpadvise.facts.sysroot import SysRoot
+from hpadvise.act.face import GIB_KB, pmu_state, Pool, SysfsChoice
+from hpadvise.api.face import InputError, SysRoot
 
 from . import stats
 from .cpus import ALL_CPUS, pin_trees

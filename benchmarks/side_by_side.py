@@ -9,8 +9,8 @@ from __future__ import annotations
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from hpadvise.changes.actions import Compact, Pool, SysfsChoice
-from hpadvise.facts.host import read_meminfo
+from hpadvise.act.face import Compact, Pool, SysfsChoice
+from hpadvise.api.face import read_meminfo
 
 from .cpus import cpu_groups
 from .drivers import BENCHMARKS

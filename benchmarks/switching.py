@@ -16,16 +16,10 @@ import sys
 import tempfile
 from typing import Callable
 
-from hpadvise.ledger import journal as jr
-from hpadvise.changes.actions import Action, Compact, Pool, SysfsChoice
-from hpadvise.nextboot.boot_plan import THP_KNOBS, knob_now, plan_knobs
-from hpadvise.api.engines import Targets
-from hpadvise.planning.pipeline import inspect, plan_for, select
-from hpadvise.changes.scratch import ScratchDir
-from hpadvise.kit.paths import HUGEPAGES_DIR, THP_DIR as THP, sysfs_pool
-from hpadvise.kit.sizing import GIB_KB
-from hpadvise.ledger.stacked import refuse_stacked
-from hpadvise.facts.sysroot import SysRoot
+from hpadvise.act.face import (Action, Compact, GIB_KB, HUGEPAGES_DIR, inspect, journal as jr,
+                               knob_now, plan_for, plan_knobs, Pool, refuse_stacked, ScratchDir,
+                               select, sysfs_pool, SysfsChoice, THP_KNOBS)
+from hpadvise.api.face import SysRoot, Targets, THP_DIR as THP
 
 from .target import ON_SCRATCH, BenchTarget, scratch_path
 from .variants import THP_SWITCH, kind
@@ -150,7 +144,7 @@ class Switcher:
     def _plan(self, t: BenchTarget) -> tuple[list[tuple[Action, object]], int]:
         """The recommended steps for server t and its demand in 1 GiB pages, from one
         inspection, made again only when the host's pools or THP changed since."""
-        from hpadvise.act.apply import prepare
+        from hpadvise.act.face import prepare
         key, now = t.instance_ref, self._fingerprint() if self.baseline else ()
         cached = self._plans.get(key)
         if cached is not None and cached[0] == now:

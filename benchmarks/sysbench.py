@@ -101,7 +101,7 @@ class Sysbench:
             if not self.script:
                 raise
             if "does not implement the 'prepare'" not in str(exc):  # the user's script
-                from hpadvise.kit.errors import InputError
+                from hpadvise.api.face import InputError
                 raise InputError(f"--script {os.path.basename(self.script)}: {exc}; fix "
                                  "the script (sysbench runs Lua scripts)") from None
 
@@ -109,7 +109,7 @@ class Sysbench:
         """One event of a user's script on one thread: a script that fails on this data, or
         whose event does not end within `seconds` (a run's deadline), is bad input, said
         before anything is measured."""
-        from hpadvise.kit.errors import InputError
+        from hpadvise.api.face import InputError
         try:
             self._cmd("run", threads=1, extra=["--events=1", "--time=0"], timeout=seconds)
         except subprocess.TimeoutExpired:

@@ -19,8 +19,8 @@ import tempfile
 import time
 from typing import Any, Callable
 
-from hpadvise.changes.actions import Action
-from hpadvise.kit.errors import InputError
+from hpadvise.act.face import Action
+from hpadvise.api.face import InputError
 
 
 class BenchTarget:
@@ -43,7 +43,7 @@ class BenchTarget:
     restart_starts: bool = False
 
     def buffers_bytes(self) -> int:
-        from hpadvise.kit.sizing import parse_bytes
+        from hpadvise.api.face import parse_bytes
         return parse_bytes(self.buffers, self.buffers_setting)
 
     def setup(self, progress) -> None:
@@ -166,7 +166,7 @@ class ScratchServer:
 def mark_scratch(datadir: str, pw) -> None:
     """Mark a scratch server's data directory as validate's own: check leaves it out of the
     host's instances (hpadvise.api.model.SCRATCH_MARK); copies of the directory keep the mark."""
-    from hpadvise.api.model import SCRATCH_MARK
+    from hpadvise.api.face import SCRATCH_MARK
     path = os.path.join(datadir, SCRATCH_MARK)
     with open(path, "w") as f:
         f.write("a scratch server of hpadvise validate; removed with it\n")
@@ -222,7 +222,7 @@ def gone(pid: int) -> bool:
             return True
     except ChildProcessError:
         pass
-    from hpadvise.facts.procs import proc_state
+    from hpadvise.api.face import proc_state
     return proc_state(pid) in ("Z", "X", "?")
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 
-from hpadvise.kit.errors import InputError
+from hpadvise.api.face import InputError
 
 VARIANTS = ("current", "recommended", "thp-always", "thp-never", "thp-shmem", "hugepages-off",
             "hugepages-1g")

@@ -1,0 +1,28 @@
+"""What validate and capture (hpadvise.benchmarks) take of the core beyond hpadvise.api.face:
+the planning and apply's preparation they share with apply, the THP knobs the plan sets, the
+journal, the actions that switch a variant's pools and THP, and the readers of what a run
+measures. Re-exported, not redefined: each name lives in its stage (tests/unit/test_layout.py
+holds benchmarks/ to these two faces)."""
+
+from ..changes.actions import Action, Compact, Pool, SysfsChoice
+from ..changes.scratch import ScratchDir
+from ..facts.host import read_vmstat
+from ..facts.platform import read_cpu_times
+from ..facts.probe import dtlb_events, parse_perf_csv, pmu_state
+from ..facts.thp_rules import parse_knob
+from ..kit.paths import HUGEPAGES_DIR, sysfs_pool
+from ..kit.secrets import redact_args
+from ..kit.sizing import GIB_KB
+from ..api.engines import registry
+from ..ledger import journal
+from ..ledger.stacked import refuse_stacked
+from ..nextboot.boot_plan import THP_KNOBS, knob_now, plan_knobs
+from ..planning.pipeline import inspect, plan_for, select
+from .apply import prepare
+
+__all__ = [
+    "Action", "Compact", "GIB_KB", "HUGEPAGES_DIR", "Pool", "ScratchDir", "SysfsChoice",
+    "THP_KNOBS", "dtlb_events", "inspect", "journal", "knob_now", "parse_knob",
+    "parse_perf_csv", "plan_for", "plan_knobs", "pmu_state", "prepare", "read_cpu_times",
+    "read_vmstat", "redact_args", "refuse_stacked", "registry", "select", "sysfs_pool",
+]

@@ -2,6 +2,7 @@
 """How a side-by-side validate run's ratio moves from epoch to epoch, and with what.
 
     python3 lab/validate_drift.py RESULT.json [RESULT.json ...]
+    python3 lab/validate_drift.py lab/results/*.json     (every side-by-side result kept)
 
 For each result of the simultaneous design (`validate --json --output`), for its first
 comparison (B over A): every epoch's log ratio (the geometric mean of B's runs over A's, as
@@ -76,7 +77,9 @@ def main(paths: list[str]) -> int:
     pooled_r1, pooled_r1_left, sd_all, sd_left = [], [], [], []
     for p in paths:
         d = json.loads(open(p).read())
-        if d["meta"].get("design") != "simultaneous":
+        if not isinstance(d, dict) or not {"meta", "samples", "effects"} <= set(d):
+            continue  # another command's output among the lab's records
+        if d["meta"].get("design") != "simultaneous" or not d["effects"]:
             print(f"{p}: design {d['meta'].get('design')}, skipped")
             continue
         rows = epochs(d)

@@ -121,7 +121,8 @@ def version_json(i) -> str | dict:
     if known(i.version):
         return i.version
     u = i.version if isinstance(i.version, Unknown) else Unknown(
-        f"the release of {i.id}", f"the {i.engine} engine does not read releases")
+        f"the release of {i.id}", "not read for this instance (a server not reached, or one "
+        "only named or recalled from an apply's journal)")
     return u.as_json()
 
 

@@ -214,7 +214,7 @@ def _pools(r: Report) -> None:
                    f"{fmt_bytes(left)} to the OS, under the profile's floor of {fmt_bytes(floor)}"
                    if left >= 0 else
                    f"the planned pools ({fmt_bytes(pool_kb * 1024)}) are "
-                   f"{fmt_bytes(-left)} more than this host's memory "
+                   f"{fmt_bytes((pool_kb - total_kb) * 1024)} more than this host's memory "
                    f"({fmt_bytes(total_kb * 1024)}), before the profile's floor of "
                    f"{fmt_bytes(floor)} for the OS")
             r.blocked.append(msg)

@@ -4,7 +4,7 @@ directory it includes, and the root password the image was given stays in the se
 environment. check finds it and names the conf.d file as the source of its settings; apply
 plans large_pages in that file, changes nothing outside the root but the host's pools and
 restarts nothing; restarted as its runtime would, it runs on huge pages; rollback leaves the
-root's files as they were; the password appears in no output."""
+root's files as they were; the password appears in no output and in no snapshot."""
 
 import json
 import sys
@@ -23,7 +23,7 @@ from integration.test_own_roots import (POOL, _apply_and_restart, _mine, _tree, 
 pytestmark = [pytest.mark.integration, pytest.mark.live]
 
 
-def test_mysql_97_as_the_official_image_runs_it(knobs, journal, root_lab):
+def test_mysql_97_as_the_official_image_runs_it(knobs, journal, root_lab, tmp_path):
     s = root_lab("mysql", [], cls=servers_my._RootMy)
     undo: list = []
     try:
@@ -32,6 +32,8 @@ def test_mysql_97_as_the_official_image_runs_it(knobs, journal, root_lab):
         s.start()
         argv = Path(f"/proc/{s.pid}/cmdline").read_text().split("\0")
         assert [a for a in argv if a] == ["mysqld"], argv  # no option on its command line
+        # the password is really in the server's environment, as the image leaves it
+        assert servers_my.IMAGE_SECRET in Path(f"/proc/{s.pid}/environ").read_text()
         report, r = check_json("--db", "mysql")
         i = _mine(report, s)
         assert i["settings"]["data_directory"].rstrip("/") == s.datadir
@@ -45,6 +47,12 @@ def test_mysql_97_as_the_official_image_runs_it(knobs, journal, root_lab):
                  if c["kind"] == "my_option"]
         assert files and all("/etc/mysql/conf.d/hplab.cnf" in f for f in files), files
         outputs = json.dumps(report) + r.stdout + r.stderr
+        snap = tmp_path / "snap"  # a snapshot that keeps environments keeps none of it
+        r = run_cli("snapshot", "--with-environ", str(snap), timeout=300)
+        assert r.returncode == 0, r.stderr
+        held = [str(f) for f in snap.rglob("*") if f.is_file() and not f.is_symlink()
+                and servers_my.IMAGE_SECRET.encode() in f.read_bytes()]
+        assert not held, held
         after = _mine(_apply_and_restart(s, i["id"], journal), s)
         assert after["backing"] == "hugetlb", after
         s.stop()

@@ -162,23 +162,37 @@ FACES = ("hpadvise.api.face", "hpadvise.benchmarks.face")
 BENCH_FACES = ("hpadvise.api.face", "hpadvise.act.face")
 
 
+def imports_of(text: str, pkg: list[str] | None) -> list[tuple[int, str]]:
+    """(line, module) of every import in `text`; relative ones resolved against `pkg`, the
+    file's own package as parts (skipped where None): `from ..facts import host` leaves
+    hpadvise.benchmarks as surely as an absolute import does."""
+    out = []
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            if pkg:
+                base = pkg[:len(pkg) - node.level + 1]
+                out.append((node.lineno, ".".join(base + ([node.module] if node.module
+                                                           else []))))
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            out += [(node.lineno, node.module)] if node.module != "hpadvise" else \
+                [(node.lineno, f"hpadvise.{a.name}") for a in node.names]
+        elif isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names]
+    return out
+
+
 def past_the_face(path: Path, own: str | None, faces: tuple[str, ...] = FACES) -> list[str]:
     """The imports of hpadvise in an engine's file that are neither a face nor its own
     package (`own`: hpadvise.plugins.postgres for plugins/postgres/*; None for one file)."""
-    out = []
     where = path.relative_to(REPO) if path.is_relative_to(REPO) else path.name
-    for node in ast.walk(ast.parse(path.read_text())):
-        names = []
-        if isinstance(node, ast.ImportFrom) and not node.level and node.module:
-            names = [node.module] if node.module != "hpadvise" else \
-                [f"hpadvise.{a.name}" for a in node.names]
-        elif isinstance(node, ast.Import):
-            names = [a.name for a in node.names]
-        for name in names:
-            if name.split(".")[0] == "hpadvise" and name not in faces \
-                    and not (own and (name == own or name.startswith(own + "."))):
-                out.append(f"{where}:{node.lineno} imports {name}")
-    return out
+    pkg = None
+    if own and path.is_relative_to(REPO):  # its package: own, and the folders below it
+        top = REPO / ("benchmarks" if own == "hpadvise.benchmarks"
+                      else "plugins/" + own.split(".")[2])
+        pkg = own.split(".") + list(path.relative_to(top).parts[:-1])
+    return [f"{where}:{line} imports {name}" for line, name in imports_of(path.read_text(), pkg)
+            if name.split(".")[0] == "hpadvise" and name not in faces
+            and not (own and (name == own or name.startswith(own + ".")))]
 
 
 def test_engines_import_only_the_face():
@@ -195,7 +209,21 @@ def test_benchmarks_reach_the_core_through_two_faces():
     assert len(files) > 15
     assert [x for p in files
             for x in past_the_face(p, "hpadvise.benchmarks", BENCH_FACES)] == []
-    assert len(BENCH_FACES) <= 4
+    # and what they do import of the core, counted from the files: at most 4 modules
+    used = {n.module for p in files for n in ast.walk(ast.parse(p.read_text()))
+            if isinstance(n, ast.ImportFrom) and not n.level and n.module
+            and n.module.startswith("hpadvise.") and not n.module.startswith(
+                "hpadvise.benchmarks")}
+    assert used == set(BENCH_FACES) and len(used) <= 4, used
+
+
+def test_the_checker_resolves_relative_imports():
+    text = "from .stats import x\nfrom ..facts import host\nfrom .. import kit\n"
+    assert [n for _, n in imports_of(text, ["hpadvise", "benchmarks"])] == \
+        ["hpadvise.benchmarks.stats", "hpadvise.facts", "hpadvise"]
+    assert [n for _, n in imports_of("from ..conf import y\n",
+                                     ["hpadvise", "plugins", "postgres", "validate"])] == \
+        ["hpadvise.plugins.postgres.conf"]
 
 
 def test_the_checker_finds_an_import_past_the_face(tmp_path):

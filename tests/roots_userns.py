@@ -6,26 +6,19 @@ shifted ids on the host, and commands run inside enter its user namespace too.""
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
 from roots import RootServer
-from userns import SHIFT
+from userns import shift_owners
 
 HELPER = str(Path(__file__).resolve().parent / "userns.py")
 
 
 class UsernsRoot(RootServer):
-    def _shift(self, path: Path) -> None:
-        for p in [path, *path.rglob("*")]:
-            st = os.lstat(p)
-            if 0 < st.st_uid < SHIFT:
-                os.lchown(p, SHIFT + st.st_uid, SHIFT + st.st_gid if st.st_gid else 0)
-
     def _init_datadir(self) -> None:
-        self._shift(self.host(self.dir))
-        self._shift(Path(self.tmp, "run"))
+        # the server's own directories, removed with it: nothing to give back
+        shift_owners(self.host(self.dir), Path(self.tmp, "run"))
         super()._init_datadir()
 
     def _enter(self, argv: list[str], as_user: bool = True, init: str | None = None

@@ -13,10 +13,32 @@ from __future__ import annotations
 import ctypes
 import os
 import sys
+from pathlib import Path
 
 SHIFT = 100000
 CLONE_NEWUSER = 0x10000000  # include/uapi/linux/sched.h
 MAP = f"0 0 1\n1 {SHIFT + 1} 65535\n"
+
+
+def shift_owners(*tops):
+    """Give every file under the tops the owners a runtime with this namespace's map gives the
+    files of an image it unpacks: an id n between 1 and SHIFT becomes SHIFT + n (an unmapped
+    owner is nobody inside, where the server cannot write); root stays root. Returns the
+    function that gives the old owners back, for trees that outlive the test (a shared root)."""
+    was = []
+    for top in map(Path, tops):
+        for p in [top, *top.rglob("*")] if os.path.lexists(top) else []:
+            st = os.lstat(p)
+            if 0 < st.st_uid < SHIFT or 0 < st.st_gid < SHIFT:
+                was.append((p, st.st_uid, st.st_gid))
+                os.lchown(p, *(SHIFT + i if 0 < i < SHIFT else i
+                               for i in (st.st_uid, st.st_gid)))
+
+    def restore() -> None:
+        for p, uid, gid in was:
+            if os.path.lexists(p):
+                os.lchown(p, uid, gid)
+    return restore
 
 
 def main(argv: list[str]) -> int:

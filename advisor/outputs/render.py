@@ -46,10 +46,10 @@ def to_dict(r: Report, root: str = "/") -> dict:
     host.pop("notes", None)
     instances = []
     for i in r.instances:
-        d = {k: getattr(i, k) for k in ("engine", "id", "label", "running", "pid", "owner",
-                                         "version", "backing", "backing_page_kb",
-                                         "page_tables_kb", "page_tables_huge_kb", "settings")}
+        d = {k: getattr(i, k) for k in ("engine", "id", "label", "running", "pid", "owner")}
         d["version"] = version_json(i)
+        d.update((k, getattr(i, k)) for k in ("backing", "backing_page_kb", "page_tables_kb",
+                                              "page_tables_huge_kb", "settings"))
         d["cgroup"] = [dict(asdict(c), workload=workload(c.cgroup)) for c in i.cgroup]
         d["memory_limit"] = asdict(i.memory_limit) if i.memory_limit else None
         d["cgroup_from"] = i.cgroup_from

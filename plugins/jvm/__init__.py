@@ -162,9 +162,10 @@ class JvmEngine(Engine):
         parts = ", ".join(f"{w} {fmt_bytes(b)} on {fmt_page(kb) if kb else '4 KiB'}"
                           for w, b, kb in regions)
         exact = f.gc in ("G1", "Parallel", "Serial", "Z") and f.xmx is not None
+        jdk = f"JDK {j.major}" if j.major else "JDK of unknown release"
         inst.demand = Demand(inst.id, None, page_kb, pages, exact,
-                             f"-XX:+UseLargePages reservations ({'JDK ' + str(j.major) if j.major else 'JDK of unknown release'}, {f.gc}): "
-                             f"{parts}", selectable=False,
+                             f"-XX:+UseLargePages reservations ({jdk}, {f.gc}): {parts}",
+                             selectable=False,
                              held_pages=j.held.get(page_kb, 0),
                              split=need if len(need) > 1 else None,
                              held_split=dict(j.held) if len(need) > 1 else None)

@@ -185,22 +185,8 @@ def shift_debian_dirs(root: Path):
     """postgresql-common's directories in the (shared) root owned by the shifted ids, as a
     runtime with remapped ids unpacks its image (an unmapped owner is nobody inside, where
     pg_createcluster cannot write); the function that gives them their owners back."""
-    from userns import SHIFT
-    was = []
-    for d in DEBIAN_PG_DIRS:
-        top = Path(str(root) + d)
-        for p in [top, *top.rglob("*")] if top.exists() else []:
-            st = os.lstat(p)
-            if 0 < st.st_uid < SHIFT or 0 < st.st_gid < SHIFT:
-                was.append((p, st.st_uid, st.st_gid))
-                os.lchown(p, st.st_uid + SHIFT if st.st_uid else 0,
-                          st.st_gid + SHIFT if st.st_gid else 0)
-
-    def restore() -> None:
-        for p, uid, gid in was:
-            if os.path.lexists(p):
-                os.lchown(p, uid, gid)
-    return restore
+    from userns import shift_owners
+    return shift_owners(*(Path(str(root) + d) for d in DEBIAN_PG_DIRS))
 
 
 def root_pg(cell: _cells.Cell, cleanup: list):

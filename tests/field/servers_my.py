@@ -101,13 +101,15 @@ def root_my(cell: _cells.Cell, cleanup: list):
 
 def _image_files(s, cleanup: list) -> None:
     """The official MySQL image's option files in the root: /etc/my.cnf (its own, with the
-    paths this lab's server uses) reading /etc/mysql/conf.d/, where the settings are; both
-    removed afterwards (the root is shared)."""
-    etc, confd = s.host("/etc/my.cnf"), s.host("/etc/mysql/conf.d")
-    if etc.exists() or confd.exists():
-        raise RuntimeError(f"{etc} or {confd} exists already: another capture left it")
+    paths this lab's server uses) reading /etc/mysql/conf.d/, where the settings are. The root
+    is shared, so neither may be there before: afterwards exactly what was made is removed."""
+    etc, mysql = s.host("/etc/my.cnf"), s.host("/etc/mysql")
+    confd = mysql / "conf.d"
+    if etc.exists() or mysql.exists():
+        raise RuntimeError(f"{etc} or {mysql} exists already: the root has its own, or "
+                           "another capture left it")
     cleanup.append(lambda: (etc.unlink(missing_ok=True),
-                            subprocess.run(["rm", "-rf", str(confd.parent)])))
+                            subprocess.run(["rm", "-rf", str(mysql)])))
     confd.mkdir(parents=True)
     (confd / "hplab.cnf").write_text(_cnf(MY, None))
     etc.write_text(

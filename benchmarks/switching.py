@@ -17,8 +17,9 @@ import tempfile
 from typing import Callable
 
 from hpadvise.act.face import (Action, Compact, GIB_KB, HUGEPAGES_DIR, inspect, journal as jr,
-                               knob_now, plan_for, plan_knobs, Pool, refuse_stacked, ScratchDir,
-                               select, sysfs_pool, SysfsChoice, THP_KNOBS)
+                               KnobId, knob_now, plan_for, plan_knobs, Pool, refuse_stacked,
+                               ScratchDir, select, size_of_dir, sysfs_pool, SysfsChoice,
+                               THP_FILES)
 from hpadvise.api.face import SysRoot, Targets, THP_DIR as THP
 
 from .target import ON_SCRATCH, BenchTarget, scratch_path
@@ -55,9 +56,9 @@ class Switcher:
     # ---- the host before and after
     def host_knobs(self) -> list[Action]:
         """Every knob validate may change on the host: each pool, the THP knobs."""
-        return [Pool(int(d.split("-")[1][:-2]))
-                for d in sorted(os.listdir(HUGEPAGES_DIR))] \
-            + [SysfsChoice(f"{THP}/{k}") for k in THP_KNOBS]
+        sizes = [size_of_dir(d) for d in sorted(os.listdir(HUGEPAGES_DIR))]
+        return [Pool(kb) for kb in sizes if kb is not None] \
+            + [SysfsChoice(f"{THP}/{k}") for k in THP_FILES]
 
     def refuse_stacked(self) -> None:
         """Before anything changes: refused in one line while a killed capture or validate
@@ -176,7 +177,8 @@ class Switcher:
         quotes them, so that validate's words and check's never disagree."""
         report = inspect(self.sr, self.profile, Targets())  # every engine, as check does
         want = plan_knobs(report)  # a knob the profile keeps is not in it: its value now
-        out = {k: want.get(f"thp.{k}") or knob_now(report.host, f"thp.{k}") for k in THP_KNOBS}
+        keys = {k: KnobId.thp(k).key for k in THP_FILES}
+        out = {k: want.get(key) or knob_now(report.host, key) for k, key in keys.items()}
         return {k: str(v) for k, v in out.items() if v}
 
     def skips(self, t: BenchTarget, variants: list[str]) -> dict[str, str]:

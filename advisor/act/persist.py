@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from ..changes.actions import File, Symlink
 from ..nextboot.boot_persist import (SYSCTL_LATE, SYSCTL_NAME, TUNED_PROFILE, UNIT_NAME,
                            persistence)
-from ..nextboot.boot_plan import THP_KNOBS, plan_knobs
+from ..kit.knob_id import THP_FILES, KnobId
+from ..nextboot.boot_plan import plan_knobs
 from ..facts.host import CMDLINE_SETS_BOOT
 from ..kit.paths import THP_DIR, sysfs_pool
 from ..kit.sizing import cmdline_size
@@ -55,11 +56,12 @@ def persist_steps(ap: ApplyPlan, root: str) -> None:
     p = report.profile
     changing = {c.knob for c in report.changes if c.kind == "thp"}
     tuned = dict(per.tuned) if per else {}
-    sizes = [k[4:] for k in knobs if k.startswith("thp.") and "/" in k]  # per-size knobs
-    for knob in (*THP_KNOBS, *sizes):
-        want = knobs.get(f"thp.{knob}")  # the plan's value, resolved against the instances
-        if want and f"thp.{knob}" not in tuned:  # not sysctls: a unit or the command line
-            boot.append(BootValue(want, thp=knob))
+    ids = [KnobId.thp(k) for k in THP_FILES] + [
+        k for k in map(KnobId.parse, knobs) if k.per_size]
+    for k in ids:
+        want = knobs.get(k.key)  # the plan's value, resolved against the instances
+        if want and k.key not in tuned:  # not sysctls: a unit or the command line
+            boot.append(BootValue(want, thp=k.thp_path))
     if sysctl_lines:
         text = ("# Written by hpadvise apply (profile " + p.name + "); `hpadvise rollback` "
                 "removes it.\n" + "\n".join(sysctl_lines) + "\n")
@@ -165,14 +167,15 @@ def _tuned_profile(ap: ApplyPlan, root: str, boot, knobs: dict[str, str]) -> Non
     manual). Rollback restores both files."""
     sections: dict[str, list[str]] = {}
     for knob, value in sorted(knobs.items()):
-        if knob == "thp.enabled":
+        k = KnobId.parse(knob)
+        if k == KnobId.thp("enabled"):
             sections.setdefault("vm", []).append(f"transparent_hugepages={value}")
-        elif knob.startswith("thp."):
-            sections.setdefault("sysfs", []).append(f"{THP_DIR}/{knob[4:]}={value}")
-        elif knob == f"pool.{ap.report.host.default_hugepage_kb}":
+        elif not k.is_pool:
+            sections.setdefault("sysfs", []).append(f"{THP_DIR}/{k.thp_path}={value}")
+        elif k.page_kb == ap.report.host.default_hugepage_kb:
             sections.setdefault("sysctl", []).append(f"vm.nr_hugepages={value}")
         else:
-            sections.setdefault("sysfs", []).append(f"{sysfs_pool(int(knob[5:]))}={value}")
+            sections.setdefault("sysfs", []).append(f"{sysfs_pool(k.page_kb)}={value}")
     parent = boot.tuned_profile if boot.tuned_profile != TUNED_PROFILE else \
         _tuned_parent(root)
     text = [f"# Written by hpadvise apply (profile {ap.report.profile.name}); `hpadvise "

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..kit.findings import SEVERITIES
+from ..kit.knob_id import KnobId
 from ..kit.unknown import Unknown
 
 if TYPE_CHECKING:
@@ -78,10 +79,11 @@ class Change:
 
     @property
     def boot_knob(self) -> str | None:
-        """The boot-time knob it is ("pool.<kB>", "thp.<knob>"), as boot.py names them."""
+        """The boot-time knob it is, by its key (kit/knob_id.py), as boot.py names them."""
         if self.kind == "pool":
-            return f"pool.{self.size_kb}"
-        return f"thp.{self.knob}" if self.kind == "thp" else None
+            return KnobId.pool(self.size_kb).key
+        k = KnobId.of_thp_path(self.knob or "") if self.kind == "thp" else None
+        return k.key if k else None
 
 
 # A file validate leaves in the data directory of every server it makes for itself: check

@@ -30,6 +30,7 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
+from ..kit.knob_id import KnobId
 from ..kit.paths import HUGEPAGES_DIR, NODES_DIR
 from ..kit.paths import THP_DIR as THP
 from ..kit.sizing import cmdline_kb
@@ -46,7 +47,7 @@ STAGES = ("kernel command line", "sysctl files", "units and init scripts", "rc.l
 @dataclass(frozen=True)
 class Setter:
     """One place that sets a knob at boot."""
-    knob: str  # "pool.<kB>", "thp.enabled", "thp.defrag", "thp.shmem_enabled"
+    knob: str  # a knob_id.KnobId's key: "pool.<kB>", "thp.enabled", "thp.hugepages-64kB/enabled"
     value: str
     source: str  # file:line, or a description
     stage: int  # index into STAGES
@@ -102,12 +103,12 @@ def cmdline_knobs(cmdline: str, default_kb: int | None) -> list[tuple[str, str]]
         elif key == "hugepages":
             pages = sum(int(p.split(":")[-1]) for p in value.split(",") if p.split(":")[-1]
                         .isdigit())
-            out.append((f"pool.{size_kb or default}", str(pages)))
+            out.append((KnobId.pool(size_kb or default).key, str(pages)))
             size_kb = None
         elif key == "transparent_hugepage":
-            out.append(("thp.enabled", value))
+            out.append((KnobId.thp("enabled").key, value))
         elif key == "transparent_hugepage_shmem":
-            out.append(("thp.shmem_enabled", value))
+            out.append((KnobId.thp("shmem_enabled").key, value))
     return out
 
 
@@ -181,7 +182,7 @@ def _masked(sr: SysRoot, path: str) -> bool:
 def sysctl_knob(key: str, default_kb: int | None) -> str | None:
     key = key.strip().lstrip("-").replace("/", ".")
     if key in ("vm.nr_hugepages", "vm.nr_hugepages_mempolicy"):
-        return f"pool.{default_kb or 2048}"
+        return KnobId.pool(default_kb or 2048).key
     return None
 
 
@@ -209,12 +210,10 @@ _SYSCTL_W = re.compile(r"sysctl\s+(?:-q\s+)?-w\s+['\"]?(vm[./]nr_hugepages)\s*=\
 def path_knob(path: str) -> str | None:
     """The knob a sysfs path sets."""
     if path.startswith(THP + "/"):
-        rest = path[len(THP) + 1:]
-        if rest in ("enabled", "defrag", "shmem_enabled") or \
-                re.fullmatch(r"hugepages-\d+kB/(enabled|shmem_enabled)", rest):
-            return f"thp.{rest}"
+        k = KnobId.of_thp_path(path[len(THP) + 1:])
+        return k.key if k else None
     mt = re.fullmatch(re.escape(HUGEPAGES_DIR) + r"/hugepages-(\d+)kB/nr_hugepages", path)
-    return f"pool.{mt.group(1)}" if mt else None
+    return KnobId.pool(int(mt.group(1))).key if mt else None
 
 
 _NODE_POOL = re.compile(re.escape(NODES_DIR) + r"/node(\d+)/hugepages/hugepages-(\d+)kB/"
@@ -238,11 +237,11 @@ def _script_setters(text: str, where: str, stage: int, default_kb: int | None,
                 nodes.setdefault(nm.group(2), {})[nm.group(1)] = mt.group(1)
                 first.setdefault(nm.group(2), n)
         for mt in _SYSCTL_W.finditer(s):
-            out.append(Setter(f"pool.{default_kb or 2048}", mt.group(2), f"{where}:{n}", stage,
-                              ordered))
+            out.append(Setter(KnobId.pool(default_kb or 2048).key, mt.group(2), f"{where}:{n}",
+                              stage, ordered))
     # a pool written node by node is, at the end of the boot, the sum of its nodes
     for kb, per in nodes.items():
-        out.append(Setter(f"pool.{kb}", str(sum(int(v) for v in per.values())),
+        out.append(Setter(KnobId.pool(int(kb)).key, str(sum(int(v) for v in per.values())),
                           f"{where}:{first[kb]}", stage, ordered))
     return out
 
@@ -310,9 +309,9 @@ def _tuned(sr: SysRoot, b: Boot, default_kb: int | None) -> list[Setter]:
             for k, (v, n) in keys.items():
                 knob = None
                 if plugin == "vm" and k in ("transparent_hugepages", "transparent_hugepage"):
-                    knob = "thp.enabled"
+                    knob = KnobId.thp("enabled").key
                 elif plugin == "vm" and k == "transparent_hugepage.defrag":
-                    knob = "thp.defrag"
+                    knob = KnobId.thp("defrag").key
                 elif plugin == "sysctl":
                     knob = sysctl_knob(k, default_kb)
                 elif plugin == "sysfs":
@@ -322,7 +321,9 @@ def _tuned(sr: SysRoot, b: Boot, default_kb: int | None) -> list[Setter]:
                                           ordered=False)
                 if plugin == "bootloader" and k == "cmdline":
                     for knob2, v2 in cmdline_knobs(v, default_kb):
-                        b.notes.append(f"TuneD {f}:{n} puts {knob2.replace('pool.', 'a pool of ')}"
+                        k2 = KnobId.parse(knob2)
+                        b.notes.append(f"TuneD {f}:{n} puts "
+                                       f"{f'a pool of {k2.page_kb}' if k2.is_pool else k2.key}"
                                        f"={v2} on the kernel command line it manages")
     out = list(merged.values())
     if reapply:  # TuneD applies the system's sysctl files again after its own
@@ -340,18 +341,20 @@ def _kernel_defaults(sr: SysRoot) -> list[Setter]:
     madvise (mm/huge_memory.c, transparent_hugepage_flags); `shmem_enabled` never unless
     built otherwise (mm/shmem.c; CONFIG_TRANSPARENT_HUGEPAGE_SHMEM_HUGE_*, mm/Kconfig)."""
     config = kernel_config(sr)
-    out = [Setter("thp.defrag", "madvise", "kernel default (mm/huge_memory.c)", -1)]
+    defrag, enabled, shmem_key = (KnobId.thp(f).key for f in ("defrag", "enabled",
+                                                               "shmem_enabled"))
+    out = [Setter(defrag, "madvise", "kernel default (mm/huge_memory.c)", -1)]
     if config is None:
-        return out + [Setter("thp.shmem_enabled", "never", "kernel default (mm/shmem.c)", -1)]
+        return out + [Setter(shmem_key, "never", "kernel default (mm/shmem.c)", -1)]
     for mode in ("always", "madvise", "never"):
         if f"CONFIG_TRANSPARENT_HUGEPAGE_{mode.upper()}=y" in config:
-            out.append(Setter("thp.enabled", mode, f"kernel default (CONFIG_TRANSPARENT_"
+            out.append(Setter(enabled, mode, f"kernel default (CONFIG_TRANSPARENT_"
                               f"HUGEPAGE_{mode.upper()})", -1))
     shmem = "never"
     for mode in ("always", "within_size", "advise", "never", "deny", "force"):
         if f"CONFIG_TRANSPARENT_HUGEPAGE_SHMEM_HUGE_{mode.upper()}=y" in config:
             shmem = mode
-    out.append(Setter("thp.shmem_enabled", shmem, "kernel default (mm/shmem.c)", -1))
+    out.append(Setter(shmem_key, shmem, "kernel default (mm/shmem.c)", -1))
     return out
 
 

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import errno
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
+
+from ..kit.knob_id import size_of_dir
 
 
 @dataclass(frozen=True)
@@ -190,7 +191,7 @@ def size_dirs(sr: SysRoot, base: str) -> list[tuple[int, str]]:
     """The hugepages-<N>kB directories under `base` (a pool's or a THP size's), by size."""
     out = []
     for name in sr.listdir(base):
-        mt = re.fullmatch(r"hugepages-(\d+)kB", name)
-        if mt:
-            out.append((int(mt.group(1)), f"{base}/{name}"))
+        kb = size_of_dir(name)
+        if kb is not None:
+            out.append((kb, f"{base}/{name}"))
     return sorted(out)

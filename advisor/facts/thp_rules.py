@@ -75,7 +75,6 @@ RANK = {"enabled": {"never": 0, "madvise": 1, "always": 2},
 # the modes under which a madvise()d range gets THP
 ADVISED = {"enabled": ("madvise", "always"),
            "shmem_enabled": ("advise", "within_size", "always", "force")}
-SIZE_KNOBS = ("enabled", "shmem_enabled")
 
 
 def effective(thp: THPFacts, knob: str) -> dict[int, str]:

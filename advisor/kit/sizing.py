@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass
 
 from .errors import InputError
+from .knob_id import size_dir
 
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20,
           "mb": 1 << 20, "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30,
@@ -69,7 +70,7 @@ def cmdline_kb(text: str) -> int | None:
 
 def pool_label(size_kb: int) -> str:
     """The short name users know a pool by: "hugepages-2048kB/nr_hugepages"."""
-    return f"hugepages-{size_kb}kB/nr_hugepages"
+    return f"{size_dir(size_kb)}/nr_hugepages"
 
 
 def pages_for(nbytes: int, page_bytes: int) -> int:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..facts.boot import Boot, Setter
+from ..kit.knob_id import KnobId
 
 
 SYSCTL_NAME = "60-hpadvise.conf"
@@ -51,8 +52,9 @@ def persistence(b: Boot, plan: dict[str, str], default_kb: int | None) -> Persis
     active one. A competitor that applies later and cannot be outranked (procps reads
     /etc/sysctl.conf last; a unit or rc.local whose order is not fixed) blocks that knob."""
     p = Persistence()
-    default = f"pool.{default_kb or 2048}"
+    default = KnobId.pool(default_kb or 2048).key
     for knob, value in plan.items():
+        thp = not KnobId.parse(knob).is_pool
         rivals = [s for s in b.setters if s.knob == knob and s.value != value
                   and not own(s)]
         if knob == default:
@@ -70,11 +72,12 @@ def persistence(b: Boot, plan: dict[str, str], default_kb: int | None) -> Persis
                         if s.source.split(":")[0].rsplit("/", 1)[-1] >= SYSCTL_LATE:
                             p.blocked.append((knob, s, f"it sorts after {SYSCTL_LATE}"))
             p.sysctl[knob] = value
-        elif b.tuned_profile is None or not knob.startswith("thp."):
+        elif b.tuned_profile is None or not thp:
             # a unit where systemd runs, else a kernel parameter where GRUB is configured
             # (THP enabled and shmem_enabled have one, defrag and other pool sizes do not
             # here: hugepagesz= pools are whole-boot reservations apply does not write)
-            if b.systemd or (b.grub and knob in ("thp.enabled", "thp.shmem_enabled")):
+            if b.systemd or (b.grub and KnobId.parse(knob) in (KnobId.thp("enabled"),
+                                                                KnobId.thp("shmem_enabled"))):
                 p.other[knob] = value
         later = [s for s in rivals if s.stage >= 2]
         for s in later:
@@ -88,7 +91,7 @@ def persistence(b: Boot, plan: dict[str, str], default_kb: int | None) -> Persis
             else:
                 p.blocked.append((knob, s, "it runs later at boot, in an order hpadvise "
                                   "cannot outrank"))
-        if knob.startswith("thp.") and b.tuned_profile is not None:
+        if thp and b.tuned_profile is not None:
             p.tuned[knob] = value  # TuneD applies THP at every start: say it in its profile
     return p
 

@@ -10,49 +10,48 @@ from typing import TYPE_CHECKING
 from .boot_persist import after_apply, persistence
 from ..kit.findings import CORE
 from ..facts.host import HostFacts
+from ..kit.knob_id import THP_FILES, KnobId
 from ..kit.sizing import counted, fmt_page
 
 if TYPE_CHECKING:
     from ..api.model import Report
 
-THP_KNOBS = ("enabled", "defrag", "shmem_enabled")
-
-
 def plan_knobs(r: Report) -> dict[str, str]:
     """The value the plan wants for each boot-time knob ("pool.<kB>", "thp.<knob>"), as apply
     persists it. Pools planned per NUMA node are left out (they persist per node)."""
-    out = {f"pool.{pp.size_kb}": str(pp.target_pages) for pp in r.pools if not pp.per_node}
+    out = {KnobId.pool(pp.size_kb).key: str(pp.target_pages) for pp in r.pools
+           if not pp.per_node}
     thp = {c.knob: c.recommended for c in r.changes if c.kind == "thp"}
     p = r.profile
     for knob, want in (("enabled", p.thp_enabled), ("defrag", p.thp_defrag),
                        ("shmem_enabled", p.thp_shmem_enabled)):
         value = thp.get(knob) or getattr(r.host.thp, knob).value
         if want != "keep" and value:
-            out[f"thp.{knob}"] = str(value)
+            out[KnobId.thp(knob).key] = str(value)
     # per-size knobs (hugepages-<kB>/enabled...): the ones the plan changes (thp_policy.py),
     # and the ones it changed before that something else would set otherwise at boot
-    sizes = {c.knob: c.recommended for c in r.changes if c.kind == "thp" and "/" in c.knob}
+    sizes = {KnobId.of_thp_path(c.knob): c.recommended for c in r.changes
+             if c.kind == "thp" and "/" in c.knob}
     b = r.host.boot
     for kb, d in r.host.thp.mthp.items() if b is not None else ():
         for k, v in d.items():
-            s = b.at_boot(f"thp.hugepages-{kb}kB/{k}")
+            s = b.at_boot(KnobId.thp(k, kb).key)
             if v is not None and s is not None and s.value != v:
-                sizes.setdefault(f"hugepages-{kb}kB/{k}", v)
-    out.update({f"thp.{k}": str(v) for k, v in sizes.items()})
+                sizes.setdefault(KnobId.thp(k, kb), v)
+    out.update({k.key: str(v) for k, v in sizes.items() if k is not None})
     return out
 
 
 def knob_now(host: HostFacts, knob: str) -> str | None:
     """A boot-time knob's value now (a pool: its persistent pages, without surplus)."""
-    if knob.startswith("pool."):
-        pool = next((p for p in host.pools if f"pool.{p.size_kb}" == knob), None)
+    k = KnobId.parse(knob)
+    if k.is_pool:
+        pool = next((p for p in host.pools if p.size_kb == k.page_kb), None)
         return None if pool is None or pool.persistent_pages is None else \
             str(pool.persistent_pages)
-    name = knob.split(".", 1)[1]
-    if "/" in name:  # a per-size knob, hugepages-<kB>kB/<file>
-        kb, _, k = name.partition("/")
-        return host.thp.mthp.get(int(kb[10:-2]), {}).get(k)
-    return getattr(host.thp, name).value
+    if k.per_size:
+        return host.thp.mthp.get(k.page_kb, {}).get(k.file)
+    return getattr(host.thp, k.file).value
 
 
 def findings(r: Report) -> None:
@@ -93,7 +92,7 @@ def findings(r: Report) -> None:
                   f"{value}"))
         r.blocked.append(f"{what.source} overrides {knob_name(knob)} at boot; remove it first")
     for pool in host.pools:  # as things stand: can the instances on huge pages start again?
-        knob = f"pool.{pool.size_kb}"
+        knob = KnobId.pool(pool.size_kb).key
         s = b.at_boot(knob)
         at_boot = int(s.value) if s is not None and s.value.isdigit() else 0
         users = [i for i in r.instances if i.running and i.backing == "hugetlb" and i.demand
@@ -115,7 +114,7 @@ def findings(r: Report) -> None:
                 "A value set by hand now is not what boot sets.", f"now {now}; at next boot "
                 f"{at_boot} from {s.source if s else 'nothing (the kernel starts with none)'}",
                 title=f"{knob_name(knob)} is {now} now and {at_boot} after a reboot"))
-    for knob in (f"thp.{k}" for k in THP_KNOBS):
+    for knob in (KnobId.thp(k).key for k in THP_FILES):
         s, now = b.at_boot(knob), knob_now(host, knob)
         if s is not None and now is not None and s.value != now and knob not in plan:
             r.findings.append(CORE["boot.differs"](
@@ -127,7 +126,7 @@ def findings(r: Report) -> None:
 def _at_boot(b, knob: str) -> str | None:
     """The value the next boot sets for a knob as things stand (a pool nothing sets: 0)."""
     s = b.at_boot(knob)
-    return s.value if s else ("0" if knob.startswith("pool.") else None)
+    return s.value if s else ("0" if KnobId.parse(knob).is_pool else None)
 
 
 def view(r: Report) -> list[dict]:
@@ -136,13 +135,14 @@ def view(r: Report) -> list[dict]:
     if b is None:
         return []
     plan = plan_knobs(r)
-    knobs = [f"pool.{p.size_kb}" for p in r.host.pools] + [f"thp.{k}" for k in THP_KNOBS]
-    knobs += [k for k in plan if "/" in k]  # per-size THP knobs the plan sets
+    knobs = [KnobId.pool(p.size_kb).key for p in r.host.pools] + \
+        [KnobId.thp(k).key for k in THP_FILES]
+    knobs += [k for k in plan if KnobId.parse(k).per_size]  # per-size THP knobs the plan sets
     out = []
     for knob in knobs:
         s = b.at_boot(knob)
         at = _at_boot(b, knob)
-        src = s.source if s else ("nothing sets it" if knob.startswith("pool.") else
+        src = s.source if s else ("nothing sets it" if KnobId.parse(knob).is_pool else
                                   "the kernel's built-in default (unknown here)")
         out.append({"knob": knob, "name": knob_name(knob), "now": knob_now(r.host, knob),
                     "at_boot": at, "source": src, "plan": plan.get(knob)})
@@ -150,6 +150,5 @@ def view(r: Report) -> list[dict]:
 
 
 def knob_name(knob: str) -> str:
-    if knob.startswith("pool."):
-        return f"{fmt_page(int(knob.split('.')[1]))} pool"
-    return f"THP {knob.split('.', 1)[1]}"
+    k = KnobId.parse(knob)
+    return f"{fmt_page(k.page_kb)} pool" if k.is_pool else f"THP {k.thp_path}"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..nextboot.boot_plan import THP_KNOBS
+from ..kit.knob_id import THP_FILES
 from ..facts.cgroups import size_name, workload
 from ..facts.cgroups import verdict as cgroup_verdict
 from ..kit.findings import CORE
@@ -66,7 +66,7 @@ def thp(r: Report, engines: dict[str, Engine] | None = None) -> None:
     if shmem is not None:
         needs.setdefault("shmem_enabled", []).append(shmem)
     planned: dict[str, str | None] = {}
-    for knob in THP_KNOBS:
+    for knob in THP_FILES:
         want, cur = getattr(p, f"thp_{knob}"), getattr(t, knob).value
         if cur is None:
             continue

@@ -7,11 +7,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..kit.findings import CORE
+from ..kit.knob_id import SIZE_FILES, KnobId
 from ..kit.paths import THP_DIR
 from ..api.model import Change
 from ..kit.sizing import fmt_bytes, fmt_page
 from ..facts.thp_exec import SYSTEMD
-from ..facts.thp_rules import ADVISED, RANK, SIZE_KNOBS, ThpUser
+from ..facts.thp_rules import ADVISED, RANK, ThpUser
 
 if TYPE_CHECKING:
     from ..api.model import Report
@@ -42,7 +43,7 @@ def plan_sizes(r: Report, planned: dict[str, str | None]) -> None:
     follows the plan); another size keeps its own knob, lowered to the planned mode, so a
     deliberate mTHP choice within the plan stays (transhuge.rst)."""
     t, p = r.host.thp, r.profile
-    for knob in SIZE_KNOBS:
+    for knob in SIZE_FILES:
         top = planned.get(knob)
         want_top = getattr(p, f"thp_{knob}")
         rank = RANK[knob]
@@ -59,7 +60,7 @@ def plan_sizes(r: Report, planned: dict[str, str | None]) -> None:
                 want = {"deny": "never", "force": "always"}.get(top, top)  # no such size modes
             else:
                 continue
-            name = f"hugepages-{kb}kB/{knob}"
+            name = KnobId.thp(knob, kb).thp_path
             mem = "anonymous" if knob == "enabled" else "shared"
             more = rank.get(cur, 0) > rank[top]
             gets = {"always": f"every {mem} mapping gets", "force": f"every {mem} mapping gets",

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from ..facts.procs import Mapping, parse_smaps
 from ..facts.thp_rules import thp_sizes
+from ..kit.knob_id import KnobId
 
 if TYPE_CHECKING:
     from ..facts.thp_rules import THPFacts
@@ -114,10 +115,9 @@ def planned_thp(thp: THPFacts, r: Report) -> THPFacts:
     for c in r.changes:
         if c.kind != "thp" or not c.knob:
             continue
-        if "/" in c.knob:  # hugepages-<kB>kB/<knob>
-            d, knob = c.knob.split("/", 1)
-            per_size.setdefault(int(d.removeprefix("hugepages-").removesuffix("kB")), {})[
-                knob] = c.recommended
+        k = KnobId.of_thp_path(c.knob)
+        if k is not None and k.per_size:  # hugepages-<kB>kB/<knob>
+            per_size.setdefault(k.page_kb, {})[k.file] = c.recommended
         elif c.knob in ("enabled", "shmem_enabled"):
             top[c.knob] = dataclasses.replace(getattr(thp, c.knob), value=c.recommended)
     mthp = {kb: {**d, **per_size.get(kb, {})} for kb, d in thp.mthp.items()}

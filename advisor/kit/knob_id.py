@@ -1,0 +1,94 @@
+"""Which boot-time kernel knob: a static pool of one page size, a top-level THP file, or a
+per-size THP file. One type, one spelling and one parser for each:
+
+- the key, as journals, check's JSON (plan.boot[].knob) and the boot view carry it:
+  "pool.2048", "thp.defrag", "thp.hugepages-64kB/enabled";
+- the kernel's directory of a page size, "hugepages-<kB>kB", under /sys/kernel/mm/hugepages
+  (the pools, Documentation/admin-guide/mm/hugetlbpage.rst) and under
+  /sys/kernel/mm/transparent_hugepage (the per-size THP knobs,
+  Documentation/admin-guide/mm/transhuge.rst, "hugepages-<size>kB/enabled").
+
+Nothing else builds or takes these strings apart."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# the top-level THP files a plan sets (transhuge.rst, "Global THP controls")
+THP_FILES = ("enabled", "defrag", "shmem_enabled")
+# the per-size files (transhuge.rst: hugepages-<size>kB/enabled, .../shmem_enabled)
+SIZE_FILES = ("enabled", "shmem_enabled")
+
+_SIZE_DIR = re.compile(r"hugepages-(\d+)kB")
+_KEY = re.compile(r"pool\.(\d+)|thp\.(?:hugepages-(\d+)kB/)?(\w+)")
+
+
+def size_dir(kb: int) -> str:
+    """The kernel's directory name for a page size: hugepages-2048kB."""
+    return f"hugepages-{int(kb)}kB"
+
+
+def size_of_dir(name: str) -> int | None:
+    """The page size (kB) a hugepages-<kB>kB directory name stands for; None for another."""
+    mt = _SIZE_DIR.fullmatch(name)
+    return int(mt.group(1)) if mt else None
+
+
+@dataclass(frozen=True)
+class KnobId:
+    """kind "pool" (page_kb: the pool's page size) or "thp" (file: the THP file; page_kb:
+    the size of a per-size knob, None for the top-level one)."""
+    kind: str
+    page_kb: int | None = None
+    file: str | None = None
+
+    @classmethod
+    def pool(cls, kb: int) -> KnobId:
+        return cls("pool", int(kb))
+
+    @classmethod
+    def thp(cls, file: str, kb: int | None = None) -> KnobId:
+        return cls("thp", None if kb is None else int(kb), file)
+
+    @classmethod
+    def parse(cls, key: str) -> KnobId:
+        mt = _KEY.fullmatch(key)
+        if not mt:
+            raise ValueError(f"not a knob's key: {key!r}")
+        if mt.group(1):
+            return cls.pool(int(mt.group(1)))
+        return cls.thp(mt.group(3), int(mt.group(2)) if mt.group(2) else None)
+
+    @classmethod
+    def of_thp_path(cls, rest: str) -> KnobId | None:
+        """The knob a path under transparent_hugepage/ sets ("defrag",
+        "hugepages-64kB/enabled"); None for a file no plan sets."""
+        size, _, file = rest.rpartition("/")
+        if not size:
+            return cls.thp(rest) if rest in THP_FILES else None
+        kb = size_of_dir(size)
+        return cls.thp(file, kb) if kb is not None and file in SIZE_FILES else None
+
+    @property
+    def is_pool(self) -> bool:
+        return self.kind == "pool"
+
+    @property
+    def per_size(self) -> bool:
+        """A per-size THP knob (hugepages-<kB>kB/<file>)."""
+        return self.kind == "thp" and self.page_kb is not None
+
+    @property
+    def thp_path(self) -> str:
+        """Its path under transparent_hugepage/."""
+        if self.kind != "thp":
+            raise ValueError(f"{self.key} is not a THP knob")
+        return f"{size_dir(self.page_kb)}/{self.file}" if self.per_size else str(self.file)
+
+    @property
+    def key(self) -> str:
+        return f"pool.{self.page_kb}" if self.is_pool else f"thp.{self.thp_path}"
+
+    def __str__(self) -> str:
+        return self.key

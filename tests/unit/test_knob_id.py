@@ -1,0 +1,70 @@
+"""A boot-time knob's identity: one type, one spelling, one parser (kit/knob_id.py); no
+other module builds or takes apart a knob's key."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from hpadvise.kit.knob_id import KnobId, size_dir, size_of_dir
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("key,kind,kb,file,path", [
+    ("pool.2048", "pool", 2048, None, None),
+    ("pool.1048576", "pool", 1048576, None, None),
+    ("thp.enabled", "thp", None, "enabled", "enabled"),
+    ("thp.defrag", "thp", None, "defrag", "defrag"),
+    ("thp.shmem_enabled", "thp", None, "shmem_enabled", "shmem_enabled"),
+    ("thp.hugepages-64kB/enabled", "thp", 64, "enabled", "hugepages-64kB/enabled"),
+    ("thp.hugepages-2048kB/shmem_enabled", "thp", 2048, "shmem_enabled",
+     "hugepages-2048kB/shmem_enabled"),
+])
+def test_every_key_parses_and_spells_itself_again(key, kind, kb, file, path):
+    k = KnobId.parse(key)
+    assert (k.kind, k.page_kb, k.file) == (kind, kb, file)
+    assert k.key == str(k) == key
+    if path is None:
+        assert k.is_pool and not k.per_size
+        with pytest.raises(ValueError):
+            k.thp_path
+    else:
+        assert k.thp_path == path and KnobId.of_thp_path(path) == k
+        assert k.per_size == (kb is not None)
+
+
+@pytest.mark.parametrize("bad", ["pool.", "pool.2M", "thp.", "thp.hugepages-64/enabled",
+                                 "nr_hugepages", "thp.hugepages-64kB/", "thp.a/b/c", ""])
+def test_what_is_no_key_is_refused(bad):
+    with pytest.raises(ValueError, match="not a knob's key"):
+        KnobId.parse(bad)
+
+
+def test_paths_under_transparent_hugepage_that_no_plan_sets_are_no_knob():
+    for rest in ("khugepaged/defrag", "hugepages-64kB/defrag", "use_zero_page",
+                 "hugepages-64kB", "hugepages-xkB/enabled"):
+        assert KnobId.of_thp_path(rest) is None, rest
+
+
+def test_the_size_directory_both_ways():
+    assert size_dir(2048) == "hugepages-2048kB" and size_of_dir("hugepages-2048kB") == 2048
+    assert size_of_dir("hugepages-2048kB.old") is None and size_of_dir("nr_hugepages") is None
+
+
+def test_no_other_module_spells_or_slices_a_key():
+    """Keys are built and read through KnobId only: no "pool."/"thp." literal prefix is
+    formatted, tested or cut off anywhere else in the product (finding codes share the
+    prefixes: CORE["thp.enabled"] and a code's startswith are codes, not knobs)."""
+    spelled = re.compile(r"""f?["'](pool|thp)\.(\{|["'])|startswith\(["'](pool|thp)\.""")
+    offenders = []
+    for top in ("advisor", "plugins", "benchmarks"):
+        for f in (REPO / top).rglob("*.py"):
+            if f.name == "knob_id.py":
+                continue
+            for n, line in enumerate(f.read_text().splitlines(), 1):
+                if spelled.search(line) and "CORE[" not in line and ".code." not in line:
+                    offenders.append(f"{f.relative_to(REPO)}:{n}: {line.strip()}")
+    assert offenders == []

@@ -16,7 +16,7 @@ import shutil
 import subprocess
 import tempfile
 
-from hpadvise.api.face import Demand, HostFacts, InputError, Instance
+from hpadvise.api.face import Demand, HostFacts, InputError, Instance, Unknown
 
 from .binaries import major_of
 from .conf import DEFAULTS, ConfError, parse_memory
@@ -114,8 +114,11 @@ def what_if(args: list[str], host: HostFacts, version: str | None,
                              f"such page size (it has {', '.join(f'{k} kB' for k in host.page_sizes_kb)})")
     sizes = sorted(set(host.page_sizes_kb) | {page_kb})
     label = " ".join(f"{k}={v}" for k, v in settings.items()) or "defaults"
+    release = str(major) if major else Unknown(
+        "the release of the planned PostgreSQL", f"{bindir}/postgres --version did not answer "
+        "with one", "--pg-bindir DIR names the server binaries to ask")
     inst = Instance("postgres", "postgres:planned", f"planned PostgreSQL {major or ''} "
-                    f"({label})".replace("  ", " "), False, version=str(major or ""),
+                    f"({label})".replace("  ", " "), False, version=release,
                     settings=dict(settings))
     if major and major < 15:
         inst.demand = _estimate(inst, settings, host, page_kb, sizes, major)

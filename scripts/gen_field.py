@@ -72,6 +72,14 @@ def page() -> str:
     out += [f"| {ENGINE[r['engine']]} | {r['how']} | `{r['test']}` |"
             for r in t.get("live", [])]
     out.append("")
+    if t.get("unproven"):
+        out += ["## Not proven here", "",
+                "Releases the table names that no server reachable by this project's test "
+                "machines can prove. What hpadvise does for them is reasoned from its neighbours, "
+                "not captured:", "", "| engine | what | why | hpadvise |", "|---|---|---|---|"]
+        out += [f"| {ENGINE[r['engine']]} | {r['what']} | {r['why']} | {r['does']} |"
+                for r in t["unproven"]]
+        out.append("")
     return "\n".join(out)
 
 

@@ -65,13 +65,15 @@ IMAGE_SECRET = "hplab-image-root-pw"
 
 class _RootMy(RootServer):
     """A root's MySQL/MariaDB with --defaults-file first, as the server requires it; or, as
-    the official image runs it, with no argument at all and its options in /etc/my.cnf."""
+    the official images run them, with no argument at all and its options in the root's
+    /etc/my.cnf (MySQL) or /etc/mysql/my.cnf (MariaDB)."""
     cnf: str | None = None
     image = False
 
     def server_argv(self) -> list[str]:
-        if self.image:
-            return [f"MYSQL_ROOT_PASSWORD={IMAGE_SECRET}", "MYSQL_DATABASE=app",
+        if self.image:  # each image names its environment after its server
+            env = "MYSQL" if self.engine == "mysql" else "MARIADB"
+            return [f"{env}_ROOT_PASSWORD={IMAGE_SECRET}", f"{env}_DATABASE=app",
                     "mysqld" if self.engine == "mysql" else "mariadbd"]
         argv = super().server_argv()
         return [argv[0], f"--defaults-file={self.cnf}", *argv[1:]] if self.cnf else argv
@@ -87,7 +89,7 @@ def root_my(cell: _cells.Cell, cleanup: list):
     s = shifted(_RootMy, cell)(root, engine, opts)
     cleanup.append(s.destroy)
     if cell.start == "entrypoint":
-        _image_files(s, cleanup)
+        (_image_files if engine == "mysql" else _maria_image_files)(s, cleanup)
     if cell.start == "defaults_file":
         s.cnf = f"{s.dir}/my.cnf"
         include = f"{s.dir}/conf.d" if cell.settings == "includedir" else None
@@ -118,6 +120,28 @@ def _image_files(s, cleanup: list) -> None:
         f"pid-file={s.run_dir}/mysqld.pid\nport={s.port}\nbind-address=127.0.0.1\n"
         f"mysqlx=OFF\nlog-error={s.log}\n\n[client]\nsocket={s.socket}\n\n"
         "!includedir /etc/mysql/conf.d/\n")
+    s.image = True
+
+
+def _maria_image_files(s, cleanup: list) -> None:
+    """The official MariaDB image's layout on the root's own packaging: /etc/mysql/my.cnf (a
+    link through /etc/alternatives, absolute, as Debian's packages make it) reads conf.d/,
+    where the image's users put their settings, then mariadb.conf.d/, where the image adds its
+    own (05-skipcache.cnf: no name resolution) and this lab its paths (read last). Both files
+    are new and removed afterwards; the root's own files are left as they are."""
+    mine = [s.host("/etc/mysql/conf.d/hplab.cnf"),
+            s.host("/etc/mysql/mariadb.conf.d/99-hplab-paths.cnf")]
+    if not s.host("/etc/mysql/mariadb.cnf").is_file() or not all(f.parent.is_dir()
+                                                                 for f in mine):
+        raise RuntimeError(f"{s.root} has no MariaDB packaging's /etc/mysql")
+    if any(f.exists() for f in mine):
+        raise RuntimeError(f"{mine[0]} or {mine[1]} exists already: another capture left it")
+    cleanup.append(lambda: [f.unlink(missing_ok=True) for f in mine])
+    mine[0].write_text(_cnf(MY, None))
+    mine[1].write_text(
+        "[mariadbd]\nhost-cache-size=0\nskip-name-resolve\n"
+        f"datadir={s.datadir}\nsocket={s.socket}\npid-file={s.run_dir}/mariadbd.pid\n"
+        f"port={s.port}\nbind-address=127.0.0.1\nlog-error={s.log}\n")
     s.image = True
 
 

@@ -132,8 +132,9 @@ def my_factory(request):
         pytest.skip("integration: needs root (servers run as the mysql user)")
     made: list = []
 
-    def make(settings=None):
-        m = ScratchMaria(settings)
+    def make(settings=None, kind=None):
+        """kind: a subclass of ScratchMaria that starts it another way (mysqld_safe)."""
+        m = (kind or ScratchMaria)(settings)
         made.append(m)
         return m
 

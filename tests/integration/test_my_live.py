@@ -113,10 +113,28 @@ def test_exact_pool_no_fallback_and_short_pool_caught(my_factory, knobs, bp, lb,
     m.stop()
 
 
-@pytest.mark.parametrize("includedir", [False, True])
-def test_apply_restart_verify_rollback(my_factory, knobs, tmp_path, includedir):
+def _safe():
+    """MariaDB started as mysqld_safe --defaults-file starts it: the wrapper script is the
+    server's parent and starts it again when it dies; a clean shutdown ends both."""
+    from hpadvise.plugins.mysql.validate.bench import ScratchMaria
+
+    class Safe(ScratchMaria):
+        @property
+        def argv(self) -> list[str]:
+            return ["mysqld_safe", f"--defaults-file={self.cnf}", f"--user={self.user}"]
+    return Safe
+
+
+def _parent_cmdline(pid: int) -> str:
+    ppid = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]
+    return Path(f"/proc/{ppid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+
+
+@pytest.mark.parametrize("includedir,wrapper", [(False, False), (True, False), (False, True)],
+                         ids=["cnf", "includedir", "mysqld_safe"])
+def test_apply_restart_verify_rollback(my_factory, knobs, tmp_path, includedir, wrapper):
     knobs.pool(2048, 0)
-    m = my_factory({"innodb-buffer-pool-size": "256M"})
+    m = my_factory({"innodb-buffer-pool-size": "256M"}, kind=_safe() if wrapper else None)
     dropin = None
     if includedir:  # a server with an include directory gets a drop-in file of its own
         confd = Path(m.tmp) / "conf.d"
@@ -126,6 +144,8 @@ def test_apply_restart_verify_rollback(my_factory, knobs, tmp_path, includedir):
             f.write(f"!includedir {confd}\n")
         dropin = confd / "99-hpadvise.cnf"
     m.start()
+    first = m.pid
+    assert not wrapper or "mysqld_safe" in _parent_cmdline(first)
     cnf_before = Path(m.cnf).read_bytes()
     env = {"HPADVISE_JOURNAL_DIR": str(tmp_path / "journal")}
     (tmp_path / "root").mkdir()
@@ -140,7 +160,9 @@ def test_apply_restart_verify_rollback(my_factory, knobs, tmp_path, includedir):
         assert "large_pages = ON" in Path(m.cnf).read_text()
     report, _ = check_json("--db", "mysql")
     i = _instance(report, m.datadir)
-    assert i["backing"] == "hugetlb" and i["pid"] != m.proc.pid
+    assert i["backing"] == "hugetlb" and i["pid"] not in (m.proc.pid, first)
+    # restarted the way it was started: under a wrapper of its own again
+    assert not wrapper or "mysqld_safe" in _parent_cmdline(i["pid"])
     assert any(f["code"] == "my.large_pages.active" for f in report["findings"]
                if f["instance"] == i["id"])
     # a second apply finds nothing to do
@@ -155,6 +177,7 @@ def test_apply_restart_verify_rollback(my_factory, knobs, tmp_path, includedir):
     report, _ = check_json("--db", "mysql")
     i = _instance(report, m.datadir)
     assert i["backing"] == "4k"
+    assert not wrapper or "mysqld_safe" in _parent_cmdline(i["pid"])
     assert int(Path("/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages").read_text()) == 0
     hist = run_cli("history", env=env)
     assert "rolled back" in hist.stdout

@@ -90,47 +90,6 @@ def test_a_budget_too_short_for_thp_phases_keeps_the_plans_comparison(knobs, tmp
     assert host_state() == before and scratch_dirs() == dirs
 
 
-def test_the_scratch_servers_run_as_the_report_says(knobs, tmp_path):
-    """While the runs measure, every scratch server really runs with what the report says it
-    differs by from PostgreSQL's defaults (no checkpoint within an epoch, commits that do not
-    wait for the shared disk, no full-page writes), the clients default to the host's CPUs
-    (at least 16), and the report names both."""
-    from hpadvise.benchmarks import runner, wording
-    from hpadvise.benchmarks.budget import default_clients
-    if len(os.sched_getaffinity(0)) < 2:
-        pytest.skip("the simultaneous design needs 2 CPUs; this host gives us "
-                    f"{len(os.sched_getaffinity(0))}")
-    before, dirs = host_state(), scratch_dirs()
-    seen: dict[str, str] = {}
-    shows = ("synchronous_commit", "full_page_writes", "checkpoint_timeout", "max_wal_size",
-             "wal_level")
-
-    def on_update(state):
-        if state.phase == "measuring" and not seen:
-            for t, _ in v.made:
-                for name in shows:
-                    seen[f"{t.c.port}:{name}"] = t.c.psql(f"SHOW {name}")
-    v = runner.Validation(runner.Options(
-        variants=["current", "recommended"], duration_s=30, db="postgres", run_s=2, warm_s=1,
-        buffers="128MB", design="simultaneous"), on_update=on_update)
-    v.run()
-    assert not v.failed, v.failed
-    res = v.result()
-    assert len(seen) == 2 * len(shows), seen  # both servers, asked while they ran
-    for key, value in seen.items():
-        name = key.split(":")[1]
-        assert value == {"synchronous_commit": "off", "full_page_writes": "off",
-                         "checkpoint_timeout": "1h", "max_wal_size": "4GB",
-                         "wal_level": "replica"}[name], (key, value)
-    m = res["meta"]
-    n, why = default_clients()
-    assert m["clients"] == n >= 16 and m["default_notes"] == [why]
-    line = wording.server_line(m)
-    assert "synchronous_commit = off" in line and "full_page_writes = off" in line
-    assert wording.defaults_line(m) == f"chosen for this host: {why}"
-    assert host_state() == before and scratch_dirs() == dirs
-
-
 @pytest.mark.parametrize("free_gib,scale,refused", [
     (40, 409, False),   # 8 GB of buffers, two servers: the default scale fits
     (16, 0, False),     # it does not: the data shrinks to what the disk holds, said why
@@ -166,31 +125,53 @@ def test_the_default_scale_follows_the_disk(monkeypatch, free_gib, scale, refuse
             f"{free_gib} GiB is free in {options.tempfile.gettempdir()} (TMPDIR)"]
 
 
-def test_a_server_that_fails_to_stop_costs_no_knob(knobs):
-    """A scratch server whose stop fails (here the target's stop raises from the first
-    measured run on): validate's restore records it and still puts every pool and THP knob
-    back and removes the scratch servers; before, the failing stop skipped the rest."""
-    from hpadvise.benchmarks import runner
+def test_the_scratch_servers_run_as_said_and_one_that_fails_to_stop_costs_no_knob(knobs):
+    """One run, two promises. While the runs measure, every scratch server really runs with
+    what the report says it differs by from PostgreSQL's defaults (no checkpoint within an
+    epoch, commits that do not wait for the shared disk, no full-page writes), the clients
+    default to the host's CPUs (at least 16), and the report names both. Then each scratch
+    server's stop fails (the target's stop raises from the first measured run on): validate's
+    restore records it and still puts every pool and THP knob back and removes the scratch
+    servers; before, the failing stop skipped the rest."""
+    from hpadvise.benchmarks import runner, wording
+    from hpadvise.benchmarks.budget import default_clients
+    from hpadvise.benchmarks.switching import ValidateError
     if len(os.sched_getaffinity(0)) < 2:
         pytest.skip("the simultaneous design needs 2 CPUs; this host gives us "
                     f"{len(os.sched_getaffinity(0))}")
     before, dirs = host_state(), scratch_dirs()
+    seen: dict[str, str] = {}
+    shows = ("synchronous_commit", "full_page_writes", "checkpoint_timeout", "max_wal_size",
+             "wal_level")
 
     def fails():
         raise RuntimeError("pg_ctl: could not send stop signal")
 
     def on_update(state):
-        if state.phase == "measuring":
+        if state.phase == "measuring" and not seen:
             for t, _ in v.made:
+                for name in shows:
+                    seen[f"{t.c.port}:{name}"] = t.c.psql(f"SHOW {name}")
                 t.stop = fails
     v = runner.Validation(runner.Options(
         variants=["current", "recommended"], duration_s=30, db="postgres", run_s=2, warm_s=1,
-        buffers="128MB", design="simultaneous", clients=2), on_update=on_update)
-    from hpadvise.benchmarks.switching import ValidateError
+        buffers="128MB", design="simultaneous"), on_update=on_update)
     try:
         v.run()
     except ValidateError as exc:  # the next epoch's stop, if the budget held one: one line
         assert "could not send stop signal" in str(exc)
-    errors = v.meta["restore_errors"]
+    assert len(seen) == 2 * len(shows), seen  # both servers, asked while they ran
+    for key, value in seen.items():
+        name = key.split(":")[1]
+        assert value == {"synchronous_commit": "off", "full_page_writes": "off",
+                         "checkpoint_timeout": "1h", "max_wal_size": "4GB",
+                         "wal_level": "replica"}[name], (key, value)
+    m = v.meta
+    n, why = default_clients()
+    assert m["clients"] == n >= 16 and m["default_notes"] == [why]
+    line = wording.server_line(m)
+    assert "synchronous_commit = off" in line and "full_page_writes = off" in line
+    assert wording.defaults_line(m) == f"chosen for this host: {why}"
+    errors = m["restore_errors"]
     assert errors and all(e.startswith("stopping a scratch server: pg_ctl") for e in errors)
     assert host_state() == before and scratch_dirs() == dirs

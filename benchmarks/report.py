@@ -9,7 +9,7 @@ import math
 from .wording import (advice, answer, block_ratios, buffers_source, buffers_word, clients_words,
                       defaults_line, design_line, design_of, dtlb_line, effect_words, knob_lines,
                       origin_lines, phase_lines, runs_words, scale_words, server_line,
-                      steal_line, units)
+                      measured_line, steal_line, units)
 
 COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd"]
 
@@ -52,10 +52,11 @@ def render_terminal(result: dict, console) -> None:
     console.print(f"[dim]{m.get('workload')} workload, {scale_words(m)}, {clients_words(m)}, "
                   f"{runs_words(m, 'runs')}, {buffers_word(m)} {m.get('shared_buffers')}"
                   f"{buffers_source(m)}; stopped: "
-                  f"{'interrupted' if m.get('interrupted') else m.get('stopped', '?')}[/dim]")
+                  f"{'interrupted' if m.get('interrupted') else m.get('stopped', 'not recorded')}[/dim]")
     for line in (*origin_lines(m), server_line(m), defaults_line(m), design_line(m),
                  *phase_lines(result),
-                 steal_line(result), dtlb_line(result), *knob_lines(result)):
+                 measured_line(m), steal_line(result), dtlb_line(result),
+                 *knob_lines(result)):
         if line:
             console.print(f"[dim]{line}[/dim]")
 
@@ -216,8 +217,8 @@ td,th{{border:1px solid #ccc;padding:4px 8px}}</style></head><body>
 {clients_words(m)}, {runs_words(m)}, {buffers_word(m)}
 {html.escape(str(m.get('shared_buffers')) + buffers_source(m))}, {_server(m)}.
 {html.escape(defaults_line(m))}
-Stopped: {'interrupted' if m.get('interrupted') else html.escape(str(m.get('stopped', '?')))}.
-{steal_line(result)} {html.escape(dtlb_line(result))}</p>
+Stopped: {'interrupted' if m.get('interrupted') else html.escape(str(m.get('stopped', 'not recorded')))}.
+{html.escape(measured_line(m))} {steal_line(result)} {html.escape(dtlb_line(result))}</p>
 {"".join(f"<p>{html.escape(a)}</p>" for a in origin_lines(m))}
 <p>{html.escape(design_line(m))}</p>
 {"".join(f"<p>{html.escape(a)}</p>" for a in phase_lines(result))}

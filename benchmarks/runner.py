@@ -362,7 +362,9 @@ class Validation(SideBySide):
             "meta": {**self.meta, "variant_knobs": knobs, "interrupted": self.interrupted,
                      "plan_inspections": self.sw.inspections,
                      "bench_commands": self.commands,
-                     "elapsed_s": round(self.state.elapsed, 1)},
+                     "elapsed_s": round(self.state.elapsed, 1),
+                     "measured_s": round(stats.measured_seconds(
+                         self.samples, self.o.warm_s, self.o.run_s), 1)},
             "samples": [asdict(s) for s in self.samples],
             "effects": [{"a": a, "b": b, **asdict(e), "half_width_pct": e.half_width_pct,
                          **self._how((a, b)), "by_phase": by_phase.get((a, b))}

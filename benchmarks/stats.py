@@ -96,6 +96,20 @@ def should_stop(effects: list[Effect], target_pct: float | None, min_blocks: int
         e.n >= min_blocks and e.half_width_pct <= target_pct for e in effects)
 
 
+def measured_seconds(samples: list, warm_s: float, run_s: float) -> float:
+    """Wall seconds during which some run measured: each run's measured part (its start plus
+    the warm-up, for run_s seconds) merged where runs overlap (side by side, two runs measure
+    at the same moment and count once)."""
+    spans = sorted((s.started + warm_s, s.started + warm_s + run_s) for s in samples
+                   if s.started is not None)
+    total, end = 0.0, float("-inf")
+    for lo, hi in spans:
+        if hi > end:
+            total += hi - max(lo, end)
+            end = hi
+    return total
+
+
 def percentile(sorted_values: list[float], p: float) -> float:
     """Nearest-rank percentile of an ascending list."""
     if not sorted_values:

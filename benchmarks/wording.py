@@ -233,6 +233,17 @@ def steal_line(result: dict) -> str:
             f"(median {sorted(vals)[len(vals) // 2]:.1f}%).")
 
 
+def measured_line(m: dict) -> str:
+    """How much of the run's time measured: the rest made, loaded, (re)started and
+    prewarmed the servers and switched the knobs between epochs."""
+    took, measured = m.get("elapsed_s"), m.get("measured_s")
+    if not took or measured is None:
+        return ""
+    return (f"Measured {measured:,.0f} s of the {took:,.0f} s this run took "
+            f"({100 * measured / took:.0f}%); the rest made, loaded, started and prewarmed the "
+            "servers and switched them between runs.")
+
+
 def origin_lines(m: dict) -> list[str]:
     """What was measured: the workload's origin and the data's, and for a replay how far it
     matched the log (its unmeasured first replay's errors; every run is refused above the

@@ -363,3 +363,24 @@ def test_sigterm_is_never_swallowed_by_a_best_effort_block():
 
     with pytest.raises(Interrupted):
         best_effort()
+
+
+def test_measured_seconds_count_runs_side_by_side_once():
+    """Runs measure from their start plus the warm-up for run_s seconds; two runs measuring
+    at the same moment (side by side) count once, gaps between runs not at all."""
+    def run(t):
+        return measure.Sample(0, "current", 1.0, 1.0, 1.0, 1.0, 1.0, None, None, None, None,
+                              "4k", {}, started=t)
+    pair = [run(100.0), run(100.4)]  # side by side: one starts 0.4 s after the other
+    later = [run(200.0)]
+    assert stats.measured_seconds(pair + later, 3, 30) == pytest.approx(30.4 + 30)
+    assert stats.measured_seconds([run(0.0), run(10.0)], 1, 20) == pytest.approx(30)
+    assert stats.measured_seconds([], 3, 30) == 0
+
+
+def test_the_report_says_what_share_of_the_run_measured():
+    from hpadvise.benchmarks.wording import measured_line
+    line = measured_line({"elapsed_s": 555.0, "measured_s": 480.0})
+    assert line.startswith("Measured 480 s of the 555 s this run took (86%)")
+    assert measured_line({"elapsed_s": 0, "measured_s": 0}) == ""
+    assert measured_line({"elapsed_s": 30.0}) == ""

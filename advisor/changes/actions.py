@@ -17,6 +17,7 @@ from typing import Any
 
 from .action_base import (Action, ActionError, NotStopped, PathAction, _read,  # noqa: F401
                           _write, missing_dirs)
+from ..kit.knob_id import read_choice
 from ..kit.sizing import fmt_page
 from ..kit.paths import sysfs_pool
 
@@ -31,10 +32,8 @@ class SysfsChoice(PathAction):
 
     def get(self) -> str:
         text = _read(self.path)
-        for w in text.split():
-            if w.startswith("["):
-                return w.strip("[]")
-        return text.strip()
+        chosen = read_choice(text).chosen
+        return chosen if chosen is not None else text.strip()
 
     def set(self, value: str) -> None:
         _write(self.path, value)
@@ -46,7 +45,8 @@ class SysfsChoice(PathAction):
             text = _read(self.path)
         except ActionError:
             return None  # unreadable here: restore says so itself
-        choices = [w.strip("[]") for w in text.split()] if "[" in text else None
+        c = read_choice(text)
+        choices = list(c.words) if c.bracketed else None
         if choices is None:  # not a choice file as the kernel shows one: any word
             return None if re.fullmatch(r"[\w+]+", value) else f"{value!r} is not a word"
         return None if value in choices else f"{value!r} is not one of {', '.join(choices)}"

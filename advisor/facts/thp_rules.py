@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ..kit.knob_id import read_choice
 from ..kit.paths import THP_DIR as THP
 from .sysroot import Note, SysRoot, size_dirs
 
@@ -40,11 +41,8 @@ class THPFacts:
 def parse_knob(text: str | None) -> Knob:
     if text is None:
         return Knob(None)
-    words = text.split()
-    chosen = next((w[1:-1] for w in words if w.startswith("[") and w.endswith("]")), None)
-    if chosen is None and len(words) == 1:
-        chosen = words[0]
-    return Knob(chosen, tuple(w.strip("[]") for w in words))
+    c = read_choice(text)
+    return Knob(c.chosen, c.words)
 
 
 def read_thp(sr: SysRoot) -> THPFacts:

@@ -3,6 +3,7 @@ per-size THP file. One type, one spelling and one parser for each:
 
 - the key, as journals, check's JSON (plan.boot[].knob) and the boot view carry it:
   "pool.2048", "thp.defrag", "thp.hugepages-64kB/enabled";
+- a sysfs choice file's value ("always [madvise] never");
 - the kernel's directory of a page size, "hugepages-<kB>kB", under /sys/kernel/mm/hugepages
   (the pools, Documentation/admin-guide/mm/hugetlbpage.rst) and under
   /sys/kernel/mm/transparent_hugepage (the per-size THP knobs,
@@ -22,6 +23,24 @@ SIZE_FILES = ("enabled", "shmem_enabled")
 
 _SIZE_DIR = re.compile(r"hugepages-(\d+)kB")
 _KEY = re.compile(r"pool\.(\d+)|thp\.(?:hugepages-(\d+)kB/)?(\w+)")
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A sysfs choice file as the kernel shows it, "always [madvise] never": the word in
+    brackets is the value (a file of one word is that word), `words` every choice."""
+    chosen: str | None
+    words: tuple[str, ...]
+    bracketed: bool  # the kernel's choice format; False: a plain value
+
+
+def read_choice(text: str) -> Choice:
+    """The one parser of the choice format (transhuge.rst shows it for every THP file)."""
+    words = text.split()
+    chosen = next((w[1:-1] for w in words if w.startswith("[") and w.endswith("]")), None)
+    if chosen is None and len(words) == 1:
+        chosen = words[0]
+    return Choice(chosen, tuple(w.strip("[]") for w in words), any("[" in w for w in words))
 
 
 def size_dir(kb: int) -> str:

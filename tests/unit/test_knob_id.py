@@ -68,3 +68,26 @@ def test_no_other_module_spells_or_slices_a_key():
                 if spelled.search(line) and "CORE[" not in line and ".code." not in line:
                     offenders.append(f"{f.relative_to(REPO)}:{n}: {line.strip()}")
     assert offenders == []
+
+
+@pytest.mark.parametrize("text,chosen,words,bracketed", [
+    ("always [madvise] never\n", "madvise", ("always", "madvise", "never"), True),
+    ("always defer defer+madvise [madvise] never", "madvise",
+     ("always", "defer", "defer+madvise", "madvise", "never"), True),
+    ("always within_size advise [never] deny force", "never",
+     ("always", "within_size", "advise", "never", "deny", "force"), True),
+    ("1\n", "1", ("1",), False),
+    ("always never", None, ("always", "never"), False),
+    ("", None, (), False),
+])
+def test_the_choice_format_has_one_parser(text, chosen, words, bracketed):
+    from hpadvise.kit.knob_id import read_choice
+    c = read_choice(text)
+    assert (c.chosen, c.words, c.bracketed) == (chosen, words, bracketed)
+
+
+def test_no_other_module_parses_the_choice_format():
+    offenders = [f"{f.relative_to(REPO)}" for top in ("advisor", "plugins", "benchmarks")
+                 for f in (REPO / top).rglob("*.py") if f.name != "knob_id.py"
+                 and 'strip("[]") for w in' in f.read_text()]
+    assert offenders == []

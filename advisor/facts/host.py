@@ -21,7 +21,8 @@ from .cgroups import (HugetlbLimit, MemoryLimit, hidden_ancestors, hugetlb_accou
                       memory_limit)
 from .cgroups import limits as cgroup_limits
 from .platform import read_cpu_flags, read_isolation, read_memlock, read_virtualization
-from .sysroot import SysRoot, kb, size_dirs
+from .meminfo import MemInfo, read_meminfo  # noqa: F401 (the facts' one reader)
+from .sysroot import SysRoot, size_dirs
 from .thp_rules import THPFacts, ThpUser, read_thp, read_thp_users
 
 if TYPE_CHECKING:
@@ -53,23 +54,6 @@ SYSCTLS = {
     "kernel.shmmax": "/proc/sys/kernel/shmmax",
     "kernel.shmall": "/proc/sys/kernel/shmall",
 }
-
-
-@dataclass(frozen=True)
-class MemInfo:
-    total_kb: int | None
-    available_kb: int | None
-    commit_limit_kb: int | None
-    committed_as_kb: int | None
-    page_tables_kb: int | None
-    hugetlb_kb: int | None  # "Hugetlb:" covers every page size (kernel >= 4.16)
-    free_kb: int | None  # MemFree
-    anon_huge_kb: int | None
-    shmem_huge_kb: int | None
-    shmem_pmd_mapped_kb: int | None
-    swap_total_kb: int | None
-    default_hugepage_kb: int | None
-    cma_total_kb: int | None = None  # CmaTotal: absent where the kernel has no CMA at all
 
 
 @dataclass(frozen=True)
@@ -242,20 +226,6 @@ class HostFacts:
         return (free + self.unlisted_free_bytes) // (size_kb * 1024)
 
 
-def read_meminfo(sr: SysRoot, path: str = "/proc/meminfo") -> MemInfo:
-    m = sr.read_kv(path) or {}
-    return MemInfo(
-        total_kb=kb(m.get("MemTotal")), available_kb=kb(m.get("MemAvailable")),
-        commit_limit_kb=kb(m.get("CommitLimit")), committed_as_kb=kb(m.get("Committed_AS")),
-        page_tables_kb=kb(m.get("PageTables")), hugetlb_kb=kb(m.get("Hugetlb")),
-        free_kb=kb(m.get("MemFree")),
-        anon_huge_kb=kb(m.get("AnonHugePages")), shmem_huge_kb=kb(m.get("ShmemHugePages")),
-        shmem_pmd_mapped_kb=kb(m.get("ShmemPmdMapped")), swap_total_kb=kb(m.get("SwapTotal")),
-        cma_total_kb=kb(m.get("CmaTotal")),
-        default_hugepage_kb=kb(m.get("Hugepagesize")),
-    )
-
-
 def read_pools(sr: SysRoot, nodes: tuple[int, ...]) -> tuple[HugePool, ...]:
     pools = []
     for size_kb, d in size_dirs(sr, HUGEPAGES):
@@ -345,7 +315,7 @@ def collect(sr: SysRoot) -> HostFacts:
         pools=read_pools(sr, nodes),
         numa_nodes=nodes,
         thp=read_thp(sr),
-        thp_users=read_thp_users(sr),
+        thp_users=read_thp_users(sr, (mem.shmem_pmd_mapped_kb, mem.file_pmd_mapped_kb)),
         cmdline=cmdline.strip() if cmdline else None,
         cmdline_params=parse_cmdline(cmdline),
         sysctls={k: sr.read_int(p, quiet_missing=True) for k, p in SYSCTLS.items()},

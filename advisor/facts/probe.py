@@ -39,6 +39,8 @@ from typing import Callable
 from ..kit.errors import InputError
 from ..kit.paths import sysfs_pool
 from ..kit.sizing import fmt_bytes, fmt_page
+from .meminfo import read_meminfo
+from .sysroot import SysRoot
 
 MAP_HUGETLB = 0x40000
 MAP_HUGE_SHIFT = 26
@@ -216,7 +218,8 @@ def run(size: int, accesses: int = 20_000_000, runs: int = 3,
                          "hpadvise.pyz, the host's own (Debian/Ubuntu: apt-get install "
                          "python3-numpy; RHEL: dnf install python3-numpy)") from None
     g = geometry or Geometry(mmap.PAGESIZE // 1024, None, ())
-    avail = _mem_available()
+    avail_kb = read_meminfo(SysRoot("/")).available_kb
+    avail = avail_kb * 1024 if avail_kb is not None else None
     need = size + accesses * 16  # the mapping, the indexes and the output
     if size < 64 * MiB:
         raise InputError(f"--size {fmt_bytes(size)}: give at least 64 MiB (a working set far "
@@ -279,16 +282,6 @@ def run(size: int, accesses: int = 20_000_000, runs: int = 3,
             finally:
                 pools.restore(v.page_kb, old)
     return Result(size, accesses, variants, pmu_state(), seconds=time.monotonic() - t_start)
-
-
-def _mem_available() -> int | None:
-    try:
-        for line in open("/proc/meminfo"):
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        return None
-    return None
 
 
 # ---- perf stat, where a PMU exists ----------------------------------------------------------

@@ -111,12 +111,12 @@ class ThpUser:
 _FIELD = re.compile(r"^(ShmemPmdMapped|FilePmdMapped):\s+(\d+) kB", re.M)
 
 
-def read_thp_users(sr: SysRoot) -> tuple[ThpUser, ...]:
+def read_thp_users(sr: SysRoot, pmd_mapped_kb: tuple[int | None, ...]
+                   ) -> tuple[ThpUser, ...]:
     """Processes whose shared or file mappings sit on PMD-mapped THP now. Only looked for when
-    /proc/meminfo's ShmemPmdMapped or FilePmdMapped says someone does (smaps_rollup walks a
-    process's page tables; proc.rst)."""
-    meminfo = sr.read("/proc/meminfo", quiet_missing=True) or ""
-    if not any(int(n) for _, n in _FIELD.findall(meminfo)):
+    /proc/meminfo's ShmemPmdMapped or FilePmdMapped (`pmd_mapped_kb`, as host.read_meminfo
+    read them) says someone does (smaps_rollup walks a process's page tables; proc.rst)."""
+    if not any(pmd_mapped_kb):
         return ()
     out = []
     for name in sr.listdir("/proc"):
@@ -125,7 +125,8 @@ def read_thp_users(sr: SysRoot) -> tuple[ThpUser, ...]:
         text = sr.read(f"/proc/{name}/smaps_rollup", quiet_missing=True)
         f = {k: int(v) for k, v in _FIELD.findall(text or "")}
         if any(f.values()):
-            comm = (sr.read(f"/proc/{name}/comm", quiet_missing=True) or "?").strip()
+            comm = (sr.read(f"/proc/{name}/comm", quiet_missing=True)
+                    or "(its name unreadable)").strip()
             out.append(ThpUser(int(name), comm, f.get("ShmemPmdMapped", 0),
                                f.get("FilePmdMapped", 0)))
     return tuple(sorted(out, key=lambda u: u.pid))

@@ -102,8 +102,10 @@ def verdicts(r: Report) -> list[Verdict]:
 def to_json(r: Report) -> dict:
     """`size --json`: the planned instances, each pool's verdict, the findings, the settings."""
     from dataclasses import asdict
+
+    from .render import version_json
     return {"instances": [{"engine": i.engine, "id": i.id, "label": i.label,
-                           "version": i.version, "demand": asdict(i.demand)}
+                           "version": version_json(i), "demand": asdict(i.demand)}
                           for i in r.instances],
             "pools": [asdict(v) for v in verdicts(r)],
             "findings": [asdict(f) for f in r.findings],

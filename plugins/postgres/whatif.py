@@ -149,15 +149,16 @@ def what_if(args: list[str], host: HostFacts, version: str | None,
             if r.returncode != 0 or not r.stdout.strip().isdigit():
                 if kb != page_kb and "huge_page_size" in r.stderr:
                     continue  # a size this build cannot use: not offered to the plan
-                raise InputError(f"PostgreSQL {major or ''} refuses these settings: "
-                                 f"{_fatal(r.stderr)}".replace("  ", " "))
+                raise InputError(f"PostgreSQL {major or '(release not read)'} refuses these "
+                                 f"settings: {_fatal(r.stderr)}")
             counts[kb] = int(r.stdout.strip())
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     # a page size given on purpose is kept; otherwise the plan may choose one
     inst.demand = Demand(inst.id, None, page_kb, counts, True,
                          f"postgres -C shared_memory_size_in_huge_pages (PostgreSQL "
-                         f"{major or '?'}, a throwaway initdb with these settings)",
+                         f"{major or 'of a release not read'}, a throwaway initdb with these "
+                         "settings)",
                          selectable="huge_page_size" not in settings)
     return inst
 

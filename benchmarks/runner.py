@@ -33,7 +33,6 @@ places the servers, measure.py runs the clients, stats.py turns samples into eff
 
 from __future__ import annotations
 
-import re
 import shutil
 import signal
 import tempfile
@@ -41,7 +40,7 @@ import time
 from dataclasses import asdict
 from typing import Callable
 
-from hpadvise.act.face import GIB_KB, pmu_state, Pool, SysfsChoice
+from hpadvise.act.face import GIB_KB, pmu_state, Pool, read_choice, SysfsChoice
 from hpadvise.api.face import InputError, SysRoot
 
 from . import stats
@@ -155,13 +154,12 @@ class Validation(SideBySide):
             self._make_servers()
         if resets(self.bench):
             budget_note(self, len(self.side_by_side), self.phases)
-        defrag = (self.sr.read(f"{THP}/defrag", quiet_missing=True) or "")
-        defrag = (re.search(r"\[(\S+)\]", defrag) or re.search(r"(\S+)", defrag or "?"))
+        defrag = read_choice(self.sr.read(f"{THP}/defrag", quiet_missing=True) or "").chosen
         self.meta = {"skipped": self.skipped, "design": self.design,
                      "design_reason": self.design_reason,
                      "rounds": o.rounds if self.design != "restart" else None,
                      "swap_s": o.swap_s if self.design == "simultaneous" else None,
-                     "thp_defrag": defrag.group(1) if defrag else None,
+                     "thp_defrag": defrag,
                      "plan_thp": sw.plan_thp(), "profile": o.profile,
                      "shared_buffers": t.buffers, "buffers_setting": t.buffers_setting,
                      "buffers_source": self.buffers_source,

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from hpadvise.api.face import (Code, Codes, Engine, Finding, HostFacts, Instance, Proc, ProcTable,
                                Profile, Targets, backing_of, binary_version, fmt_bytes, fmt_page,
-                               machine_of, thp_sizes, Unknown)
+                               machine_of, thp_sizes, Unknown, size_dir)
 
 REDIS_DOCS = "redis.io, Diagnosing latency issues"
 MONGO8 = ("MongoDB 8.0 Manual, TCMalloc Performance Optimization for a Self-Managed Deployment: "
@@ -123,7 +123,7 @@ class RedisEngine(Engine):
                                                 inst.id, title=f"THP enabled={en} suits Redis")]
         per = en != "always"
         what = "enabled=always" if not per else "per-size " + ", ".join(
-            f"hugepages-{kb}kB/enabled=always" for kb in sizes) + f" under enabled={en}"
+            f"{size_dir(kb)}/enabled=always" for kb in sizes) + f" under enabled={en}"
         seen: Observed = inst.state or Observed(None)
         off = seen.thp_enabled == "0"
         return [REDIS_CODES["redis.thp.always"](

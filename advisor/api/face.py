@@ -21,6 +21,7 @@ from ..facts.sysroot import Note, SysRoot
 from ..facts.thp_rules import ADVISED, thp_sizes
 from ..kit.errors import InputError
 from ..kit.findings import HUGETLBPAGE, TRANSHUGE, Code, Codes
+from ..kit.knob_id import size_dir
 from ..kit.paths import THP_DIR
 from ..kit.secrets import redact_text
 from ..kit.sizing import counted, fmt_bytes, fmt_page, pages_for, parse_bytes
@@ -39,5 +40,5 @@ __all__ = [
     "counted", "error_line", "exe_of", "fmt_bytes", "fmt_page", "hugetlb_pages", "keep_of",
     "keeper", "known", "machine_of", "memfd_bytes", "pages_for", "parse_bytes", "proc_root", "proc_state",
     "reach", "read_meminfo", "read_pools", "redact_dsn", "redact_text", "restart_advice",
-    "size_name", "systemd_unit", "thp_sizes", "view_of_spec",
+    "size_dir", "size_name", "systemd_unit", "thp_sizes", "view_of_spec",
 ]

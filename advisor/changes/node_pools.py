@@ -21,6 +21,7 @@ from typing import Any
 
 from .actions import Action, Pool
 from ..facts.sysroot import SysRoot
+from ..kit.paths import pool_dir
 
 
 def _keeps(action: Pool, old: int) -> bool:
@@ -33,8 +34,7 @@ def _keeps(action: Pool, old: int) -> bool:
     nr = sr.read_int(f"{base}/nr_hugepages", quiet_missing=True) or 0
     if nr - (sr.read_int(f"{base}/free_hugepages", quiet_missing=True) or 0) > old:
         return True
-    resv = sr.read_int(f"/sys/kernel/mm/hugepages/hugepages-{action.size_kb}kB/resv_hugepages",
-                       quiet_missing=True)
+    resv = sr.read_int(f"{pool_dir(action.size_kb)}/resv_hugepages", quiet_missing=True)
     return (resv or 0) > 0 and nr > old
 
 

@@ -30,7 +30,7 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
-from ..kit.knob_id import KnobId
+from ..kit.knob_id import KnobId, pool_of_path
 from ..kit.paths import HUGEPAGES_DIR, NODES_DIR
 from ..kit.paths import THP_DIR as THP
 from ..kit.sizing import cmdline_kb
@@ -47,7 +47,7 @@ STAGES = ("kernel command line", "sysctl files", "units and init scripts", "rc.l
 @dataclass(frozen=True)
 class Setter:
     """One place that sets a knob at boot."""
-    knob: str  # a knob_id.KnobId's key: "pool.<kB>", "thp.enabled", "thp.hugepages-64kB/enabled"
+    knob: str  # a KnobId's key (kit/knob_id.py)
     value: str
     source: str  # file:line, or a description
     stage: int  # index into STAGES
@@ -212,19 +212,15 @@ def path_knob(path: str) -> str | None:
     if path.startswith(THP + "/"):
         k = KnobId.of_thp_path(path[len(THP) + 1:])
         return k.key if k else None
-    mt = re.fullmatch(re.escape(HUGEPAGES_DIR) + r"/hugepages-(\d+)kB/nr_hugepages", path)
-    return KnobId.pool(int(mt.group(1))).key if mt else None
-
-
-_NODE_POOL = re.compile(re.escape(NODES_DIR) + r"/node(\d+)/hugepages/hugepages-(\d+)kB/"
-                        r"nr_hugepages")
+    pool = pool_of_path(path, HUGEPAGES_DIR, NODES_DIR)
+    return KnobId.pool(pool[1]).key if pool and pool[0] is None else None
 
 
 def _script_setters(text: str, where: str, stage: int, default_kb: int | None,
                     ordered: bool) -> list[Setter]:
     out = []
-    nodes: dict[str, dict[str, str]] = {}  # size -> node -> value (NUMA: each node's pool)
-    first: dict[str, int] = {}  # size -> the line of its first node write
+    nodes: dict[int, dict[int, str]] = {}  # size -> node -> value (NUMA: each node's pool)
+    first: dict[int, int] = {}  # size -> the line of its first node write
     for n, line in enumerate(text.splitlines(), 1):
         s = line.strip()
         if s.startswith("#"):
@@ -233,15 +229,16 @@ def _script_setters(text: str, where: str, stage: int, default_kb: int | None,
             knob = path_knob(mt.group(2))
             if knob:
                 out.append(Setter(knob, mt.group(1), f"{where}:{n}", stage, ordered))
-            elif (nm := _NODE_POOL.fullmatch(mt.group(2))) and mt.group(1).isdigit():
-                nodes.setdefault(nm.group(2), {})[nm.group(1)] = mt.group(1)
-                first.setdefault(nm.group(2), n)
+            elif (pool := pool_of_path(mt.group(2), HUGEPAGES_DIR, NODES_DIR)) \
+                    and pool[0] is not None and mt.group(1).isdigit():
+                nodes.setdefault(pool[1], {})[pool[0]] = mt.group(1)
+                first.setdefault(pool[1], n)
         for mt in _SYSCTL_W.finditer(s):
             out.append(Setter(KnobId.pool(default_kb or 2048).key, mt.group(2), f"{where}:{n}",
                               stage, ordered))
     # a pool written node by node is, at the end of the boot, the sum of its nodes
     for kb, per in nodes.items():
-        out.append(Setter(KnobId.pool(int(kb)).key, str(sum(int(v) for v in per.values())),
+        out.append(Setter(KnobId.pool(kb).key, str(sum(int(v) for v in per.values())),
                           f"{where}:{first[kb]}", stage, ordered))
     return out
 

@@ -126,7 +126,7 @@ def read_thp_users(sr: SysRoot, pmd_mapped_kb: tuple[int | None, ...]
         f = {k: int(v) for k, v in _FIELD.findall(text or "")}
         if any(f.values()):
             comm = (sr.read(f"/proc/{name}/comm", quiet_missing=True)
-                    or "(its name unreadable)").strip()
+                    or "name unreadable").strip()
             out.append(ThpUser(int(name), comm, f.get("ShmemPmdMapped", 0),
                                f.get("FilePmdMapped", 0)))
     return tuple(sorted(out, key=lambda u: u.pid))

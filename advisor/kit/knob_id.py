@@ -21,8 +21,8 @@ THP_FILES = ("enabled", "defrag", "shmem_enabled")
 # the per-size files (transhuge.rst: hugepages-<size>kB/enabled, .../shmem_enabled)
 SIZE_FILES = ("enabled", "shmem_enabled")
 
-_SIZE_DIR = re.compile(r"hugepages-(\d+)kB")
-_KEY = re.compile(r"pool\.(\d+)|thp\.(?:hugepages-(\d+)kB/)?(\w+)")
+_SIZE_DIR = re.compile(r"hugepages-([1-9]\d*)kB")
+_KEY = re.compile(r"pool\.([1-9]\d*)|thp\.(?:hugepages-([1-9]\d*)kB/)?(\w+)")
 
 
 @dataclass(frozen=True)
@@ -46,6 +46,20 @@ def read_choice(text: str) -> Choice:
 def size_dir(kb: int) -> str:
     """The kernel's directory name for a page size: hugepages-2048kB."""
     return f"hugepages-{int(kb)}kB"
+
+
+def pool_of_path(path: str, hugepages_dir: str, nodes_dir: str) -> tuple[int | None, int] | None:
+    """(node, page kB) of a pool's nr_hugepages file: the global one under `hugepages_dir`
+    (node None) or a node's under `nodes_dir`/nodeN/hugepages; None for another path."""
+    head, _, last = path.rpartition("/")
+    base, _, size = head.rpartition("/")
+    kb = size_of_dir(size)
+    if last != "nr_hugepages" or kb is None:
+        return None
+    if base == hugepages_dir:
+        return None, kb
+    mt = re.fullmatch(re.escape(nodes_dir) + r"/node(\d+)/hugepages", base)
+    return (int(mt.group(1)), kb) if mt else None
 
 
 def size_of_dir(name: str) -> int | None:
@@ -77,7 +91,10 @@ class KnobId:
             raise ValueError(f"not a knob's key: {key!r}")
         if mt.group(1):
             return cls.pool(int(mt.group(1)))
-        return cls.thp(mt.group(3), int(mt.group(2)) if mt.group(2) else None)
+        kb, file = (int(mt.group(2)) if mt.group(2) else None), mt.group(3)
+        if file not in (THP_FILES if kb is None else SIZE_FILES):
+            raise ValueError(f"not a knob's key: {key!r} (no such THP file)")
+        return cls.thp(file, kb)
 
     @classmethod
     def of_thp_path(cls, rest: str) -> KnobId | None:

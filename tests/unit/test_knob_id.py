@@ -11,6 +11,12 @@ import pytest
 from hpadvise.kit.knob_id import KnobId, size_dir, size_of_dir
 
 REPO = Path(__file__).resolve().parents[2]
+# a key written, its prefix tested, a knob's string sliced, a size directory spelled or matched
+SPELLED = re.compile(
+    r"""f?["'](pool|thp)\.(\{|\d|enabled|defrag|shmem_enabled|hugepages|["'])"""
+    r"""|startswith\(\(?["'](pool|thp)\."""
+    r"""|knob\w*\[\d*:-?\d*\]|\[10:-2\]"""
+    r"""|hugepages-\{(?!k8s)|hugepages-\(\\d|hugepages-\\d""")
 
 
 @pytest.mark.parametrize("key,kind,kb,file,path", [
@@ -37,7 +43,9 @@ def test_every_key_parses_and_spells_itself_again(key, kind, kb, file, path):
 
 
 @pytest.mark.parametrize("bad", ["pool.", "pool.2M", "thp.", "thp.hugepages-64/enabled",
-                                 "nr_hugepages", "thp.hugepages-64kB/", "thp.a/b/c", ""])
+                                 "nr_hugepages", "thp.hugepages-64kB/", "thp.a/b/c", "",
+                                 "thp.bogus", "thp.hugepages-64kB/defrag", "pool.02048",
+                                 "thp.hugepages-064kB/enabled"])
 def test_what_is_no_key_is_refused(bad):
     with pytest.raises(ValueError, match="not a knob's key"):
         KnobId.parse(bad)
@@ -55,19 +63,30 @@ def test_the_size_directory_both_ways():
 
 
 def test_no_other_module_spells_or_slices_a_key():
-    """Keys are built and read through KnobId only: no "pool."/"thp." literal prefix is
-    formatted, tested or cut off anywhere else in the product (finding codes share the
-    prefixes: CORE["thp.enabled"] and a code's startswith are codes, not knobs)."""
-    spelled = re.compile(r"""f?["'](pool|thp)\.(\{|["'])|startswith\(["'](pool|thp)\.""")
+    """Keys and the kernel's size directories are built and read through knob_id only: no
+    other module of the product writes a key ("pool.2048", "thp.defrag", f"thp.{...}"),
+    tests one's prefix, slices a knob's string, or spells or matches hugepages-<kB>kB.
+    Finding codes share the prefixes ("thp.enabled" is a code too): lines that name a code
+    (CORE[...], .code) and the code catalog are not keys."""
     offenders = []
     for top in ("advisor", "plugins", "benchmarks"):
         for f in (REPO / top).rglob("*.py"):
-            if f.name == "knob_id.py":
+            if f.name in ("knob_id.py", "findings.py"):
                 continue
             for n, line in enumerate(f.read_text().splitlines(), 1):
-                if spelled.search(line) and "CORE[" not in line and ".code." not in line:
+                if SPELLED.search(line) and "CORE[" not in line and ".code" not in line:
                     offenders.append(f"{f.relative_to(REPO)}:{n}: {line.strip()}")
     assert offenders == []
+
+
+def test_the_guard_above_catches_what_it_forbids():
+    """The forms the old code used, each caught by the guard's pattern."""
+    for old in ('s = b.at_boot(f"thp.hugepages-{kb}kB/{k}")', 'knob = "thp.enabled"',
+                'return f"pool.{default_kb or 2048}"', 'if knob.startswith("pool."):',
+                'return host.thp.mthp.get(int(kb[10:-2]), {})', 'x = knob[4:]',
+                'name = f"hugepages-{kb}kB/{knob}"', 're.fullmatch(r"hugepages-(\\d+)kB", n)'):
+        assert SPELLED.search(old), old
+    assert not SPELLED.search('f"hugepages-{k8s_quantity(page_kb * 1024)}"')
 
 
 @pytest.mark.parametrize("text,chosen,words,bracketed", [

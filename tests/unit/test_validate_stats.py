@@ -380,7 +380,9 @@ def test_measured_seconds_count_runs_side_by_side_once():
 
 def test_the_report_says_what_share_of_the_run_measured():
     from hpadvise.benchmarks.wording import measured_line
-    line = measured_line({"elapsed_s": 555.0, "measured_s": 480.0})
+    line = measured_line({"elapsed_s": 545.0, "setup_s": 10.0, "measured_s": 480.0})
     assert line.startswith("Measured 480 s of the 555 s this run took (86%)")
+    assert "of the 545 s" in measured_line({"elapsed_s": 545.0, "measured_s": 1.0})
     assert measured_line({"elapsed_s": 0, "measured_s": 0}) == ""
     assert measured_line({"elapsed_s": 30.0}) == ""
+

@@ -1,10 +1,12 @@
-"""MySQL 9.7 as the official image runs it, in its own root: its entrypoint ends in `exec
-mysqld` with no argument at all, so every option comes from /etc/my.cnf and the conf.d
-directory it includes, and the root password the image was given stays in the server's
-environment. check finds it and names the conf.d file as the source of its settings; apply
-plans large_pages in that file, changes nothing outside the root but the host's pools and
-restarts nothing; restarted as its runtime would, it runs on huge pages; rollback leaves the
-root's files as they were; the password appears in no output and in no snapshot."""
+"""Servers as the official images run them, each in its own root. MySQL 9.7: the entrypoint
+ends in `exec mysqld` with no argument at all, so every option comes from /etc/my.cnf and the
+conf.d directory it includes, and the root password the image was given stays in the
+server's environment. check finds it and names the conf.d file as the source of its
+settings; apply plans large_pages in that file, changes nothing outside the root but the
+host's pools and restarts nothing; restarted as its runtime would, it runs on huge pages;
+rollback leaves the root's files as they were; the password appears in no output and in no
+snapshot. PostgreSQL 17: `exec postgres` with no argument, its data directory only in
+PGDATA."""
 
 import json
 import sys
@@ -16,6 +18,7 @@ from support import check_json, run_cli
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "field"))
 
+import servers  # noqa: E402  (the field's PostgreSQL started as its image starts it)
 import servers_my  # noqa: E402  (the field's image files and server, shared with its capture)
 from integration.test_own_roots import (POOL, _apply_and_restart, _mine, _tree,  # noqa: E402
                                         journal)  # noqa: F401  (its fixture)
@@ -65,3 +68,37 @@ def test_mysql_97_as_the_official_image_runs_it(knobs, journal, root_lab, tmp_pa
         s.destroy()
         for f in reversed(undo):
             f()
+
+
+def test_postgres_17_as_the_official_image_runs_it(knobs, journal, root_lab):
+    """The official postgres image ends in `exec postgres` with no argument: the data
+    directory is only PGDATA in the server's environment (and its working directory). check
+    reads it from there and sizes the server by its own count; apply plans ALTER SYSTEM in
+    that data directory, in the root; rollback gives the file back and leaves the root as it
+    was."""
+    s = root_lab("postgres", {"shared_buffers": "512MB", "huge_pages": "try"},
+                 cls=servers._RootPg)
+    s.how = "pgdata"
+    knobs.pool(2048, 0)
+    s.start()
+    argv = [a for a in Path(f"/proc/{s.pid}/cmdline").read_text().split("\0") if a]
+    assert len(argv) == 1 and argv[0].endswith("/postgres"), argv  # no -D, no option
+    assert f"PGDATA={s.datadir}" in Path(f"/proc/{s.pid}/environ").read_text().split("\0")
+    report, _ = check_json("--db", "postgres")
+    i = _mine(report, s)
+    assert i["settings"]["data_directory"].rstrip("/") == s.datadir, i["settings"]
+    assert i["version"].startswith("17.") and i["owner"] == "postgres", i
+    own = int(s.sql("show shared_memory_size_in_huge_pages").strip())
+    assert i["demand"]["pages"]["2048"] == own and i["demand"]["exact"], i["demand"]
+    auto = s.host(f"{s.datadir}/postgresql.auto.conf")
+    old = auto.read_bytes()
+    before = _tree(s.root, s.dir, skip=s.datadir)
+    after = _mine(_apply_and_restart(s, i["id"], journal), s)
+    assert "huge_pages = 'on'" in auto.read_text()  # its own file, in its root
+    assert after["backing"] == "hugetlb", after
+    s.stop()
+    r = run_cli("rollback", "--yes", "--journal-dir", str(journal))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert auto.read_bytes() == old
+    assert Path(f"{POOL}/nr_hugepages").read_text().strip() == "0"
+    assert _tree(s.root, s.dir, skip=s.datadir) == before

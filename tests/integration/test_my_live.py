@@ -125,9 +125,12 @@ def _safe():
     return Safe
 
 
+def _parent(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
 def _parent_cmdline(pid: int) -> str:
-    ppid = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]
-    return Path(f"/proc/{ppid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    return Path(f"/proc/{_parent(pid)}/cmdline").read_bytes().replace(b"\0", b" ").decode()
 
 
 @pytest.mark.parametrize("includedir,wrapper", [(False, False), (True, False), (False, True)],
@@ -146,6 +149,7 @@ def test_apply_restart_verify_rollback(my_factory, knobs, tmp_path, includedir, 
     m.start()
     first = m.pid
     assert not wrapper or "mysqld_safe" in _parent_cmdline(first)
+    old_wrapper = _parent(first) if wrapper else None
     cnf_before = Path(m.cnf).read_bytes()
     env = {"HPADVISE_JOURNAL_DIR": str(tmp_path / "journal")}
     (tmp_path / "root").mkdir()
@@ -161,8 +165,11 @@ def test_apply_restart_verify_rollback(my_factory, knobs, tmp_path, includedir, 
     report, _ = check_json("--db", "mysql")
     i = _instance(report, m.datadir)
     assert i["backing"] == "hugetlb" and i["pid"] not in (m.proc.pid, first)
-    # restarted the way it was started: under a wrapper of its own again
-    assert not wrapper or "mysqld_safe" in _parent_cmdline(i["pid"])
+    # restarted the way it was started: under a new wrapper of its own, the old one gone
+    if wrapper:
+        assert "mysqld_safe" in _parent_cmdline(i["pid"])
+        assert old_wrapper == m.proc.pid and _parent(i["pid"]) != old_wrapper
+        assert m.proc.poll() is not None  # the old wrapper ended with its server
     assert any(f["code"] == "my.large_pages.active" for f in report["findings"]
                if f["instance"] == i["id"])
     # a second apply finds nothing to do

@@ -20,8 +20,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "field"))
 
 import servers  # noqa: E402  (the field's PostgreSQL started as its image starts it)
 import servers_my  # noqa: E402  (the field's image files and server, shared with its capture)
-from integration.test_own_roots import (POOL, _apply_and_restart, _mine, _tree,  # noqa: E402
-                                        journal)  # noqa: F401  (its fixture)
+from integration.test_own_roots import (_apply_and_restart, _kept, _mine,  # noqa: E402
+                                        _rolled_back, journal)  # noqa: F401  (its fixture)
 
 pytestmark = [pytest.mark.integration, pytest.mark.live]
 
@@ -43,7 +43,7 @@ def test_mysql_97_as_the_official_image_runs_it(knobs, journal, root_lab, tmp_pa
         assert i["version"].startswith("9.7.") and i["owner"] == "mysql", i
         src = i["settings"]["sources"]
         assert "/etc/mysql/conf.d/hplab.cnf" in src["innodb_buffer_pool_size"], src
-        before = _tree(s.root, "/etc/mysql", "/etc/my.cnf", s.dir, skip=s.datadir)
+        before = _kept(s, "/etc/mysql", "/etc/my.cnf", s.dir, skip=s.datadir)
         r = run_cli("apply", "--db", "mysql", "--instance", i["id"], "--dry-run", "--json")
         assert r.returncode == 0, r.stderr
         files = [c["target"] for c in json.loads(r.stdout)["changes"]
@@ -58,11 +58,7 @@ def test_mysql_97_as_the_official_image_runs_it(knobs, journal, root_lab, tmp_pa
         assert not held, held
         after = _mine(_apply_and_restart(s, i["id"], journal), s)
         assert after["backing"] == "hugetlb", after
-        s.stop()
-        r = run_cli("rollback", "--yes", "--journal-dir", str(journal))
-        assert r.returncode == 0, r.stdout + r.stderr
-        assert Path(f"{POOL}/nr_hugepages").read_text().strip() == "0"
-        assert _tree(s.root, "/etc/mysql", "/etc/my.cnf", s.dir, skip=s.datadir) == before
+        r = _rolled_back(s, journal, before)
         assert servers_my.IMAGE_SECRET not in outputs + r.stdout + r.stderr
     finally:
         s.destroy()
@@ -91,14 +87,8 @@ def test_postgres_17_as_the_official_image_runs_it(knobs, journal, root_lab):
     own = int(s.sql("show shared_memory_size_in_huge_pages").strip())
     assert i["demand"]["pages"]["2048"] == own and i["demand"]["exact"], i["demand"]
     auto = s.host(f"{s.datadir}/postgresql.auto.conf")
-    old = auto.read_bytes()
-    before = _tree(s.root, s.dir, skip=s.datadir)
+    before = _kept(s, s.dir, skip=s.datadir, files=[auto])
     after = _mine(_apply_and_restart(s, i["id"], journal), s)
     assert "huge_pages = 'on'" in auto.read_text()  # its own file, in its root
     assert after["backing"] == "hugetlb", after
-    s.stop()
-    r = run_cli("rollback", "--yes", "--journal-dir", str(journal))
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert auto.read_bytes() == old
-    assert Path(f"{POOL}/nr_hugepages").read_text().strip() == "0"
-    assert _tree(s.root, s.dir, skip=s.datadir) == before
+    _rolled_back(s, journal, before)

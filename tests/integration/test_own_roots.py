@@ -11,7 +11,9 @@ server under runc is read through its container's root."""
 import hashlib
 import json
 import os
+import sys
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -106,19 +108,14 @@ def test_mysql_97_in_its_root(knobs, journal, root_lab):
     assert "large_page_aligned_alloc" in fb["evidence"]
     need = i["demand"]["pages"]["2048"]
     knobs.pool(2048, 0)
-    before = _tree(s.root, "/etc/mysql", s.dir, skip=s.datadir)
+    before = _kept(s, "/etc/mysql", s.dir, skip=s.datadir)
     report = _apply_and_restart(s, i["id"], journal)
     i = _mine(report, s)
     held = held_pages(s.pid)
     assert i["backing"] == "hugetlb" and held == 8 * 66, held
     assert "my.large_pages.fallback" not in _codes(report, i["id"])
     assert held <= need <= held * 1.03, (need, held)  # within 3% above what it takes
-    s.stop()
-    r = run_cli("rollback", "--yes", "--journal-dir", str(journal))
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert Path(f"{POOL}/nr_hugepages").read_text().strip() == "0"
-    assert not os.path.exists(HOST_KNOBS[0])
-    assert _tree(s.root, "/etc/mysql", s.dir, skip=s.datadir) == before
+    _rolled_back(s, journal, before)
 
 
 def test_mariadb_118_in_its_root(knobs, journal, root_lab):
@@ -130,7 +127,7 @@ def test_mariadb_118_in_its_root(knobs, journal, root_lab):
     assert i["owner"] == "mysql" and i["settings"]["flavour"] == "mariadb"
     assert i["settings"]["innodb_buffer_pool_size"] == str(1 << 30)
     need = i["demand"]["pages"]["2048"]
-    before = _tree(s.root, "/etc/mysql", s.dir, skip=s.datadir)
+    before = _kept(s, "/etc/mysql", s.dir, skip=s.datadir)
     report = _apply_and_restart(s, i["id"], journal)
     i = _mine(report, s)
     held = held_pages(s.pid)
@@ -138,11 +135,7 @@ def test_mariadb_118_in_its_root(knobs, journal, root_lab):
     assert i["backing"] == "hugetlb" and held >= 512 + 8 + 8, held
     assert "my.large_pages.fallback" not in _codes(report, i["id"])
     assert held <= need <= held * 1.03, (need, held)
-    s.stop()
-    r = run_cli("rollback", "--yes", "--journal-dir", str(journal))
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert Path(f"{POOL}/nr_hugepages").read_text().strip() == "0"
-    assert _tree(s.root, "/etc/mysql", s.dir, skip=s.datadir) == before
+    _rolled_back(s, journal, before)
 
 
 def test_mariadb_without_sys_takes_no_large_pages_and_check_says_why(knobs, root_lab):
@@ -169,19 +162,13 @@ def test_postgres_17_in_its_root(knobs, journal, root_lab):
     assert i["demand"]["pages"]["2048"] == own and i["demand"]["exact"]
     assert i["settings"]["huge_pages_status"] == "off"
     auto = s.host(f"{s.datadir}/postgresql.auto.conf")
-    old = auto.read_bytes()
-    before = _tree(s.root, s.dir, skip=s.datadir)
+    before = _kept(s, s.dir, skip=s.datadir, files=[auto])
     report = _apply_and_restart(s, i["id"], journal)
     assert "huge_pages = 'on'" in auto.read_text()  # its own file, in its root
     i = _mine(report, s)
     assert i["backing"] == "hugetlb" and i["settings"]["huge_pages_status"] == "on"
     assert held_pages(s.pid) <= own
-    s.stop()
-    r = run_cli("rollback", "--yes", "--journal-dir", str(journal))
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert auto.read_bytes() == old
-    assert Path(f"{POOL}/nr_hugepages").read_text().strip() == "0"
-    assert _tree(s.root, s.dir, skip=s.datadir) == before
+    _rolled_back(s, journal, before)
 
 
 def test_postgres_under_runc_is_read_in_its_container(knobs, root_lab):
@@ -345,16 +332,49 @@ def _tree(root: Path, *dirs: str, skip: str | None = None) -> dict[str, str]:
     return out
 
 
-def test_postgres_17_started_by_pg_ctlcluster_in_the_foreground(knobs, journal, root_lab):
-    """Debian's way, as its containers run it: `pg_ctlcluster --foreground 17 NAME start`
-    execs postgres with -c config_file and no -D; the data directory is that file's
-    data_directory, and the postmaster's working directory."""
+class _Kept(NamedTuple):
+    """What an apply and its rollback may not leave changed in a server's root, taken before
+    the apply: the tree under `dirs` (_tree) and the bytes of `files` (host paths)."""
+    dirs: tuple
+    skip: str | None
+    tree: dict
+    files: dict
+
+
+def _kept(server, *dirs: str, skip: str | None = None, files=()) -> _Kept:
+    return _Kept(dirs, skip, _tree(server.root, *dirs, skip=skip),
+                 {f: f.read_bytes() for f in files})
+
+
+def _rolled_back(server, journal: Path, kept: _Kept):
+    """The server stopped (its pages free again), the journal's applies rolled back: the pool
+    empty, no file kept for the host's knobs, the root's tree and files as `kept` took them.
+    Returns rollback's run."""
+    server.stop()
+    r = run_cli("rollback", "--yes", "--journal-dir", str(journal))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert Path(f"{POOL}/nr_hugepages").read_text().strip() == "0"
+    assert not os.path.exists(HOST_KNOBS[0])
+    for f, old in kept.files.items():
+        assert f.read_bytes() == old, f
+    assert _tree(server.root, *kept.dirs, skip=kept.skip) == kept.tree
+    return r
+
+
+@pytest.mark.parametrize("daemon", [False, True], ids=["foreground", "daemon"])
+def test_postgres_17_started_by_pg_ctlcluster(knobs, journal, root_lab, daemon):
+    """Debian's ways: `pg_ctlcluster --foreground 17 NAME start`, as its containers run it,
+    execs postgres with -c config_file and no -D; `pg_ctlcluster 17 NAME start`, as its
+    packaging runs it, has pg_ctl start it as a daemon with -D and that -c config_file. The
+    data directory is that file's data_directory, and the postmaster's working directory."""
     from roots_debian import DebianCluster
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "field"))
+    import servers  # the field's pg_ctlcluster daemon, shared with its capture
     s = root_lab("postgres", {"shared_buffers": "256MB", "huge_pages": "try"},
-                 cls=DebianCluster)
+                 cls=servers._Daemon if daemon else DebianCluster)
     s.start()
     argv = Path(f"/proc/{s.pid}/cmdline").read_text().split("\0")
-    assert "-D" not in argv and any(a.startswith("config_file=") for a in argv), argv
+    assert ("-D" in argv) == daemon and any("config_file=" in a for a in argv), argv
     report, _ = check_json("--db", "postgres")
     i = _mine(report, s)
     assert i["settings"]["data_directory"] == s.datadir
@@ -363,7 +383,7 @@ def test_postgres_17_started_by_pg_ctlcluster_in_the_foreground(knobs, journal, 
     assert i["settings"]["sources"]["shared_buffers"].startswith(f"{s.etc}/conf.d/hplab.conf:")
     own = int(s.sql("show shared_memory_size_in_huge_pages").strip())
     assert i["demand"]["pages"]["2048"] == own and i["demand"]["exact"]
-    before = _tree(s.root, s.etc, s.datadir + "/postgresql.auto.conf")
+    before = _kept(s, s.etc, s.datadir + "/postgresql.auto.conf")
     r = run_cli("apply", "--db", "postgres", "--instance", i["id"], "--yes",
                 "--journal-dir", str(journal), timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -371,11 +391,7 @@ def test_postgres_17_started_by_pg_ctlcluster_in_the_foreground(knobs, journal, 
     assert f"restart needed: {i['id']} takes its huge pages" in r.stdout, r.stdout
     assert f"-D {s.datadir}" in r.stdout  # the restart advice names its real directory
     assert "huge_pages = 'on'" in s.host(f"{s.datadir}/postgresql.auto.conf").read_text()
-    s.stop()
-    r = run_cli("rollback", "--yes", "--journal-dir", str(journal))
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert _tree(s.root, s.etc, s.datadir + "/postgresql.auto.conf") == before
-    assert Path(f"{POOL}/nr_hugepages").read_text().strip() == "0"
+    _rolled_back(s, journal, before)
 
 
 def test_mysql_97_names_set_persist_as_the_source_of_its_buffer_pool(root_lab):
@@ -407,13 +423,9 @@ def test_mysql_97_with_its_ids_shifted_by_a_user_namespace(knobs, journal, root_
     i = _mine(report, s)
     assert i["owner"] == "mysql" and i["version"].startswith("9.7."), (i["owner"], i["version"])
     need = i["demand"]["pages"]["2048"]
-    before = _tree(s.root, "/etc/mysql", s.dir, skip=s.datadir)
+    before = _kept(s, "/etc/mysql", s.dir, skip=s.datadir)
     report = _apply_and_restart(s, i["id"], journal)
     i = _mine(report, s)
     held = held_pages(s.pid)
     assert i["backing"] == "hugetlb" and held <= need <= held * 1.03, (need, held)
-    s.stop()
-    r = run_cli("rollback", "--yes", "--journal-dir", str(journal))
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert Path(f"{POOL}/nr_hugepages").read_text().strip() == "0"
-    assert _tree(s.root, "/etc/mysql", s.dir, skip=s.datadir) == before
+    _rolled_back(s, journal, before)

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# A server lab: Debian root file systems of newer suites, built once with debootstrap and
+# A server lab: Debian (and one Ubuntu) root file systems of other releases, built once with debootstrap and
 # cached, in which the current server releases run as a container image holds them (the
 # host's Debian 12 has older ones). tests/roots.py starts servers inside them, in private
 # mount and PID namespaces or under runc.
 #
-#   scripts/roots.sh build SUITE            build and cache the root (sid, trixie, bullseye
-#                                           or all);
+#   scripts/roots.sh build SUITE            build and cache the root (sid, trixie, bullseye,
+#                                           jammy or all);
 #                                           a root already built is kept (a fast no-op)
 #   scripts/roots.sh path SUITE             print the root's path (exit 1 if not built)
 #
@@ -16,6 +16,9 @@
 #           PostgreSQL 13 (postgresql-13, no cluster created) and groff, with a venv of the unit
 #           tests' own tools (pytest, hypothesis, jsonschema, PyYAML, kubernetes-validate,
 #           prometheus-client) at /opt/hpadvise-tests
+#   jammy:  Ubuntu 22.04's PostgreSQL 14 (postgresql-14, no cluster created): no Debian suite
+#           ships 14. Its archive's keyring is taken from Ubuntu's ubuntu-keyring package and
+#           used only if it holds the archive key's published fingerprint (ARCHIVE_KEY below)
 #
 # Examples:
 #   sudo scripts/roots.sh build all
@@ -25,21 +28,27 @@
 # directory per suite, the root itself, whose /etc/hpadvise-root says what it holds and marks
 # it complete (a root is built in a temporary directory and renamed when done). The mirror is
 # $HPADVISE_ROOTS_MIRROR, else the host's own Debian mirror from /etc/apt/sources.list{,.d},
-# else http://deb.debian.org/debian; a frozen mirror's expired Release files are accepted
+# else http://deb.debian.org/debian (jammy's: $HPADVISE_ROOTS_UBUNTU_MIRROR, else
+# http://archive.ubuntu.com/ubuntu); a frozen mirror's expired Release files are accepted
 # (Acquire::Check-Valid-Until "false"). Building needs root and debootstrap, and runs in
 # private mount and PID namespaces (unshare): nothing stays mounted and no process outlives
 # it. The packages' services are never started (a policy-rc.d that exits 101 stays in each
-# root). About 3 minutes for the three here (sid 47 s, trixie 61 s, bullseye 68-77 s).
+# root). About 4 minutes for the four here (sid 47 s, trixie 61 s, bullseye 68-77 s, jammy
+# 45 s).
 set -euo pipefail
 
 cache=${HPADVISE_ROOTS:-/var/tmp/hpadvise-roots}
-suites=(sid trixie bullseye)
+suites=(sid trixie bullseye jammy)
+# "Ubuntu Archive Automatic Signing Key (2018) <ftpmaster@ubuntu.com>", the key that signs
+# jammy's Release files (Ubuntu's published archive key fingerprint)
+ARCHIVE_KEY=F6ECB3762474EDA9D21B7022871920D1991BC93C
+KEYRING_DEB=pool/main/u/ubuntu-keyring/ubuntu-keyring_2021.03.26_all.deb
 marker=etc/hpadvise-root
 
 die() { echo "roots.sh: $*" >&2; exit 2; }
 suite_ok() {
-  case "$1" in sid|trixie|bullseye) ;;
-    *) die "unknown suite '$1': sid, trixie, bullseye (or all for build)";; esac
+  case "$1" in sid|trixie|bullseye|jammy) ;;
+    *) die "unknown suite '$1': sid, trixie, bullseye, jammy (or all for build)";; esac
 }
 
 # The packages of each suite's second stage (installed with apt-get inside the root).
@@ -48,12 +57,15 @@ packages() {
     sid) echo "mysql-server-core mysql-client-core" ;;
     trixie) echo "postgresql-17 mariadb-server" ;;
     bullseye) echo "python3 python3-venv postgresql-13 groff-base" ;;
+    jammy) echo "postgresql-14" ;;
   esac
 }
 
 # The host's own Debian mirror: the first URI ending in /debian of an enabled apt source
 # (one-line .list or deb822 .sources), else Debian's redirector.
 mirror() {
+  if [ "${1:-}" = jammy ]; then echo "${HPADVISE_ROOTS_UBUNTU_MIRROR:-http://archive.ubuntu.com/ubuntu}"
+                                return; fi
   if [ -n "${HPADVISE_ROOTS_MIRROR:-}" ]; then echo "$HPADVISE_ROOTS_MIRROR"; return; fi
   local f uri
   for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list \
@@ -68,6 +80,20 @@ mirror() {
     if [ -n "$uri" ]; then echo "${uri%/}"; return; fi
   done
   echo http://deb.debian.org/debian
+}
+
+# Ubuntu's archive keyring, from its ubuntu-keyring package in the mirror $1, written to $2:
+# refused unless it holds ARCHIVE_KEY (the package comes over plain HTTP, as the archive does)
+ubuntu_keyring() {
+  local d
+  d=$(mktemp -d)
+  curl -fsS -m 60 -o "$d/k.deb" "$1/$KEYRING_DEB" \
+    || { rm -rf "$d"; die "fetching Ubuntu's keyring from $1/$KEYRING_DEB failed"; }
+  dpkg-deb -x "$d/k.deb" "$d/x"
+  cp "$d/x/usr/share/keyrings/ubuntu-archive-keyring.gpg" "$2"
+  rm -rf "$d"
+  gpg --show-keys --with-colons "$2" 2>/dev/null | grep -qx "fpr:::::::::$ARCHIVE_KEY:" \
+    || die "Ubuntu's keyring from $1 does not hold the archive key $ARCHIVE_KEY: not used"
 }
 
 built() { [ -f "$cache/$1/$marker" ]; }
@@ -85,8 +111,9 @@ procs_in() {
 # debootstrap, then the suite's packages with apt-get in a chroot with a fresh /proc.
 stage() {
   local suite=$1 root=$2 url=$3
-  local frozen=(-o 'Acquire::Check-Valid-Until=false')
-  debootstrap --variant=minbase "$suite" "$root" "$url" \
+  local frozen=(-o 'Acquire::Check-Valid-Until=false') keyring=()
+  [ "$suite" != jammy ] || keyring=(--keyring="$root.keyring")
+  debootstrap --variant=minbase "${keyring[@]}" "$suite" "$root" "$url" \
     || { tail -n 20 "$root/debootstrap/debootstrap.log" >&2 2>/dev/null || true
          die "debootstrap $suite from $url failed (output above)"; }
   printf '#!/bin/sh\n# hpadvise lab root: no service starts here\nexit 101\n' \
@@ -98,7 +125,7 @@ stage() {
   apt_install() { in_root apt-get install -y -q --no-install-recommends "${frozen[@]}" "$@"; }
   in_root apt-get update -q "${frozen[@]}" || die "apt-get update failed in the $suite root"
   case "$suite" in
-    trixie|bullseye)
+    trixie|bullseye|jammy)
       # postgresql-N's postinst would create and start a 'main' cluster: none, the tests
       # make their own (postgresql-common first, then its createcluster.conf says so)
       apt_install postgresql-common || die "installing postgresql-common in the $suite root failed"
@@ -160,7 +187,7 @@ build() {
   flock 9
   built "$suite" && { exec 9>&-; echo "$dir"; return; }
   local url start
-  url=$(mirror)
+  url=$(mirror "$suite")
   start=$(date +%s)
   # global: the EXIT trap reads it after this function has returned
   tmp=$(mktemp -d "$cache/.build-$suite.XXXXXX")
@@ -168,9 +195,10 @@ build() {
   cleanup() {
     local p
     for p in $(procs_in "$tmp"); do kill -KILL "$p" 2>/dev/null || true; done
-    rm -rf "$tmp"
+    rm -rf "$tmp" "$tmp.keyring"
   }
   trap cleanup EXIT
+  [ "$suite" != jammy ] || ubuntu_keyring "$url" "$tmp.keyring"
   echo "roots.sh: building the $suite root in $tmp from $url (minutes; once)" >&2
   # a mount and PID namespace of its own: /proc mounts and every process end with it
   unshare --mount --pid --fork --propagation private --kill-child \
@@ -181,7 +209,8 @@ build() {
   left=$(procs_in "$tmp")
   [ -z "$left" ] || die "processes left in the $suite root after its build: $left"
   {
-    echo "hpadvise lab root (scripts/roots.sh): Debian $suite, debootstrap --variant=minbase"
+    echo "hpadvise lab root (scripts/roots.sh): $([ "$suite" = jammy ] && echo Ubuntu \
+      || echo Debian) $suite, debootstrap --variant=minbase"
     echo "from $url, built $(date -u +%Y-%m-%dT%H:%M:%SZ) in $(( $(date +%s) - start )) s"
     # shellcheck disable=SC2046
     chroot "$tmp" dpkg-query -W -f '${Package} ${Version}\n' $(packages "$suite")
@@ -189,6 +218,7 @@ build() {
   mv "$tmp/$marker.new" "$tmp/$marker"
   rm -rf "$dir"  # a root of an older layout, without the marker
   mv "$tmp" "$dir"
+  rm -f "$tmp.keyring"
   trap - EXIT
   exec 9>&-
   echo "roots.sh: $suite root built in $(( $(date +%s) - start )) s" >&2
@@ -198,16 +228,16 @@ build() {
 cmd=${1:-}; shift || true
 case "$cmd" in
   build)
-    [ $# -eq 1 ] || die "usage: roots.sh build sid|trixie|bullseye|all"
+    [ $# -eq 1 ] || die "usage: roots.sh build sid|trixie|bullseye|jammy|all"
     if [ "$1" = all ]; then for s in "${suites[@]}"; do build "$s"; done
     else suite_ok "$1"; build "$1"; fi ;;
   path)
-    [ $# -eq 1 ] || die "usage: roots.sh path sid|trixie|bullseye"
+    [ $# -eq 1 ] || die "usage: roots.sh path sid|trixie|bullseye|jammy"
     suite_ok "$1"
     built "$1" || { echo "roots.sh: no $1 root in $cache: run 'scripts/roots.sh build $1'" >&2
                     exit 1; }
     echo "$cache/$1" ;;
   _stage) [ $# -eq 3 ] || die "usage: roots.sh _stage SUITE ROOT MIRROR (internal)"
     stage "$@" ;;
-  *) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

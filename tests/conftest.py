@@ -244,7 +244,8 @@ def java(request, classes):
 @pytest.fixture
 def root_lab(request):
     """Servers of newer releases in Debian roots of their own (tests/roots.py), destroyed in
-    teardown whatever happens: make(engine, options, cls=RootServer, **kw)."""
+    teardown whatever happens: make(engine, options, cls=RootServer, suite=None, **kw), in
+    the engine's own suite's root unless `suite` names another."""
     owns_host(request, "root_lab")
     from pods import NoRuntime
     from roots import SUITE, RootServer, root_path, why_no_root
@@ -252,11 +253,12 @@ def root_lab(request):
         pytest.fail("the roots lab needs root (namespaces, chroot, the roots' server users)")
     made = []
 
-    def make(engine, options, cls=RootServer, **kw):
-        if root_path(SUITE[engine]) is None:
-            pytest.skip(why_no_root(SUITE[engine]))
+    def make(engine, options, cls=RootServer, suite=None, **kw):
+        suite = suite or SUITE[engine]
+        if root_path(suite) is None:
+            pytest.skip(why_no_root(suite))
         try:
-            s = cls(None, engine, options, **kw)
+            s = cls(root_path(suite), engine, options, **kw)
         except NoRuntime as exc:
             pytest.fail(str(exc)) if "runc not found" in str(exc) else pytest.skip(str(exc))
         made.append(s)

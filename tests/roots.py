@@ -1,6 +1,7 @@
 """Servers of newer releases than the host's, run as a container holds them, for the live tests:
 each in a Debian root built once by scripts/roots.sh (sid: Oracle MySQL 9.7; trixie: MariaDB
-11.8 and PostgreSQL 17), with the root's own binaries, libraries and users.
+11.8 and PostgreSQL 17; bullseye: PostgreSQL 13; and Ubuntu's jammy: PostgreSQL 14), with the
+root's own binaries, libraries and users.
 
 RootServer runs one in private mount and PID namespaces (unshare --mount --pid --fork
 --propagation private --kill-child): a fresh /proc, the host's /dev (with a private /dev/shm)
@@ -65,7 +66,7 @@ def why_no_root(suite: str) -> str:
     if log.is_file():
         tail = ": its last build ended with: " + " | ".join(
             log.read_text(errors="replace").strip().splitlines()[-3:])
-    return (f"no Debian {suite} root in {CACHE} (scripts/roots.sh build {suite} makes it; "
+    return (f"no {suite} root in {CACHE} (scripts/roots.sh build {suite} makes it; "
             f"scripts/test.sh runs it){tail}")
 
 
@@ -169,7 +170,7 @@ class RootServer:
         self.no_sys = no_sys  # a root without /sys, as some containers are
         self.uid, self.gid = root_user(self.root, USER[engine])
         # PostgreSQL's binaries: the one major installed in the root (17 in trixie, 13 in
-        # bullseye)
+        # bullseye, 14 in jammy)
         bins = sorted(self.root.glob("usr/lib/postgresql/*/bin/postgres"))
         if engine == "postgres" and not bins:
             raise NoRoot(f"no PostgreSQL under {self.root}/usr/lib/postgresql: rebuild the root "

@@ -190,7 +190,7 @@ def shift_debian_dirs(root: Path):
 
 
 def root_pg(cell: _cells.Cell, cleanup: list):
-    suite = {"17": "trixie", "13": "bullseye"}[cell.release]
+    suite = {"17": "trixie", "14": "jammy", "13": "bullseye"}[cell.release]
     root = root_path(suite)
     if root is None:
         raise SystemExit(f"no {suite} root: scripts/roots.sh build {suite}")

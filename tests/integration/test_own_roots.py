@@ -11,7 +11,6 @@ server under runc is read through its container's root."""
 import hashlib
 import json
 import os
-import sys
 from pathlib import Path
 from typing import NamedTuple
 
@@ -359,39 +358,6 @@ def _rolled_back(server, journal: Path, kept: _Kept):
         assert f.read_bytes() == old, f
     assert _tree(server.root, *kept.dirs, skip=kept.skip) == kept.tree
     return r
-
-
-@pytest.mark.parametrize("daemon", [False, True], ids=["foreground", "daemon"])
-def test_postgres_17_started_by_pg_ctlcluster(knobs, journal, root_lab, daemon):
-    """Debian's ways: `pg_ctlcluster --foreground 17 NAME start`, as its containers run it,
-    execs postgres with -c config_file and no -D; `pg_ctlcluster 17 NAME start`, as its
-    packaging runs it, has pg_ctl start it as a daemon with -D and that -c config_file. The
-    data directory is that file's data_directory, and the postmaster's working directory."""
-    from roots_debian import DebianCluster
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "field"))
-    import servers  # the field's pg_ctlcluster daemon, shared with its capture
-    s = root_lab("postgres", {"shared_buffers": "256MB", "huge_pages": "try"},
-                 cls=servers._Daemon if daemon else DebianCluster)
-    s.start()
-    argv = Path(f"/proc/{s.pid}/cmdline").read_text().split("\0")
-    assert ("-D" in argv) == daemon and any("config_file=" in a for a in argv), argv
-    report, _ = check_json("--db", "postgres")
-    i = _mine(report, s)
-    assert i["settings"]["data_directory"] == s.datadir
-    assert i["version"].startswith("17."), i["version"]
-    assert i["owner"] == "postgres"
-    assert i["settings"]["sources"]["shared_buffers"].startswith(f"{s.etc}/conf.d/hplab.conf:")
-    own = int(s.sql("show shared_memory_size_in_huge_pages").strip())
-    assert i["demand"]["pages"]["2048"] == own and i["demand"]["exact"]
-    before = _kept(s, s.etc, s.datadir + "/postgresql.auto.conf")
-    r = run_cli("apply", "--db", "postgres", "--instance", i["id"], "--yes",
-                "--journal-dir", str(journal), timeout=300)
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert "None" not in r.stdout and "?" not in r.stdout, r.stdout
-    assert f"restart needed: {i['id']} takes its huge pages" in r.stdout, r.stdout
-    assert f"-D {s.datadir}" in r.stdout  # the restart advice names its real directory
-    assert "huge_pages = 'on'" in s.host(f"{s.datadir}/postgresql.auto.conf").read_text()
-    _rolled_back(s, journal, before)
 
 
 def test_mysql_97_names_set_persist_as_the_source_of_its_buffer_pool(root_lab):

@@ -17,7 +17,7 @@ from ..api.model import Targets
 from ..planning.pipeline import inspect, plan_for, select
 from ..changes.actions import Action, File
 from .steps import ApplyPlan, Result
-from ..facts.sysroot import SysRoot
+from ..facts.sysroot import SysRoot, snapshot_root
 
 
 @dataclass
@@ -30,6 +30,7 @@ class Request:
     persist_root: str = ""
     read_only: bool = False  # a plan to show (--dry-run, --print-script), maybe not as root
     journal_dir: str | None = None
+    root: str = "/"  # an `hpadvise snapshot` to plan for (read_only), or the live host
 
 
 def plan(req: Request) -> ApplyPlan:
@@ -41,7 +42,15 @@ def plan(req: Request) -> ApplyPlan:
     if req.persist_root not in ("", "/") and not os.path.isdir(req.persist_root):
         raise InputError(f"--persist-root {req.persist_root}: no such directory; create it, "
                          "or leave the option out to persist under /")
-    report = inspect(SysRoot("/"), req.profile, Targets(), None, journal=req.journal_dir)
+    live = snapshot_root(req.root) == "/"
+    if not live and not req.read_only:
+        raise InputError(f"--root {req.root}: a snapshot's plan can only be shown; add "
+                         "--dry-run")
+    if not live and req.persist_root not in ("", "/"):
+        raise InputError("--persist-root writes files and --root plans for a snapshot, "
+                         "whose own /etc is read: leave out --persist-root")
+    # a snapshot's own pools and knobs are the values before (its journal is not read)
+    report = inspect(SysRoot(req.root), req.profile, Targets(), None, journal=req.journal_dir)
     names = sorted(report.engines) if req.engines is None else req.engines
     selected = select(report, names, req.instances)
     if not selected:
@@ -58,9 +67,12 @@ def plan(req: Request) -> ApplyPlan:
             f"{i}: {w}" for i, w in why.items()))
     p = ap.prepare(plan_for(report, [i for i in selected if i.id not in why]),
                    report.engines, restart=req.restart, persist=req.persist,
-                   persist_root=req.persist_root, read_only=os.geteuid() != 0)
+                   persist_root=req.persist_root if live else req.root,
+                   read_only=os.geteuid() != 0 or not live, sys_root="" if live else req.root)
     p.notices[:0] = [f"{i} left out, nothing of it is changed: {w}" for i, w in why.items()]
     p.instances = [i for i in p.instances if not i.found]  # kept ones: only their pages
+    if not live:
+        return p
     # refused before it asks (and again under the journal's lock, before the first change)
     refuse_stacked(jr.journal_dir(req.journal_dir), [s.action for s in p.steps if s.needed],
                    "apply")
@@ -82,9 +94,28 @@ def run(p: ApplyPlan, req: Request, say: Callable[[str], None] = lambda s: None
     return result, boot
 
 
-def plan_json(p: ApplyPlan) -> dict:
-    return {"schema_version": 1, "dry_run": True, "changes": changes_json(p), "notices": p.notices,
-            "restart_needed": p.restart_pending + p.restart_unaided}
+def plan_json(p: ApplyPlan, root: str = "/") -> dict:
+    return as_in(root)({"schema_version": 1, "dry_run": True, "changes": changes_json(p),
+                        "notices": p.notices,
+                        "restart_needed": p.restart_pending + p.restart_unaided})
+
+
+def as_in(root: str) -> Callable[[Any], Any]:
+    """The paths of a snapshot's plan (text, or JSON's strings) as the host it holds names
+    them: the snapshot's own directory taken off. The live host's, as they are."""
+    if root in ("", "/"):
+        return lambda x: x
+    top = root.rstrip("/") + "/"
+
+    def seen(x: Any) -> Any:
+        if isinstance(x, str):
+            return x.replace(top, "/")
+        if isinstance(x, list):
+            return [seen(v) for v in x]
+        if isinstance(x, dict):
+            return {k: seen(v) for k, v in x.items()}
+        return x
+    return seen
 
 
 def restart_needed(p: ApplyPlan) -> list[str]:
@@ -112,13 +143,15 @@ def result_json(p: ApplyPlan, result: Result, boot: list[str]) -> dict:
             "notices": p.notices, "restart_needed": restart_needed(p), "next_boot": boot}
 
 
-def print_plan(p: ApplyPlan) -> None:
+def print_plan(p: ApplyPlan, root: str = "/") -> None:
+    seen = as_in(root)
     print(f"Plan for {', '.join(i.id for i in p.instances)} (profile "
-          f"{p.report.profile.name}):")
+          f"{p.report.profile.name}" + ("" if root == "/" else
+                                        f"; the host as the snapshot in {root} holds it") + "):")
     for ln in ap.describe(p) or ["nothing to change"]:
-        print("  " + ln.replace("\n", "\n  "))
+        print("  " + seen(ln).replace("\n", "\n  "))
     for n in p.notices:
-        print(f"  note: {n}")
+        print(f"  note: {seen(n)}")
 
 
 def print_result(p: ApplyPlan, req: Request, result: Result, boot: list[str]) -> None:

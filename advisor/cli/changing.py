@@ -42,6 +42,9 @@ def apply(
     output: OutputOpt = None,
     persist_root: Annotated[str, typer.Option(
         metavar="DIR", help="Write the persistent files (/etc/...) under this directory instead of /.")] = "",
+    root: Annotated[str, typer.Option(
+        metavar="DIR", help="Plan for the host an `hpadvise snapshot` in DIR holds, as it was "
+        "then, instead of this one (with --dry-run: a snapshot cannot be changed).")] = "/",
 ):
     """Apply the plan for every instance of these engines (--instance narrows it): pools,
     THP, persistence, database settings, and with --restart each server restarted in turn
@@ -57,6 +60,7 @@ def apply(
       hpadvise apply --db postgres --print-script > hugepages.sh   # not root? hand it over
       hpadvise apply --db all --profile mixed --dry-run   # one plan for every engine found
       hpadvise apply --db postgres --db jvm --instance 5432 --instance jvm:4242 --restart
+      hpadvise apply --db all --root /srv/audit/db7 --dry-run   # a snapshot's plan, offline
     """
     from ..act import applying
     from ..act import script as script_mod
@@ -68,18 +72,21 @@ def apply(
     if print_script and json_out:
         raise InputError("--print-script prints a shell script; leave out --json (or use "
                          "--dry-run --json for the plan as JSON)")
+    if root != "/" and print_script:
+        raise InputError("--print-script writes a script for this host, and a snapshot's "
+                         "processes are not this host's: use --dry-run with --root")
     req = applying.Request(registry.resolve(db), list(instance or ()), profile, restart,
                            not no_persist, persist_root, read_only=dry_run or print_script,
-                           journal_dir=journal_dir)
+                           journal_dir=journal_dir, root=root)
     plan = applying.plan(req)
     if print_script:
         print(script_mod.script(plan), end="")
         return
     if not json_out:
-        applying.print_plan(plan)
+        applying.print_plan(plan, root)
     if dry_run:
         if json_out:
-            deliver("json", applying.plan_json(plan), None, output)
+            deliver("json", applying.plan_json(plan, root), None, output)
         return
     if plan.changes and not yes:
         if not sys.stdin.isatty():

@@ -1,0 +1,89 @@
+"""apply --root SNAPSHOT --dry-run: the plan for the host a snapshot holds, offline, from the
+field's captured cells (each a real server's snapshot, tests/field/capture.py). The values
+before each change are the snapshot's, the paths the captured host's own; nothing of the
+snapshot is written. Where a snapshot cannot be planned for (a change asked for, a script for
+this host, files persisted elsewhere, a directory that is not a snapshot), one line and exit 2."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "field"))
+
+import cells as field  # noqa: E402
+from support import run_cli  # noqa: E402
+from test_field import _tree  # noqa: E402
+
+pytestmark = pytest.mark.contained
+POOL = "sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages"
+# one cell per engine, each in a root of its own or on the host
+CELLS = {c.id: c for c in field.cells()}
+IDS = ("postgres-14-ctlcluster-confd-root", "mysql-mysql-97-entrypoint-includedir-root",
+       "jvm-17-java-argv-flags-host")
+
+
+def _digest(tree: Path) -> dict[str, str]:
+    return {str(p.relative_to(tree)): hashlib.sha256(p.read_bytes()).hexdigest()
+            if p.is_file() and not p.is_symlink() else "-" for p in sorted(tree.rglob("*"))}
+
+
+@pytest.mark.parametrize("cid", IDS)
+def test_a_snapshots_plan_is_read_from_it_and_names_its_hosts_paths(cid, tmp_path):
+    cell = CELLS[cid]
+    tree, truth = _tree(cell, tmp_path)
+    was = _digest(tree)
+    r = run_cli("check", "--root", str(tree), "--db", cell.engine, "--json")
+    assert r.returncode == 0, r.stderr
+    [iid] = [i["id"] for i in json.loads(r.stdout)["instances"] if i.get("pid") == truth["pid"]]
+    r = run_cli("apply", "--db", cell.engine, "--root", str(tree), "--dry-run", "--json")
+    assert r.returncode == 0, r.stderr
+    assert str(tmp_path) not in r.stdout, r.stdout  # the captured host's paths, as it names them
+    plan = json.loads(r.stdout)
+    by_kind = {}
+    for ch in plan["changes"]:
+        by_kind.setdefault(ch["kind"], []).append(ch)
+    # the pool as the snapshot had it, grown for what its servers need
+    [pool] = by_kind["pool"]
+    assert pool["before"] == int((tree / POOL).read_text()), pool
+    assert pool["after"] > pool["before"] and iid in pool["why"], pool
+    mine = [ch for ch in plan["changes"] if ch["instance"] == iid]
+    if cell.engine == "postgres":  # ALTER SYSTEM, from the setting the snapshot's files hold
+        assert [(c["target"], c["before"], c["after"]) for c in mine] == \
+            [(f"huge_pages ({iid})", None, "on")], mine
+        assert any(f"-D {truth['data_directory']}" in n for n in plan["notices"]), plan
+    elif cell.engine == "mysql":  # large_pages in the conf.d file its image reads
+        [opt] = [c for c in mine if c["kind"] == "my_option"]
+        assert opt["target"] == "large_pages in /etc/mysql/conf.d/hplab.cnf", opt
+    else:  # a JVM's flags are where it is started: no change of its own, a restart to take
+        assert not mine and iid in plan["restart_needed"], plan
+    text = run_cli("apply", "--db", cell.engine, "--root", str(tree), "--dry-run")
+    head, *rest = text.stdout.splitlines()
+    assert text.returncode == 0 and f"the host as the snapshot in {tree} holds it" in head
+    assert rest and str(tmp_path) not in "\n".join(rest), text.stdout
+    assert _digest(tree) == was
+
+
+@pytest.mark.parametrize("args,says", [
+    ((), "a snapshot's plan can only be shown; add --dry-run"),
+    (("--yes",), "a snapshot's plan can only be shown; add --dry-run"),
+    (("--print-script",), "use --dry-run with --root"),
+    (("--dry-run", "--persist-root", "/tmp"), "leave out --persist-root"),
+], ids=["no-dry-run", "yes", "print-script", "persist-root"])
+def test_what_a_snapshot_cannot_be_planned_for_is_one_line(args, says, tmp_path):
+    tree, _ = _tree(CELLS[IDS[0]], tmp_path)
+    was = _digest(tree)
+    r = run_cli("apply", "--db", "postgres", "--root", str(tree), *args)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert r.stderr.count("\n") == 1 and says in r.stderr, r.stderr
+    assert r.stdout == "" and _digest(tree) == was
+
+
+def test_a_directory_that_is_no_snapshot_is_refused(tmp_path):
+    r = run_cli("apply", "--db", "postgres", "--root", str(tmp_path), "--dry-run")
+    assert r.returncode == 2 and "not a snapshot" in r.stderr, r.stderr
+    assert r.stderr.count("\n") == 1 and r.stdout == ""

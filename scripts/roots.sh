@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# A server lab: Debian (and one Ubuntu) root file systems of other releases, built once with debootstrap and
-# cached, in which the current server releases run as a container image holds them (the
-# host's Debian 12 has older ones). tests/roots.py starts servers inside them, in private
-# mount and PID namespaces or under runc.
+# A server lab: root file systems of other Debian releases (and one Ubuntu release), built
+# once with debootstrap and cached, in which the current server releases run as a container
+# image holds them (the host's Debian 12 has older ones). tests/roots.py starts servers inside
+# them, in private mount and PID namespaces or under runc.
 #
 #   scripts/roots.sh build SUITE            build and cache the root (sid, trixie, bullseye,
 #                                           jammy or all);
@@ -11,14 +11,16 @@
 #
 #   sid:    Oracle MySQL 9.7 (mysql-server-core, mysql-client-core; it needs sid's libc, so it
 #           runs only inside its root), with a mysql user and group added
-#   trixie: PostgreSQL 17 (postgresql-17, no cluster created) and MariaDB 11.8 (mariadb-server)
+#   trixie: PostgreSQL 17 (postgresql-17, no cluster created), MariaDB 11.8 (mariadb-server)
+#           and Python 3.13
 #   bullseye: Python 3.9 (the python3 of Debian 11, as RHEL 9 and Amazon Linux 2023 have it),
 #           PostgreSQL 13 (postgresql-13, no cluster created) and groff, with a venv of the unit
 #           tests' own tools (pytest, hypothesis, jsonschema, PyYAML, kubernetes-validate,
 #           prometheus-client) at /opt/hpadvise-tests
-#   jammy:  Ubuntu 22.04's PostgreSQL 14 (postgresql-14, no cluster created): no Debian suite
-#           ships 14. Its archive's keyring is taken from Ubuntu's ubuntu-keyring package and
-#           used only if it holds the archive key's published fingerprint (ARCHIVE_KEY below)
+#   jammy:  Ubuntu 22.04's PostgreSQL 14 (postgresql-14, no cluster created; no Debian suite
+#           ships 14) and Python 3.10. Its archive's keyring is taken from Ubuntu's
+#           ubuntu-keyring package and used only if it holds the archive key's published
+#           fingerprint (ARCHIVE_KEY below)
 #
 # Examples:
 #   sudo scripts/roots.sh build all
@@ -26,7 +28,8 @@
 #
 # The cache is $HPADVISE_ROOTS (default /var/tmp/hpadvise-roots), outside any checkout: one
 # directory per suite, the root itself, whose /etc/hpadvise-root says what it holds and marks
-# it complete (a root is built in a temporary directory and renamed when done). The mirror is
+# it complete (a root is built in a temporary directory and renamed when done; one whose
+# marker lacks a package the suite now asks for is built again). The mirror is
 # $HPADVISE_ROOTS_MIRROR, else the host's own Debian mirror from /etc/apt/sources.list{,.d},
 # else http://deb.debian.org/debian (jammy's: $HPADVISE_ROOTS_UBUNTU_MIRROR, else
 # http://archive.ubuntu.com/ubuntu); a frozen mirror's expired Release files are accepted
@@ -55,9 +58,9 @@ suite_ok() {
 packages() {
   case "$1" in
     sid) echo "mysql-server-core mysql-client-core" ;;
-    trixie) echo "postgresql-17 mariadb-server" ;;
+    trixie) echo "postgresql-17 mariadb-server python3 python3-venv" ;;
     bullseye) echo "python3 python3-venv postgresql-13 groff-base" ;;
-    jammy) echo "postgresql-14" ;;
+    jammy) echo "postgresql-14 python3 python3-venv" ;;
   esac
 }
 
@@ -96,7 +99,15 @@ ubuntu_keyring() {
     || die "Ubuntu's keyring from $1 does not hold the archive key $ARCHIVE_KEY: not used"
 }
 
-built() { [ -f "$cache/$1/$marker" ]; }
+# Built, and with every package the suite now asks for (its marker lists them): a root cached
+# before a package was added is built again
+built() {
+  local p
+  [ -f "$cache/$1/$marker" ] || return 1
+  for p in $(packages "$1"); do
+    grep -q "^$p " "$cache/$1/$marker" || return 1
+  done
+}
 
 # Host PIDs of the processes whose root directory is inside $1.
 procs_in() {
@@ -111,9 +122,10 @@ procs_in() {
 # debootstrap, then the suite's packages with apt-get in a chroot with a fresh /proc.
 stage() {
   local suite=$1 root=$2 url=$3
-  local frozen=(-o 'Acquire::Check-Valid-Until=false') keyring=()
-  [ "$suite" != jammy ] || keyring=(--keyring="$root.keyring")
-  debootstrap --variant=minbase "${keyring[@]}" "$suite" "$root" "$url" \
+  local frozen=(-o 'Acquire::Check-Valid-Until=false') extra=()
+  # (python3-venv is in Ubuntu's universe)
+  [ "$suite" != jammy ] || extra=(--keyring="$root.keyring" --components=main,universe)
+  debootstrap --variant=minbase "${extra[@]}" "$suite" "$root" "$url" \
     || { tail -n 20 "$root/debootstrap/debootstrap.log" >&2 2>/dev/null || true
          die "debootstrap $suite from $url failed (output above)"; }
   printf '#!/bin/sh\n# hpadvise lab root: no service starts here\nexit 101\n' \
@@ -239,5 +251,5 @@ case "$cmd" in
     echo "$cache/$1" ;;
   _stage) [ $# -eq 3 ] || die "usage: roots.sh _stage SUITE ROOT MIRROR (internal)"
     stage "$@" ;;
-  *) sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,40p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

@@ -4,6 +4,10 @@ one-file hpadvise.pyz (scripts/build_pyz.py), nothing installed.
 
 - The unit tests run there, against the archive (PYTHONPATH=hpadvise.pyz), with the root's
   venv of the tests' own tools (pytest and the rest; nothing of hpadvise's).
+- README's install and build of the archive (`scripts/install.sh`, then `.venv/bin/python
+  scripts/build_pyz.py`) work as written on each older Python the project supports, in the
+  roots that have it: 3.9 (bullseye), 3.10 (Ubuntu's jammy) and 3.13 (trixie); the archive
+  built there runs `check` there.
 - `python3 hpadvise.pyz check`, `size`, `apply --dry-run` and `report` run inside the
   namespaces of a PostgreSQL 13 server of that root (tests/roots.py), as on a bullseye host:
   check reports the server as it is (version, port, settings) and sizes its shared memory
@@ -16,6 +20,8 @@ import math
 import shlex
 import shutil
 import subprocess
+import sys
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -68,6 +74,67 @@ def test_the_unit_tests_pass_on_python_39(bullseye, pyz, tmp_path):
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
     assert "Python 3.9.2" in r.stdout and " passed" in summary, summary
     assert "failed" not in summary and "error" not in summary, summary
+
+
+# Each root's python3: (suite, version, CPython ABI tag)
+PYTHONS = [("bullseye", "3.9", "cp39"), ("jammy", "3.10", "cp310"), ("trixie", "3.13", "cp313")]
+
+
+def _wheels(py: str, abi: str, into: Path) -> None:
+    """What README's install fetches for that Python (the dependencies pyproject.toml names,
+    and its build backend), fetched here by the host's pip from its index, as
+    scripts/roots.sh fetches the unit tests' tools: the roots have no index of their own."""
+    import tomllib
+    proj = tomllib.loads((REPO / "pyproject.toml").read_text())
+    specs = [d.split(";")[0].strip() for d in proj["project"]["dependencies"]] \
+        + proj["build-system"]["requires"]
+    r = subprocess.run([sys.executable, "-m", "pip", "download", "-q",
+                        "--disable-pip-version-check", "--dest", str(into),
+                        "--only-binary=:all:", "--python-version", py, "--implementation",
+                        "cp", "--abi", abi, "--platform", "manylinux2014_x86_64", "--platform",
+                        "manylinux_2_17_x86_64", "--platform", "manylinux_2_28_x86_64", *specs],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, f"fetching the wheels for Python {py}: {r.stderr[-1500:]}"
+
+
+@pytest.mark.parametrize("suite,py,abi", PYTHONS, ids=[p[0] for p in PYTHONS])
+def test_the_archive_is_built_as_readme_says(suite, py, abi, tmp_path):
+    """A copy of the checkout (its committed files) and the wheels in a fresh /tmp of the
+    root, in private mount and PID namespaces; pip told where the wheels are (PIP_NO_INDEX,
+    PIP_FIND_LINKS), nothing else changed in README's two commands."""
+    root = root_path(suite)
+    if root is None:
+        pytest.skip(why_no_root(suite))
+    if not (root / "usr/lib" / f"python{py}" / "venv").is_dir():
+        pytest.skip(f"{root} has no python{py} venv module: rebuild it "
+                    f"(scripts/roots.sh build {suite})")
+    tmp = tmp_path / "tmp"
+    (tmp / "src").mkdir(parents=True)
+    tmp.chmod(0o1777)
+    files = subprocess.run(["git", "-C", str(REPO), "ls-files", "-z"], capture_output=True,
+                           check=True).stdout.decode().split("\0")
+    for f in filter(None, files):
+        if (REPO / f).is_file():
+            (tmp / "src" / f).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / f, tmp / "src" / f)
+    _wheels(py, abi, tmp / "wheels")
+    steps = ("cd /tmp/src && export PIP_NO_INDEX=1 PIP_FIND_LINKS=/tmp/wheels && "
+             "scripts/install.sh && .venv/bin/python scripts/build_pyz.py /tmp/hpadvise.pyz "
+             "&& python3 --version && python3 /tmp/hpadvise.pyz check --json > /tmp/check.json")
+    inner = shlex.join(["chroot", str(root), "/usr/bin/env", "-i",
+                        "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/tmp", "LC_ALL=C.UTF-8",
+                        "bash", "-c", steps])
+    r_ = shlex.quote(str(root))
+    script = "\n".join(["set -e", f"mount -t proc proc {r_}/proc",
+                        f"mount --bind {shlex.quote(str(tmp))} {r_}/tmp", inner])
+    r = subprocess.run(["unshare", "--mount", "--pid", "--fork", "--propagation", "private",
+                        "--kill-child", "sh", "-c", script],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert f"Python {py}." in r.stdout, r.stdout
+    report = json.loads((tmp / "check.json").read_text())
+    assert report["hpadvise_version"] == metadata.version("hpadvise"), report["hpadvise_version"]
+    assert report["errors"] == [] and report["host"], report.get("errors")
 
 
 def shared_mapping_kb(pid: int) -> int:

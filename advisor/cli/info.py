@@ -27,10 +27,14 @@ def list_engines(
 
     def table() -> None:
         from rich.table import Table
-        t = Table("engine", "what it sizes", "from", "apply", "validate", box=None)
-        for r in rows:
-            t.add_row(r["name"], r["description"], r["origin"], r["apply"],
-                      ", ".join(r["validate"]) or "-")
+        from ..kit.sizing import counted
+        t = Table("engine", "what it sizes", "check finds", "apply", "validate", "from",
+                  box=None)
+        for r in rows:  # check reads every engine: what it looks for, and what it can say
+            finds = f"{' or '.join(r['processes'])} processes; " \
+                f"{counted(r['finding_codes'], 'finding')}"
+            t.add_row(r["name"], r["description"], finds, r["apply"],
+                      ", ".join(r["validate"]) or "-", r["origin"])
         make_console().print(t)
     deliver(fmt_of(fmt, json_out), rows, table, output)
 

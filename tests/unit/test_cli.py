@@ -183,6 +183,15 @@ def test_engines_json_matches_its_schema():
     assert {"postgres", "mysql", "jvm"} <= {e["name"] for e in d}
 
 
+def test_the_engines_table_says_what_check_finds_of_each():
+    rows = {e["name"]: e for e in json.loads(run_cli("engines", "--json").stdout)}
+    text = " ".join(run_cli("engines", env={"COLUMNS": "1000"}).stdout.split())
+    assert "check finds" in text
+    for name, e in rows.items():
+        finds = f"{' or '.join(e['processes'])} processes; {e['finding_codes']} findings"
+        assert finds in text, (name, finds, text)
+
+
 def test_every_output_schema_is_a_valid_schema():
     for name in ("check", "apply", "engines", "validate"):
         jsonschema.Draft202012Validator.check_schema(_schema(name))

@@ -114,10 +114,68 @@ def console(stderr: bool = False, file=None):
     stream = file or (sys.stderr if stderr else sys.stdout)
     tty = stream.isatty()
     wide = not tty and not os.environ.get("COLUMNS")
-    c = Console(stderr=stderr, file=file if tty else _Trimmed(stream),
-                width=120 if wide else None, highlight=False)
+    c = _WholeWords(stderr=stderr, file=file if tty else _Trimmed(stream),
+                    width=120 if wide else None, highlight=False)
     c.on_broken_pipe = _closed  # rich would exit 1: a closed pipe is no failure here
     return c
+
+
+def _whole_words():
+    """Rich's console, but a table is never drawn so narrow that a word in it breaks: rich
+    would break a path, a version or a command inside it where the terminal is narrow, and
+    what a user copies must stay whole. Such a table is drawn as wide as its words need
+    (rich's own allocation of the columns, widened until each holds its longest word); its
+    lines are longer than the terminal then, which wraps them, as psql's wide rows are."""
+    from rich.console import Console
+    from rich.table import Table
+
+    def words(console, column) -> list[list[str]]:
+        return [console.render_str(c).plain.split() for c in (column.header, *column._cells)
+                if isinstance(c, str)]
+
+    def longest(console, column) -> int:
+        return max((len(w) for cell in words(console, column) for w in cell), default=0)
+
+    def short_of(console, table, width: int) -> int:
+        """How many columns more the widest-breaking column needs at this width."""
+        widths = table._calculate_column_widths(console, console.options.update_width(
+            width - table._extra_width))
+        return max((longest(console, col) + table._get_padding_width(n) - w
+                    for n, (col, w) in enumerate(zip(table.columns, widths))), default=0)
+
+    class WholeWords(Console):
+        def print(self, *objects, **kw):
+            width = self.width
+            need = width
+            for o in objects:
+                if not isinstance(o, Table):
+                    continue
+                for col in o.columns:  # one word a cell (ids, versions, sizes): none wraps,
+                    # so rich narrows the columns that can wrap, at their spaces, first
+                    col.no_wrap = col.no_wrap or all(len(c) <= 1 for c in words(self, col))
+                if short_of(self, o, need) > 0:
+                    wide = need
+                    for _ in range(64):  # each step widens by what the worst column lacks
+                        lack = short_of(self, o, wide)
+                        if lack <= 0:
+                            break
+                        wide += lack
+                    while need < wide:  # then the narrowest width that still breaks none
+                        mid = (need + wide) // 2
+                        need, wide = (need, mid) if short_of(self, o, mid) <= 0 \
+                            else (mid + 1, wide)
+            if need == width:
+                return super().print(*objects, **kw)
+            self.width = need
+            try:
+                return super().print(*objects, **kw)
+            finally:
+                self.width = width
+    return WholeWords
+
+
+def _WholeWords(**kw):
+    return _whole_words()(**kw)
 
 
 class _Trimmed:

@@ -192,6 +192,19 @@ def test_the_engines_table_says_what_check_finds_of_each():
         assert finds in text, (name, finds, text)
 
 
+@pytest.mark.parametrize("state", ["pg-fallback", "mariadb-jvm", "pg-patroni", "mthp-always"])
+def test_a_narrow_terminal_breaks_lines_at_spaces_never_inside_a_word(hosts, state):
+    """Rich would break a path, a version or a kernel option inside it to fit 60 columns;
+    what a user copies from the report must stay whole, so the words are the same as on a
+    wide terminal, only the lines break elsewhere (the tables' rules aside)."""
+    def words(columns: str) -> set[str]:
+        r = run_cli("check", "-v", "--root", str(hosts / state), env={"COLUMNS": columns})
+        assert r.returncode in (0, 1), r.stderr
+        return {w for w in r.stdout.split() if w.strip("─━")}
+    narrow, wide = words("60"), words("400")
+    assert narrow == wide, (sorted(narrow - wide), sorted(wide - narrow))
+
+
 def test_every_output_schema_is_a_valid_schema():
     for name in ("check", "apply", "engines", "validate"):
         jsonschema.Draft202012Validator.check_schema(_schema(name))

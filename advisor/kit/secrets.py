@@ -139,13 +139,23 @@ def _dsn_password(dsn: str) -> list[str]:
     return out + [p for x in out for p in re.split(r"[/@:?#&=%'\" ;\\]", x) if p != x]
 
 
+def _user_alone(dsn: str) -> bool:
+    """A URI whose userinfo is a user and nothing else (postgresql://app@db1/postgres): it
+    holds no password, and neither does a DSN without a password key."""
+    if "://" not in dsn or "password" in dsn.lower():
+        return False
+    userinfo = dsn[dsn.find("://") + 3:dsn.rfind("@")]
+    return not re.search(r"[:/?#\s]", userinfo)
+
+
 def remember_dsn(dsn: str) -> None:
     """Every password a DSN holds, for scrub; a DSN that names one where none can be told
     apart (redaction finds nothing, but it has an `@` or a password key) is remembered
-    whole."""
+    whole. A URI with a user and no password is no secret: it names the instance."""
     for secret in _dsn_password(dsn):
         remember(secret)
-    if redact_dsn(dsn) == dsn and ("@" in dsn or "password" in dsn.lower()):
+    if redact_dsn(dsn) == dsn and ("@" in dsn or "password" in dsn.lower()) \
+            and not _user_alone(dsn):
         remember(dsn)
 
 

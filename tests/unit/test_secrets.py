@@ -33,6 +33,20 @@ def test_urls_dsns_and_query_parameters():
     assert redact_dsn("postgresql://app@db1/x") == "postgresql://app@db1/x"
 
 
+def test_a_dsn_with_a_user_and_no_password_is_no_secret():
+    """It names the instance (its id, its errors): scrubbing it whole would print `***` for
+    the host and make the id useless to --instance. One with a password still loses it."""
+    from hpadvise.kit.secrets import remember_dsn, scrub
+    plain = "postgresql://app-nopw@db-user-alone:5432/postgres"
+    remember_dsn(plain)
+    assert scrub(f"cannot connect to {plain}") == f"cannot connect to {plain}"
+    remember_dsn(f"postgresql://app:{SECRET}x@db-user-alone:5432/postgres")
+    assert SECRET not in scrub(f"postgresql://app:{SECRET}x@db-user-alone:5432/postgres")
+    odd = "postgresql://db-user-alone/x?user=a@b"  # an @ that is no userinfo's: kept out
+    remember_dsn(odd)
+    assert scrub(odd) == "***"
+
+
 def test_command_lines():
     argv = ["java", f"-Ddb.password={SECRET}", "-Xmx1g", "--password", SECRET,
             f"--api-key={SECRET}", f"jdbc:postgresql://app:{SECRET}@db/x", "-XX:+UseLargePages"]

@@ -120,9 +120,10 @@ def operator_yaml(p: dict) -> str:
 
 
 # What the DaemonSet runs on every node: check as Prometheus metrics into the directory
-# node_exporter's textfile collector reads (docs/prometheus.md), every 5 minutes.
+# node_exporter's textfile collector reads (docs/prometheus.md), every 5 minutes. --output
+# replaces the file atomically (a temporary name the collector skips), and a check that
+# fails writes it too, with hpadvise_check_success 0, for the alert on it.
 DAEMONSET_SCRIPT = ("while true; do hpadvise check --format prometheus --output "
-                    "/textfile/hpadvise.prom.tmp && mv /textfile/hpadvise.prom.tmp "
                     "/textfile/hpadvise.prom; sleep 300; done")
 
 

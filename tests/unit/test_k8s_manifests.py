@@ -10,6 +10,7 @@ import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from support import run_cli
 
@@ -69,3 +70,22 @@ def test_daemonset_validates_and_sees_the_node(hosts):
     r = run_cli("k8s", "--manifest", "daemonset", "--json")
     assert json.loads(r.stdout) == yaml.safe_load(run_cli("k8s", "--manifest",
                                                            "daemonset").stdout)
+
+
+def test_the_daemonsets_failed_check_still_reaches_prometheus(tmp_path):
+    """Its loop's check, run as written with /textfile here: a check that fails (exit 2, a
+    server it cannot reach) still leaves hpadvise.prom with hpadvise_check_success 0, for
+    the alert docs/prometheus.md gives, and no temporary file."""
+    import re
+    import shlex
+    ds = yaml.safe_load(run_cli("k8s", "--manifest", "daemonset").stdout)
+    [c] = ds["spec"]["template"]["spec"]["containers"]
+    body = re.search(r"do (.*?); sleep", c["command"][-1])[1]
+    argv = [a.replace("/textfile", str(tmp_path)) for a in shlex.split(body)]
+    assert argv[0] == "hpadvise", body
+    r = run_cli(*argv[1:], "--db", "postgres", "--dsn", "postgresql://nobody@127.0.0.1:1/x")
+    assert r.returncode == 2, r.stderr
+    fams = {f.name: f for f in text_string_to_metric_families(
+        (tmp_path / "hpadvise.prom").read_text())}
+    assert [s.value for s in fams["hpadvise_check_success"].samples] == [0]
+    assert [p.name for p in tmp_path.iterdir()] == ["hpadvise.prom"]

@@ -206,10 +206,17 @@ def k8s(
         wanted = select(report, None, instance)
     procs = ProcTable(sr)
     docs = [p for i in wanted if (p := k8s_mod.plan(report, procs, i, pods))]
-    unsized = [i.id for i in wanted if i.demand is None]
+    unsized = [i.id for i in wanted if i.demand is None
+               and getattr(report.placements.get(i.id), "status", None) == "unsized"]
     if not docs and unsized:
         raise InputError(f"cannot size {', '.join(unsized)} as this user: run as root or as "
                          "the server's owner")
+    pool_free = [i.id for i in wanted if i.demand is None]  # THP serves them, not a pool
+    if not docs and pool_free:
+        one = len(pool_free) == 1
+        raise InputError(f"{', '.join(pool_free)} {'takes' if one else 'take'} no static "
+                         f"huge pages (THP serves {'it' if one else 'them'}): no hugepages-* "
+                         "resources to give; `hpadvise check` shows the THP advice")
     if not docs:
         raise InputError("no instance with a huge page demand found; `hpadvise check` shows "
                          "what is there (a stopped server: its engine's option, listed by "

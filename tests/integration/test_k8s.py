@@ -61,3 +61,29 @@ def test_running_cluster_gets_memory_and_bad_input_is_one_line(pg_factory):
         r = run_cli("k8s", *args)
         assert r.returncode == 2, (args, r.stderr)
         assert len(r.stderr.strip().splitlines()) == 1 and needle in r.stderr, r.stderr
+
+
+def test_a_server_thp_serves_is_told_it_needs_no_hugepages_resources(tmp_path):
+    """A Redis takes no static huge pages: asked for its resources, k8s says so in one line
+    (exit 2), not that this user cannot size it."""
+    import shutil
+    import subprocess
+    import time
+    if not shutil.which("redis-server"):
+        pytest.fail("redis-server not found: scripts/test.sh installs it")
+    p = subprocess.Popen([shutil.which("redis-server"), "--port", "6394", "--bind", "127.0.0.1",
+                          "--save", "", "--appendonly", "no", "--dir", str(tmp_path)],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(50):  # until it listens
+            if run_cli("check", "--db", "redis", "--json").stdout.count('"redis:6394"'):
+                break
+            time.sleep(0.1)
+        r = run_cli("k8s", "--instance", "redis:6394")
+        assert r.returncode == 2 and r.stdout == "", r.stdout + r.stderr
+        assert r.stderr.strip().splitlines() == [
+            "hpadvise: error: redis:6394 takes no static huge pages (THP serves it): no "
+            "hugepages-* resources to give; `hpadvise check` shows the THP advice"], r.stderr
+    finally:
+        p.kill()
+        p.wait()

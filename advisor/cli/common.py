@@ -235,6 +235,9 @@ def targets(dsn: list[str] | None = None, engines: list[str] | None = None):
     from ..api.model import Targets
     from ..kit.secrets import check_dsn, redact_dsn
     for d in dsn or ():
+        if not d.strip():
+            raise InputError("--dsn is empty: give a DSN (postgresql://user@host:5432/db, "
+                             "mysql://user@host:3306/), or leave the option out")
         check_dsn(d)
         if engines is not None:
             from ..api.engines import registry
@@ -244,6 +247,14 @@ def targets(dsn: list[str] | None = None, engines: list[str] | None = None):
                                  f"{','.join(engines)} leaves {takers[0]} out; add --db "
                                  f"{takers[0]} or drop the DSN")
     return Targets.of(dsn or (), **ENGINE_OPTIONS)
+
+
+def no_dsn_offline(dsn: list[str] | None, root: str) -> None:
+    """--dsn connects to a live server; --root reads a snapshot, which has none to connect
+    to: both at once is refused, not one of them dropped silently."""
+    if dsn and root not in ("", "/"):
+        raise InputError("--dsn connects to a running server and --root reads a snapshot, "
+                         "which holds none: leave out one of them")
 
 
 def deliver(form: str, data, table, output: str | None = None) -> None:

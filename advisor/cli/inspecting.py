@@ -10,7 +10,7 @@ import typer
 
 from ..kit.errors import InputError
 from .app import app
-from .common import complete_engines
+from .common import complete_engines, no_dsn_offline
 from .common import (CheckFormat, CheckOutput, FailOn, Format, Format2, JsonOpt, OutputOpt, deliver,
                      emit, fmt_of, format_opt, targets)
 
@@ -74,6 +74,7 @@ def check(
     if measure_limits and root != "/":
         raise InputError("--measure-limits measures the live host's cgroups; it cannot read a "
                          "snapshot: leave out --root")
+    no_dsn_offline(dsn, root)
     engines = registry.resolve(db)
     report = inspect(SysRoot(snapshot_root(root)), profile, targets(dsn, engines), engines,
                      measure_limits=measure_limits)
@@ -191,6 +192,7 @@ def k8s(
         ds = k8s_mod.daemonset(image)
         deliver(form, ds, lambda: print(dump(ds), end=""), output)
         return
+    no_dsn_offline(dsn, root)
     sr = SysRoot(snapshot_root(root))
     engines = registry.resolve(db)
     named = targets(dsn, engines)

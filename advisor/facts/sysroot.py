@@ -57,6 +57,12 @@ class SysRoot:
         """True when this reads the running host, not a captured tree."""
         return self.root == Path("/")
 
+    def or_offline(self, advice: str) -> str:
+        """Advice to connect (--dsn), for the live host; a snapshot, which holds no
+        connection and takes no --dsn, is told where the running values are read."""
+        return advice if self.live else ("A snapshot holds no connection: check on the host "
+                                          "itself reads the running values.")
+
     def path(self, p: str) -> Path:
         return self.root / p.lstrip("/")
 

@@ -270,8 +270,8 @@ class Discovery:
         if note:
             inst.findings.append(CODES["my.no_connection"](
                 "Without a connection the values come from my.cnf and its includes and the "
-                "command line, and cache block counts are estimated. Pass --dsn "
-                "mysql://user:password@host:port/ to connect.", note, inst.id,
+                "command line, and cache block counts are estimated. " + sr.or_offline(
+                    "Pass --dsn mysql://user:password@host:port/ to connect."), note, inst.id,
                 title="Settings read from its command line only (its root is out of reach)"
                 if getattr(s.fs, "hidden", False) else None))
         if not errors:

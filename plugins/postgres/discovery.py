@@ -244,7 +244,7 @@ class Discovery:
             inst.findings.append(CODES["pg.no_connection"](
                 "Without a connection the running values are read from postgresql.conf, "
                 "postgresql.auto.conf and their includes, which may differ from what the server "
-                "loaded. Pass --dsn to connect as another user.", note, inst.id,
+                "loaded. " + sr.or_offline("Pass --dsn to connect as another user."), note, inst.id,
                 title="Settings read from the configuration files"
                 + ("" if not sr.live else f" (could not connect as {c.owner})")))
         if conf_error:

@@ -149,12 +149,32 @@ def test_fail_on_exit_codes(hosts, tmp_path, fail_on, state, code):
     (["--profile", "nope"], "no profile named 'nope'"),
     (["--db", "oracle"], "--db oracle: no such engine"),
     (["--fail-on", "sometimes"], "Invalid value for '--fail-on'"),
+    (["--dsn", "postgresql://app@db1/x"], "--dsn connects to a running server and --root "
+     "reads a snapshot, which holds none"),
 ])
 def test_usage_errors_exit_2_with_one_line(hosts, args, msg):
     r = run_cli("check", "--root", str(hosts / "no-pools"), *args)
     assert r.returncode == 2
     assert msg in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_an_empty_dsn_is_bad_input():
+    r = run_cli("check", "--dsn", " ")
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.strip().splitlines() == ["hpadvise: error: --dsn is empty: give a DSN "
+                                             "(postgresql://user@host:5432/db, "
+                                             "mysql://user@host:3306/), or leave the option "
+                                             "out"], r.stderr
+
+
+def test_an_offline_audit_is_not_told_to_pass_a_dsn(hosts):
+    """A snapshot takes no --dsn: what it cannot read is said without advising one."""
+    r = run_cli("check", "--json", "--root", str(hosts / "mariadb-jvm"))
+    said = [f for f in json.loads(r.stdout)["findings"]
+            if f["code"] in ("pg.no_connection", "my.no_connection")]
+    assert said and all("--dsn" not in f["rationale"] and "A snapshot holds no connection"
+                        in f["rationale"] for f in said), said
 
 
 def test_bad_profile_file(hosts, tmp_path):

@@ -109,7 +109,7 @@ def apply(
 def rollback(
     apply_id: Annotated[Optional[str], typer.Argument(
         help="The apply to undo (see `hpadvise history`); default: the latest.")] = None,
-    journal_dir: Annotated[Optional[str], typer.Option(metavar="DIR", help="Journal directory.")] = None,
+    journal_dir: Annotated[Optional[str], typer.Option(metavar="DIR", help="Journal directory [default: $HPADVISE_JOURNAL_DIR or /var/lib/hpadvise/journal].")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would be restored and "
                                           "stop.")] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask (at a terminal, "
@@ -188,7 +188,7 @@ def rollback(
 
 @app.command()
 def history(
-    journal_dir: Annotated[Optional[str], typer.Option(metavar="DIR", help="Journal directory.")] = None,
+    journal_dir: Annotated[Optional[str], typer.Option(metavar="DIR", help="Journal directory [default: $HPADVISE_JOURNAL_DIR or /var/lib/hpadvise/journal].")] = None,
     fmt: TableOrJson = Format2.table,
     json_out: JsonOpt = False,
     output: OutputOpt = None,

@@ -15,7 +15,7 @@ EXITS = {
              "a restart came back off huge pages (what it changed is undone, said on stderr), "
              "or the confirmation was declined; 2 bad input (nothing changed); 130 interrupted "
              "(what it changed stays journaled: `hpadvise rollback` undoes it).",
-    "rollback": "0 restored (or nothing left to restore); 1 a knob could not be restored or "
+    "rollback": "0 restored (with --dry-run: shown); 1 a knob could not be restored or "
                 "read back as it was (each named on stderr), or the confirmation was declined; 2 "
                 "bad input (no such apply, none left to roll back, a journal that cannot be "
                 "read).",

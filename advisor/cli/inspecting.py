@@ -189,6 +189,9 @@ def k8s(
     form = fmt_of(fmt, json_out)
     if manifest == Manifest.daemonset:  # the same for every node: nothing to inspect
         from ..kit.yamlout import dump
+        if not image.strip() or any(c.isspace() for c in image):
+            raise InputError(f"--image {image!r}: not an image reference; give one such as "
+                             "registry.example/hpadvise:0.1.0")
         ds = k8s_mod.daemonset(image)
         deliver(form, ds, lambda: print(dump(ds), end=""), output)
         return

@@ -38,7 +38,7 @@ def size_cmd(
       hpadvise size postgres shared_buffers=64GB max_connections=500 huge_page_size=2MB
       hpadvise size mysql innodb_buffer_pool_size=48G key_buffer_size=64M
       hpadvise size jvm -- -Xmx16g -XX:+UseLargePages -XX:ReservedCodeCacheSize=240m
-      hpadvise size postgres shared_buffers=8GB + jvm -Xmx4g --root /srv/audit/db7
+      hpadvise size --root /srv/audit/db7 postgres shared_buffers=8GB + jvm -- -Xmx4g
     """
     from ..facts import host as host_mod
     from ..api import profiles

@@ -89,3 +89,10 @@ def test_the_daemonsets_failed_check_still_reaches_prometheus(tmp_path):
         (tmp_path / "hpadvise.prom").read_text())}
     assert [s.value for s in fams["hpadvise_check_success"].samples] == [0]
     assert [p.name for p in tmp_path.iterdir()] == ["hpadvise.prom"]
+
+
+@pytest.mark.parametrize("image", ["", " ", "registry.example/a b:1"])
+def test_a_daemonset_without_an_image_reference_is_bad_input(image):
+    r = run_cli("k8s", "--manifest", "daemonset", "--image", image)
+    assert r.returncode == 2 and r.stdout == "", r.stdout
+    assert r.stderr.count("\n") == 1 and "not an image reference" in r.stderr, r.stderr

@@ -123,47 +123,44 @@ def console(stderr: bool = False, file=None):
 def _whole_words():
     """Rich's console, but a table is never drawn so narrow that a word in it breaks: rich
     would break a path, a version or a command inside it where the terminal is narrow, and
-    what a user copies must stay whole. Such a table is drawn as wide as its words need
-    (rich's own allocation of the columns, widened until each holds its longest word); its
-    lines are longer than the terminal then, which wraps them, as psql's wide rows are."""
+    what a user copies must stay whole. Where rich's own layout would, each column gets at
+    least its longest word and the rest of the width in proportion to what it would take
+    beyond that; a table whose words need more than the terminal is drawn that wide, and the
+    terminal wraps its lines, as psql's wide rows are."""
     from rich.console import Console
     from rich.table import Table
 
-    def words(console, column) -> list[list[str]]:
-        return [console.render_str(c).plain.split() for c in (column.header, *column._cells)
-                if isinstance(c, str)]
-
     def longest(console, column) -> int:
-        return max((len(w) for cell in words(console, column) for w in cell), default=0)
+        cells = (column.header, *column._cells)
+        return max((len(w) for c in cells for w in (
+            console.render_str(c).plain if isinstance(c, str) else getattr(c, "plain", "")
+        ).split()), default=0)
 
-    def short_of(console, table, width: int) -> int:
-        """How many columns more the widest-breaking column needs at this width."""
-        widths = table._calculate_column_widths(console, console.options.update_width(
-            width - table._extra_width))
-        return max((longest(console, col) + table._get_padding_width(n) - w
-                    for n, (col, w) in enumerate(zip(table.columns, widths))), default=0)
+    def fit(console, table, width: int) -> list[int] | None:
+        """The columns' widths, padding included, that keep every word whole; None where
+        rich's own do."""
+        opts = console.options.update_width(1 << 16)
+        cols = table.columns
+        pads = [table._get_padding_width(n) for n in range(len(cols))]
+        lo = [longest(console, c) + p for c, p in zip(cols, pads)]
+        hi = [max(lo_, table._measure_column(console, opts, c).maximum)
+              for lo_, c in zip(lo, cols)]
+        room = width - table._extra_width
+        rich = table._calculate_column_widths(console, console.options.update_width(room))
+        if all(r >= lo_ for r, lo_ in zip(rich, lo)):
+            return None  # rich's own layout breaks no word: kept
+        spare, want = max(0, room - sum(lo)), [h - lo_ for h, lo_ in zip(hi, lo)]
+        return [lo_ + spare * w // (sum(want) or 1) for lo_, w in zip(lo, want)]
 
     class WholeWords(Console):
         def print(self, *objects, **kw):
-            width = self.width
-            need = width
+            width = need = self.width
             for o in objects:
-                if not isinstance(o, Table):
-                    continue
-                for col in o.columns:  # one word a cell (ids, versions, sizes): none wraps,
-                    # so rich narrows the columns that can wrap, at their spaces, first
-                    col.no_wrap = col.no_wrap or all(len(c) <= 1 for c in words(self, col))
-                if short_of(self, o, need) > 0:
-                    wide = need
-                    for _ in range(64):  # each step widens by what the worst column lacks
-                        lack = short_of(self, o, wide)
-                        if lack <= 0:
-                            break
-                        wide += lack
-                    while need < wide:  # then the narrowest width that still breaks none
-                        mid = (need + wide) // 2
-                        need, wide = (need, mid) if short_of(self, o, mid) <= 0 \
-                            else (mid + 1, wide)
+                widths = fit(self, o, width) if isinstance(o, Table) else None
+                if widths:
+                    for n, (col, w) in enumerate(zip(o.columns, widths)):
+                        col.width = w - o._get_padding_width(n)
+                    need = max(need, sum(widths) + o._extra_width)
             if need == width:
                 return super().print(*objects, **kw)
             self.width = need

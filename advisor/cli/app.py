@@ -62,10 +62,11 @@ def command_group():
     """The click group of every registered command, as typer builds it."""
     _annotations_evaluated()
     group = typer.main.get_command(app)
-    from .exits import EXITS
+    from .exits import ANY, EXITS
     for name, cmd in group.commands.items():  # the help's last words
         if name in EXITS:
-            cmd.epilog = f"Exit codes: {EXITS[name]}"
+            cmd.epilog = f"Exit codes: {EXITS[name]}" + ("" if name == "thp-exec" else f" {ANY}")
+    group.epilog = f"Exit codes: each command's help gives its own. {ANY}"
     return group
 
 
@@ -142,7 +143,9 @@ def main(argv: list[str] | None = None) -> None:
         if type(exc).__name__ == "NoArgsIsHelpError":  # plain `hpadvise`: the help
             print(exc.format_message())
             sys.exit(0)
-        msg = " ".join(exc.format_message().split())
+        # click joins its suggestion on with a space: "No such option: --x Did you mean --y?"
+        msg = " ".join(exc.format_message().split()).replace(" Did you mean",
+                                                             ". Did you mean")
         ctx = getattr(exc, "ctx", None)
         hint = f" (see: {ctx.command_path} --help)" if ctx is not None else ""
         print(f"hpadvise: error: {msg}{hint}", file=sys.stderr)

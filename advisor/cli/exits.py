@@ -4,6 +4,10 @@ in hpadvise (one line; HPADVISE_DEBUG=1 shows the traceback) and 130 an interrup
 
 from __future__ import annotations
 
+# what every command may also end with (thp-exec: before it runs COMMAND)
+ANY = "Any command: 70 a bug in hpadvise (one line; HPADVISE_DEBUG=1 shows the traceback); " \
+    "130 interrupted."
+
 EXITS = {
     "check": "0 done; 1 a finding reached --fail-on; 2 bad input (the report is still printed "
              "where it could be made).",

@@ -84,7 +84,7 @@ def prepare(report: Report, engines: dict[str, Engine], *, restart: bool, persis
         own = next((c for c in report.changes if c.kind == "process_thp"
                     and c.instance == inst.id), None)  # a THP mode of its own (prctl)
         if own is not None and inst.running:
-            own = _through_unit(ap, inst, own)
+            own = _through_unit(ap, inst, own) if not sys_root else own  # this host's units
         if inst.running and (acts or own or (partly and placed is not None
                                              and placed.status == "pool")):
             ra = eng.restart_action(inst)

@@ -5,7 +5,9 @@ modules and tests can drive the same functions."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -17,7 +19,7 @@ from ..api.model import Targets
 from ..planning.pipeline import inspect, plan_for, select
 from ..changes.actions import Action, File
 from .steps import ApplyPlan, Result
-from ..facts.sysroot import SysRoot, snapshot_root
+from ..facts.sysroot import SysRoot, planning_snapshot, snapshot_root
 
 
 @dataclass
@@ -42,15 +44,19 @@ def plan(req: Request) -> ApplyPlan:
     if req.persist_root not in ("", "/") and not os.path.isdir(req.persist_root):
         raise InputError(f"--persist-root {req.persist_root}: no such directory; create it, "
                          "or leave the option out to persist under /")
-    live = snapshot_root(req.root) == "/"
+    root = snapshot_root(top_of(req.root))
+    live = root == "/"
     if not live and not req.read_only:
         raise InputError(f"--root {req.root}: a snapshot's plan can only be shown; add "
                          "--dry-run")
     if not live and req.persist_root not in ("", "/"):
         raise InputError("--persist-root writes files and --root plans for a snapshot, "
                          "whose own /etc is read: leave out --persist-root")
+    if not live and req.restart:
+        raise InputError("--restart restarts servers, and a snapshot's are not this host's: "
+                         "leave out --restart")
     # a snapshot's own pools and knobs are the values before (its journal is not read)
-    report = inspect(SysRoot(req.root), req.profile, Targets(), None, journal=req.journal_dir)
+    report = inspect(SysRoot(root), req.profile, Targets(), None, journal=req.journal_dir)
     names = sorted(report.engines) if req.engines is None else req.engines
     selected = select(report, names, req.instances)
     if not selected:
@@ -65,10 +71,12 @@ def plan(req: Request) -> ApplyPlan:
     if why and len(why) == len(selected):
         raise InputError("nothing can be planned: " + "; ".join(
             f"{i}: {w}" for i, w in why.items()))
-    p = ap.prepare(plan_for(report, [i for i in selected if i.id not in why]),
-                   report.engines, restart=req.restart, persist=req.persist,
-                   persist_root=req.persist_root if live else req.root,
-                   read_only=os.geteuid() != 0 or not live, sys_root="" if live else req.root)
+    # a snapshot's servers' files (their settings before) read inside it
+    with contextlib.nullcontext() if live else planning_snapshot(root):
+        p = ap.prepare(plan_for(report, [i for i in selected if i.id not in why]),
+                       report.engines, restart=req.restart, persist=req.persist,
+                       persist_root=req.persist_root if live else root,
+                       read_only=os.geteuid() != 0 or not live, sys_root="" if live else root)
     p.notices[:0] = [f"{i} left out, nothing of it is changed: {w}" for i, w in why.items()]
     p.instances = [i for i in p.instances if not i.found]  # kept ones: only their pages
     if not live:
@@ -100,16 +108,25 @@ def plan_json(p: ApplyPlan, root: str = "/") -> dict:
                         "restart_needed": p.restart_pending + p.restart_unaided})
 
 
+def top_of(root: str) -> str:
+    """--root as one absolute path, no trailing slash: "/" for the live host."""
+    return "/" if root in ("", "/") else os.path.abspath(root).rstrip("/") or "/"
+
+
 def as_in(root: str) -> Callable[[Any], Any]:
     """The paths of a snapshot's plan (text, or JSON's strings) as the host it holds names
-    them: the snapshot's own directory taken off. The live host's, as they are."""
-    if root in ("", "/"):
+    them: the snapshot's own directory taken off where a path starts with it and goes on
+    into one of its top folders (etc, proc, ...), so that a path of the captured host that
+    merely starts like it stays. The live host's, as they are."""
+    top = top_of(root)
+    if top == "/":
         return lambda x: x
-    top = root.rstrip("/") + "/"
+    names = "|".join(re.escape(n) for n in sorted(os.listdir(top)))
+    at = re.compile(rf"(?<![\w./-]){re.escape(top)}/+(?=(?:{names})(?:/|\b))")
 
     def seen(x: Any) -> Any:
         if isinstance(x, str):
-            return x.replace(top, "/")
+            return at.sub("/", x)
         if isinstance(x, list):
             return [seen(v) for v in x]
         if isinstance(x, dict):

@@ -25,7 +25,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from .sysroot import Note, SysRoot
+from .sysroot import Note, SysRoot, planned_snapshot
 
 MAX_LINKS = 40  # links followed in one path (the kernel's own bound: MAXSYMLINKS, namei.c)
 
@@ -339,10 +339,14 @@ def proc_root(fs: SysRoot) -> ProcRoot | None:
 
 def reach(root_spec: dict | None, path: str | None) -> str | None:
     """A journaled path in its root (the spec ProcRoot.to_spec wrote), as the host reaches it
-    now; the path itself where the server shares the host's root."""
+    now; the path itself where the server shares the host's root (inside the snapshot while
+    apply plans for one)."""
     root = ProcRoot.from_spec(root_spec)
-    if path is None or root is None:
+    if path is None:
         return path
+    if root is None:
+        top = planned_snapshot()
+        return path if top is None else os.path.join(top, path.lstrip("/"))
     return root.reach(path)
 
 

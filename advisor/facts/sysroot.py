@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import errno
 import os
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -201,3 +203,22 @@ def size_dirs(sr: SysRoot, base: str) -> list[tuple[int, str]]:
         if kb is not None:
             out.append((kb, f"{base}/{name}"))
     return sorted(out)
+
+
+# While apply plans for a snapshot (apply --root): the snapshot's directory, under which a
+# server that shares its host's root has its files (roots.reach)
+_PLANNED: ContextVar[str | None] = ContextVar("planned_snapshot", default=None)
+
+
+@contextmanager
+def planning_snapshot(top: str):
+    """Paths of the servers on a snapshot's own host reached inside it meanwhile."""
+    token = _PLANNED.set(top)
+    try:
+        yield
+    finally:
+        _PLANNED.reset(token)
+
+
+def planned_snapshot() -> str | None:
+    return _PLANNED.get()

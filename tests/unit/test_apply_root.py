@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -87,3 +88,34 @@ def test_a_directory_that_is_no_snapshot_is_refused(tmp_path):
     r = run_cli("apply", "--db", "postgres", "--root", str(tmp_path), "--dry-run")
     assert r.returncode == 2 and "not a snapshot" in r.stderr, r.stderr
     assert r.stderr.count("\n") == 1 and r.stdout == ""
+
+
+def test_a_server_on_the_snapshots_own_host_is_read_in_the_snapshot(tmp_path):
+    """The base tree's PostgreSQL shares its host's root: its postgresql.auto.conf is the
+    snapshot's, not this machine's, and says what the value before is."""
+    tree, _ = _tree(CELLS[IDS[0]], tmp_path)
+    auto = tree / "var/lib/postgresql/15/main/postgresql.auto.conf"
+    auto.write_text(auto.read_text() + "huge_pages = 'try'\n")
+    r = run_cli("apply", "--db", "postgres", "--root", str(tree), "--dry-run", "--json")
+    assert r.returncode == 0, r.stderr
+    [ch] = [c for c in json.loads(r.stdout)["changes"] if c["instance"] == "postgres:5432"]
+    assert (ch["before"], ch["after"], ch["before_unknown"]) == ("try", "on", None), ch
+
+
+@pytest.mark.parametrize("how", ["relative", "trailing-slash", "dot"])
+def test_the_snapshot_is_named_as_the_user_gave_it_and_its_paths_are_the_hosts(how, tmp_path):
+    tree, _ = _tree(CELLS[IDS[0]], tmp_path)
+    root = {"relative": "tree", "trailing-slash": f"{tree}/", "dot": f"{tree}/."}[how]
+    r = subprocess.run([sys.executable, "-m", "hpadvise.cli", "apply", "--db", "postgres",
+                        "--root", root, "--dry-run", "--json"], capture_output=True,
+                       text=True, cwd=tmp_path, timeout=120)
+    assert r.returncode == 0, r.stderr
+    targets = [c["target"] for c in json.loads(r.stdout)["changes"]]
+    assert "/etc/sysctl.d/60-hpadvise.conf" in targets, targets
+    assert str(tmp_path) not in r.stdout and "//" not in "".join(targets), targets
+
+
+def test_a_restart_of_a_snapshots_servers_is_refused(tmp_path):
+    tree, _ = _tree(CELLS[IDS[0]], tmp_path)
+    r = run_cli("apply", "--db", "postgres", "--root", str(tree), "--dry-run", "--restart")
+    assert r.returncode == 2 and "leave out --restart" in r.stderr and r.stdout == "", r.stderr

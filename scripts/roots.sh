@@ -36,8 +36,8 @@
 # (Acquire::Check-Valid-Until "false"). Building needs root and debootstrap, and runs in
 # private mount and PID namespaces (unshare): nothing stays mounted and no process outlives
 # it. The packages' services are never started (a policy-rc.d that exits 101 stays in each
-# root). About 4 minutes for the four here (sid 47 s, trixie 61 s, bullseye 68-77 s, jammy
-# 45 s).
+# root). About 5 minutes for the four here (sid 47 s, trixie 61-67 s, bullseye 68-94 s,
+# jammy 45-75 s).
 set -euo pipefail
 
 cache=${HPADVISE_ROOTS:-/var/tmp/hpadvise-roots}
@@ -85,18 +85,25 @@ mirror() {
   echo http://deb.debian.org/debian
 }
 
-# Ubuntu's archive keyring, from its ubuntu-keyring package in the mirror $1, written to $2:
-# refused unless it holds ARCHIVE_KEY (the package comes over plain HTTP, as the archive does)
+# Ubuntu's archive key alone, from the ubuntu-keyring package in the mirror $1, written to
+# $2: only ARCHIVE_KEY is exported from the package's keyring (which comes over plain HTTP,
+# as the archive does), and the result must hold that one key and no other
 ubuntu_keyring() {
-  local d
-  d=$(mktemp -d)
+  local d=$2.d pubs
+  command -v gpg >/dev/null || die "gpg is missing: apt-get install gpg"
+  command -v curl >/dev/null || die "curl is missing: apt-get install curl"
+  mkdir -p -m 700 "$d/gnupg"
   curl -fsS -m 60 -o "$d/k.deb" "$1/$KEYRING_DEB" \
-    || { rm -rf "$d"; die "fetching Ubuntu's keyring from $1/$KEYRING_DEB failed"; }
+    || die "fetching Ubuntu's keyring from $1/$KEYRING_DEB failed"
   dpkg-deb -x "$d/k.deb" "$d/x"
-  cp "$d/x/usr/share/keyrings/ubuntu-archive-keyring.gpg" "$2"
+  local kr=(gpg --batch --quiet --homedir "$d/gnupg" --no-default-keyring --keyring "$d/all.gpg")
+  "${kr[@]}" --import "$d/x/usr/share/keyrings/ubuntu-archive-keyring.gpg" 2>/dev/null || true
+  "${kr[@]}" --export "$ARCHIVE_KEY" > "$2"
+  pubs=$(gpg --batch --show-keys --with-colons "$2" 2>/dev/null | awk -F: '
+    $1 == "pub" { n++; want = 1; next } $1 == "fpr" && want { print $10; want = 0 }' || true)
   rm -rf "$d"
-  gpg --show-keys --with-colons "$2" 2>/dev/null | grep -qx "fpr:::::::::$ARCHIVE_KEY:" \
-    || die "Ubuntu's keyring from $1 does not hold the archive key $ARCHIVE_KEY: not used"
+  [ "$pubs" = "$ARCHIVE_KEY" ] \
+    || die "Ubuntu's keyring from $1 does not hold the archive key $ARCHIVE_KEY alone: not used"
 }
 
 # Built, and with every package the suite now asks for (its marker lists them): a root cached
@@ -207,7 +214,7 @@ build() {
   cleanup() {
     local p
     for p in $(procs_in "$tmp"); do kill -KILL "$p" 2>/dev/null || true; done
-    rm -rf "$tmp" "$tmp.keyring"
+    rm -rf "$tmp" "$tmp.keyring" "$tmp.keyring.d"
   }
   trap cleanup EXIT
   [ "$suite" != jammy ] || ubuntu_keyring "$url" "$tmp.keyring"
@@ -228,8 +235,17 @@ build() {
     chroot "$tmp" dpkg-query -W -f '${Package} ${Version}\n' $(packages "$suite")
   } > "$tmp/$marker.new"
   mv "$tmp/$marker.new" "$tmp/$marker"
-  rm -rf "$dir"  # a root of an older layout, without the marker
+  # the root it replaces (no marker, or one without a package asked for now): renamed aside
+  # first, so that the new one takes its name at once; its processes must be gone
+  local old=""
+  if [ -e "$dir" ]; then
+    left=$(procs_in "$dir")
+    [ -z "$left" ] || die "processes run in the outdated $suite root ($left): stop them, then build again"
+    old=$(mktemp -d "$cache/.old-$suite.XXXXXX")
+    mv "$dir" "$old/root"
+  fi
   mv "$tmp" "$dir"
+  [ -z "$old" ] || rm -rf "$old"
   rm -f "$tmp.keyring"
   trap - EXIT
   exec 9>&-

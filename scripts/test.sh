@@ -8,9 +8,9 @@
 # HTML reports rendered headless). Python: hpadvise with its [test] extras (ansible-core among them)
 # in a venv. Debian roots with other server releases and Pythons (sid: Oracle MySQL 9.7; trixie:
 # MariaDB 11.8, PostgreSQL 17, Python 3.13; bullseye: Python 3.9, PostgreSQL 13; Ubuntu's
-# jammy: PostgreSQL 14, Python 3.10), built once into /var/tmp/hpadvise-roots by scripts/roots.sh (about 4 minutes; a no-op
-# once cached);
-# tests/roots.py runs the servers inside them.
+# jammy: PostgreSQL 14, Python 3.10), built once into /var/tmp/hpadvise-roots by
+# scripts/roots.sh (about 5 minutes; a no-op once cached); tests/roots.py runs the servers
+# inside them.
 # Live tests change real pools and THP knobs and restore them; they need root.
 #   scripts/test.sh --fast [pytest args]
 # --fast: the inner loop: the unit and snapshot tests only (tests/unit: no server started, no

@@ -62,10 +62,10 @@ def command_group():
     """The click group of every registered command, as typer builds it."""
     _annotations_evaluated()
     group = typer.main.get_command(app)
-    from .exits import ANY, EXITS
+    from .exits import ANY, EXITS, exit_codes
     for name, cmd in group.commands.items():  # the help's last words
         if name in EXITS:
-            cmd.epilog = f"Exit codes: {EXITS[name]}" + ("" if name == "thp-exec" else f" {ANY}")
+            cmd.epilog = f"Exit codes: {exit_codes(name)}"
     group.epilog = f"Exit codes: each command's help gives its own. {ANY}"
     return group
 

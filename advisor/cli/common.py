@@ -127,12 +127,13 @@ def _whole_words():
     least its longest word and the rest of the width in proportion to what it would take
     beyond that; a table whose words need more than the terminal is drawn that wide, and the
     terminal wraps its lines, as psql's wide rows are."""
+    from rich.cells import cell_len
     from rich.console import Console
     from rich.table import Table
 
     def longest(console, column) -> int:
         cells = (column.header, *column._cells)
-        return max((len(w) for c in cells for w in (
+        return max((cell_len(w) for c in cells for w in (
             console.render_str(c).plain if isinstance(c, str) else getattr(c, "plain", "")
         ).split()), default=0)
 
@@ -155,19 +156,25 @@ def _whole_words():
     class WholeWords(Console):
         def print(self, *objects, **kw):
             width = need = self.width
+            given: list = []  # (column, its own width), put back after printing
             for o in objects:
-                widths = fit(self, o, width) if isinstance(o, Table) else None
+                try:  # rich's own layout where its internals are not as read here
+                    widths = fit(self, o, width) if isinstance(o, Table) and not any(
+                        c.width is not None for c in o.columns) else None
+                except (AttributeError, TypeError):
+                    widths = None
                 if widths:
                     for n, (col, w) in enumerate(zip(o.columns, widths)):
+                        given.append((col, col.width))
                         col.width = w - o._get_padding_width(n)
                     need = max(need, sum(widths) + o._extra_width)
-            if need == width:
-                return super().print(*objects, **kw)
             self.width = need
             try:
                 return super().print(*objects, **kw)
             finally:
                 self.width = width
+                for col, w in given:
+                    col.width = w
     return WholeWords
 
 

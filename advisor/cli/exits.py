@@ -42,3 +42,12 @@ EXITS = {
     "man": "0 printed; 2 no such page.",
 }
 
+
+def exit_codes(name: str) -> str:
+    """A command's exit codes as its help and page end with them: its own, then what any
+    command may also end with (a bug; an interrupt, where its own do not say it already).
+    thp-exec: COMMAND's, which hpadvise does not add to."""
+    own = EXITS[name]
+    if name == "thp-exec":
+        return own
+    return own + " " + (ANY if "130 " not in own else ANY.split("; 130")[0] + ".")

@@ -31,8 +31,8 @@ def list_engines(
         t = Table("engine", "what it sizes", "check finds", "apply", "validate", "from",
                   box=None)
         for r in rows:  # check reads every engine: what it looks for, and what it can say
-            finds = f"{' or '.join(r['processes'])} processes; " \
-                f"{counted(r['finding_codes'], 'finding')}"
+            finds = f"{' or '.join(r['processes']) or 'no'} processes; " \
+                f"{counted(r['finding_codes'], 'kind')} of finding"
             t.add_row(r["name"], r["description"], finds, r["apply"],
                       ", ".join(r["validate"]) or "-", r["origin"])
         make_console().print(t)

@@ -216,7 +216,8 @@ def k8s(
     if not docs and unsized:
         raise InputError(f"cannot size {', '.join(unsized)} as this user: run as root or as "
                          "the server's owner")
-    pool_free = [i.id for i in wanted if i.demand is None]  # THP serves them, not a pool
+    pool_free = [i.id for i in wanted if i.demand is None  # THP serves them, not a pool
+                 and getattr(report.placements.get(i.id), "status", None) == "thp"]
     if not docs and pool_free:
         one = len(pool_free) == 1
         raise InputError(f"{', '.join(pool_free)} {'takes' if one else 'take'} no static "

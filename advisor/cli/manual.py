@@ -14,7 +14,7 @@ from typing import Annotated, Optional
 import typer
 
 from .app import app
-from .exits import ANY, EXITS
+from .exits import EXITS, exit_codes
 
 SECTION = "1"
 # the completion scripts shipped beside the pages: file name -> typer's shell
@@ -101,7 +101,7 @@ def pages() -> dict[str, Page]:
     for name, cmd in group.commands.items():
         ctx = click.Context(cmd, info_name=name, parent=root)
         paras, _, examples = _split_help(cmd.help or "")
-        exits = EXITS.get(name) and EXITS[name] + ("" if name == "thp-exec" else f" {ANY}")
+        exits = EXITS.get(name) and exit_codes(name)
         opts = []
         for p in cmd.get_params(ctx):
             rec = p.get_help_record(ctx)

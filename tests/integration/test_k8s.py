@@ -75,10 +75,13 @@ def test_a_server_thp_serves_is_told_it_needs_no_hugepages_resources(tmp_path):
                           "--save", "", "--appendonly", "no", "--dir", str(tmp_path)],
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        for _ in range(50):  # until it listens
+        for _ in range(50):  # until check sees it
             if run_cli("check", "--db", "redis", "--json").stdout.count('"redis:6394"'):
                 break
             time.sleep(0.1)
+        else:
+            pytest.fail(f"redis-server on port 6394 did not show in check (exit {p.poll()}: "
+                        "the port taken?)")
         r = run_cli("k8s", "--instance", "redis:6394")
         assert r.returncode == 2 and r.stdout == "", r.stdout + r.stderr
         assert r.stderr.strip().splitlines() == [

@@ -163,7 +163,7 @@ def result_json(p: ApplyPlan, result: Result, boot: list[str]) -> dict:
 def print_plan(p: ApplyPlan, root: str = "/") -> None:
     seen = as_in(root)
     print(f"Plan for {', '.join(i.id for i in p.instances)} (profile "
-          f"{p.report.profile.name}" + ("" if root == "/" else
+          f"{p.report.profile.name}" + ("" if top_of(root) == "/" else
                                         f"; the host as the snapshot in {root} holds it") + "):")
     for ln in ap.describe(p) or ["nothing to change"]:
         print("  " + seen(ln).replace("\n", "\n  "))

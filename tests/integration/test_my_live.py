@@ -122,6 +122,16 @@ def _safe():
         @property
         def argv(self) -> list[str]:
             return ["mysqld_safe", f"--defaults-file={self.cnf}", f"--user={self.user}"]
+
+        def stop(self) -> None:
+            """The server, then its wrapper: mysqld_safe logs the server's end into the
+            server's directory before it exits, and must be gone before that directory is
+            removed (or it writes the directory anew). The wrapper apply started as well."""
+            from hpadvise.benchmarks.face import wait_gone
+            pid = self.pid
+            wrapper = _parent(pid) if pid and "mysqld_safe" in _parent_cmdline(pid) else None
+            super().stop()
+            wait_gone(wrapper, 30)
     return Safe
 
 

@@ -46,3 +46,18 @@ def test_bad_profiles(tmp_path, text, msg):
 def test_unknown_profile_name():
     with pytest.raises(InputError, match="no profile named 'nope'"):
         profiles.load("nope")
+
+
+def test_the_defaults_a_profile_file_leaves_to_hpadvise_are_documented():
+    """docs/check.md names each built-in default (what a key a profile file leaves out
+    takes), as the schema holds it, and that `name` is required."""
+    from pathlib import Path
+
+    from hpadvise.api.profiles import SCHEMA
+    doc = " ".join((Path(__file__).resolve().parents[2] / "docs" / "check.md").read_text()
+                   .split())
+    assert "a file needs `name`" in doc
+    for section, keys in SCHEMA.items():
+        for key, spec in keys.items():
+            if section and spec[2] is not None:
+                assert f"`{key}` = `{spec[2]}`" in doc, (section, key, spec[2])

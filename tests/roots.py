@@ -55,9 +55,14 @@ class NoRoot(Exception):
 
 
 def root_path(suite: str) -> Path | None:
-    """The cached root of `suite`, or None when it is not built (why_no_root says why)."""
-    root = CACHE / suite
-    return root if (root / MARKER).is_file() else None
+    """The cached root of `suite`, or None when it is not built, or built before a package
+    the suite now asks for (scripts/roots.sh path decides both; why_no_root says why)."""
+    if not (CACHE / suite / MARKER).is_file():
+        return None
+    r = subprocess.run([str(Path(__file__).resolve().parents[1] / "scripts" / "roots.sh"),
+                        "path", suite], capture_output=True, text=True, timeout=30,
+                       env={**os.environ, "HPADVISE_ROOTS": str(CACHE)})
+    return CACHE / suite if r.returncode == 0 else None
 
 
 def why_no_root(suite: str) -> str:
@@ -66,7 +71,7 @@ def why_no_root(suite: str) -> str:
     if log.is_file():
         tail = ": its last build ended with: " + " | ".join(
             log.read_text(errors="replace").strip().splitlines()[-3:])
-    return (f"no {suite} root in {CACHE} (scripts/roots.sh build {suite} makes it; "
+    return (f"no up-to-date {suite} root in {CACHE} (scripts/roots.sh build {suite} makes it; "
             f"scripts/test.sh runs it){tail}")
 
 

@@ -19,7 +19,7 @@ from ..api.model import Targets
 from ..planning.pipeline import inspect, plan_for, select
 from ..changes.actions import Action, File
 from .steps import ApplyPlan, Result
-from ..facts.sysroot import SysRoot, planning_snapshot, snapshot_root
+from ..facts.sysroot import SysRoot, planning_snapshot, snapshot_root, snapshot_top
 
 
 @dataclass
@@ -44,7 +44,7 @@ def plan(req: Request) -> ApplyPlan:
     if req.persist_root not in ("", "/") and not os.path.isdir(req.persist_root):
         raise InputError(f"--persist-root {req.persist_root}: no such directory; create it, "
                          "or leave the option out to persist under /")
-    root = snapshot_root(top_of(req.root))
+    root = snapshot_root(req.root)
     live = root == "/"
     if not live and not req.read_only:
         raise InputError(f"--root {req.root}: a snapshot's plan can only be shown; add "
@@ -108,17 +108,12 @@ def plan_json(p: ApplyPlan, root: str = "/") -> dict:
                         "restart_needed": p.restart_pending + p.restart_unaided})
 
 
-def top_of(root: str) -> str:
-    """--root as one absolute path, no trailing slash: "/" for the live host."""
-    return "/" if root in ("", "/") else os.path.abspath(root).rstrip("/") or "/"
-
-
 def as_in(root: str) -> Callable[[Any], Any]:
     """The paths of a snapshot's plan (text, or JSON's strings) as the host it holds names
     them: the snapshot's own directory taken off where a path starts with it and goes on
     into one of its top folders (etc, proc, ...), so that a path of the captured host that
     merely starts like it stays. The live host's, as they are."""
-    top = top_of(root)
+    top = snapshot_top(root)
     if top == "/":
         return lambda x: x
     names = "|".join(re.escape(n) for n in sorted(os.listdir(top)))
@@ -163,7 +158,7 @@ def result_json(p: ApplyPlan, result: Result, boot: list[str]) -> dict:
 def print_plan(p: ApplyPlan, root: str = "/") -> None:
     seen = as_in(root)
     print(f"Plan for {', '.join(i.id for i in p.instances)} (profile "
-          f"{p.report.profile.name}" + ("" if top_of(root) == "/" else
+          f"{p.report.profile.name}" + ("" if snapshot_top(root) == "/" else
                                         f"; the host as the snapshot in {root} holds it") + "):")
     for ln in ap.describe(p) or ["nothing to change"]:
         print("  " + seen(ln).replace("\n", "\n  "))

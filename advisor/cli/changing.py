@@ -72,7 +72,8 @@ def apply(
     if print_script and json_out:
         raise InputError("--print-script prints a shell script; leave out --json (or use "
                          "--dry-run --json for the plan as JSON)")
-    if root != "/" and print_script:
+    from ..facts.sysroot import snapshot_top
+    if snapshot_top(root) != "/" and print_script:
         raise InputError("--print-script writes a script for this host, and a snapshot's "
                          "processes are not this host's: use --dry-run with --root")
     req = applying.Request(registry.resolve(db), list(instance or ()), profile, restart,

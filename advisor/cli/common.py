@@ -256,7 +256,8 @@ def targets(dsn: list[str] | None = None, engines: list[str] | None = None):
 def no_dsn_offline(dsn: list[str] | None, root: str) -> None:
     """--dsn connects to a live server; --root reads a snapshot, which has none to connect
     to: both at once is refused, not one of them dropped silently."""
-    if dsn and root not in ("", "/"):
+    from ..facts.sysroot import snapshot_top
+    if dsn and snapshot_top(root) != "/":
         raise InputError("--dsn connects to a running server and --root reads a snapshot, "
                          "which holds none: leave out one of them")
 

@@ -29,18 +29,25 @@ class Note:
         return f"{self.path}: {self.reason}"
 
 
+def snapshot_top(root: str) -> str:
+    """--root as one absolute path without a trailing slash; "/" for the live host (also
+    given as "" or "/.")."""
+    return "/" if root in ("", "/") else os.path.abspath(root).rstrip("/") or "/"
+
+
 def snapshot_root(root: str) -> str:
-    """`root` if it is "/" or a tree `hpadvise snapshot` wrote; else an InputError."""
+    """`root` (as snapshot_top gives it) if it is "/" or a tree `hpadvise snapshot` wrote;
+    else an InputError."""
     from ..kit.errors import InputError
-    if root == "/":
-        return root
+    if snapshot_top(root) == "/":
+        return "/"
     if not os.path.isdir(root):
         raise InputError(f"--root {root}: no such directory; give a directory written by "
                          "`hpadvise snapshot`")
     if not os.path.isfile(os.path.join(root, "proc/meminfo")):
         raise InputError(f"--root {root}: not a snapshot (no proc/meminfo in it); make one "
                          "with `hpadvise snapshot DIR`")
-    return root
+    return snapshot_top(root)
 
 
 class SysRoot:

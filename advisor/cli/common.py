@@ -92,6 +92,9 @@ CheckOutput = Annotated[Optional[str], typer.Option(
 OutputOpt = Annotated[Optional[str], typer.Option(
     "--output", metavar="FILE", callback=_output_callback,
     help="Write what it prints to FILE (replaced atomically).")]
+# `--html FILE` on report: checked before any work, as --output is.
+HtmlOpt = Annotated[Optional[str], typer.Option(
+    "--html", metavar="FILE", callback=_output_callback, help="Also write an HTML page here.")]
 ValidateOutput = Annotated[Optional[str], typer.Option(
     metavar="FILE", callback=_output_callback,
     help="Write the JSON result to FILE (replaced atomically).")]

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from .app import app
-from .common import Format2, JsonOpt, OutputOpt, TableOrJson, deliver, emit, fmt_of
+from .common import Format2, HtmlOpt, JsonOpt, OutputOpt, TableOrJson, deliver, emit, fmt_of
 from .common import console as make_console
 
 
@@ -17,7 +17,7 @@ def report_cmd(
         metavar="PATH...", help="`check --json` outputs, snapshots, or directories of them.")],
     fmt: TableOrJson = Format2.table,
     json_out: JsonOpt = False,
-    html: Annotated[Optional[str], typer.Option(metavar="FILE", help="Also write an HTML page here.")] = None,
+    html: HtmlOpt = None,
     output: OutputOpt = None,
 ):
     """One table for many hosts: the newest check of each (by the time it carries), failed
@@ -36,7 +36,7 @@ def report_cmd(
     form = fmt_of(fmt, json_out)
     rs = fleet.rows(paths)
     if html:
-        emit(fleet.to_html(rs), html)
+        emit(fleet.to_html(rs), html, "--html")
     import json
     deliver(form, json.loads(fleet.to_json(rs)), lambda: fleet.render(rs, make_console()),
             output)

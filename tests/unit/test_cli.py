@@ -351,6 +351,15 @@ def test_report_puts_failed_checks_first_and_says_what_to_set(hosts, tmp_path):
     assert one.splitlines()[0] == "1 host", one
 
 
+def test_report_html_to_a_directory_is_named_and_refused_first(tmp_path):
+    """--html names a directory: one line that names --html, exit 2, before any report is
+    read (a path that is not a report would otherwise be what it complains about)."""
+    r = run_cli("report", str(tmp_path / "nothing-here"), "--html", str(tmp_path))
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "--html" in r.stderr and str(tmp_path) in r.stderr, r.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_the_code_list_is_open_to_third_party_engines(hosts):
     r = run_cli("check", "--json", "--root", str(hosts / "pg-fallback"))
     d = json.loads(r.stdout)

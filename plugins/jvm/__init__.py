@@ -204,7 +204,7 @@ class JvmEngine(Engine):
         j.stack_risk = stack_risk(f.stack, major, read_release(home) if home else None,
                                   home, host.thp.pmd_size_kb)
         inst = Instance(self.name, "jvm:planned", f"planned JVM {major or ''} "
-                        f"({' '.join(args) or 'defaults'})", False,
+                        f"({' '.join(args) or 'defaults'})".replace("  ", " "), False,
                         version=str(major) if major else None,
                         settings={"heap_max": fmt_bytes(heap), "gc": f.gc}, state=j)
         self._size(inst, j, host)

@@ -91,7 +91,8 @@ def what_if(args: list[str], host: HostFacts, version: str | None) -> Instance:
     exact = all(a.exact for a in allocs)
     parts = describe(allocs)
     label = " ".join(f"{k}={v}" for k, v in settings.items()) or "defaults"
-    inst = Instance("mysql", "mysql:planned", f"planned {flavour} {ver or ''} ({label})",
+    name = " ".join(filter(None, ("planned", "MariaDB" if flavour == "mariadb" else "MySQL", ver)))
+    inst = Instance("mysql", "mysql:planned", f"{name} ({label})",
                     False, version=ver, settings={**settings, "flavour": flavour})
     inst.demand = Demand(inst.id, sum(a.bytes for a in allocs), page_kb, pages, exact,
                          f"large-page allocations of {model(flavour, version_tuple(ver)).summary()}"

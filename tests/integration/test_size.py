@@ -56,6 +56,9 @@ def test_mariadb_on_exactly_the_computed_pool(my_factory, knobs):
     [i] = d["instances"]
     n = i["demand"]["pages"]["2048"]
     assert "io_uring" in i["demand"]["source"]
+    # named as the engines' tables name it: the product, then its release
+    assert i["label"] == f"planned MariaDB {i['version']} (" + " ".join(
+        f"{k}={v}" for k, v in planned.items()) + ")", i["label"]
     required = n - 3  # the allowance for io_uring's lazily mapped share (0-6 MiB)
     assert knobs.pool(2048, n) == n
     m = my_factory({k.replace("_", "-"): v for k, v in planned.items()} | {"large-pages": "ON"})
@@ -73,6 +76,7 @@ def test_jvm_on_exactly_the_computed_pool(java, knobs):
     [i] = d["instances"]
     n = i["demand"]["pages"]["2048"]
     assert i["demand"]["exact"] and "G1" in i["demand"]["source"]
+    assert i["label"] == f"planned JVM {i['version']} ({' '.join(flags)})", i["label"]
     assert knobs.pool(2048, n) == n
     q = java(*flags)
     assert "warning" not in q.first.lower(), q.first

@@ -53,6 +53,9 @@ class Engine:
     codes: ClassVar[Codes] = Codes()
     # The engine's own action classes by kind, for rebuilding them from the journal.
     action_kinds: ClassVar[tuple[type[Action], ...]] = ()
+    # What apply changes on the engine's side, in a user's words (`hpadvise engines`); empty:
+    # the generic sentence, or "host side" where the engine has no actions.
+    applies: ClassVar[str] = ""
     # Benchmarks `validate` can run against this engine (empty: validate does not support it).
     benches: ClassVar[tuple[str, ...]] = ()
     # The engine `validate` benchmarks when --db is not given (the first engine that says so).
@@ -249,8 +252,7 @@ class Registry:
         for eng in self.all():
             cls = type(eng)
             if cls.action_kinds:
-                apply = "sets its settings, restarts and verifies (" + \
-                    ", ".join(k.kind for k in cls.action_kinds) + ")"
+                apply = cls.applies or "sets its settings, restarts and verifies"
             elif cls.advice is not Engine.advice:
                 apply = "host side; prints what to change in the engine"
             else:

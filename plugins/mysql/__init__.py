@@ -35,6 +35,7 @@ class MySQLEngine(ServerEngine):
     codes = _findings.CODES
     discovery, rules, state_type = Discovery, _findings, Server
     action_kinds = (MyOption, MyRestart)
+    applies = "sets large_pages in the server's option files, restarts and verifies"
     benches = ("tpcc",)
 
     def takes_dsn(self, dsn: str) -> bool:

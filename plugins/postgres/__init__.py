@@ -39,6 +39,8 @@ class PostgresEngine(ServerEngine):
     discovery, rules, state_type = Discovery, _findings, Cluster
     action_kinds = (PgSetting, PgRestart, PatroniParams, PatroniRestart, PgReload,
                     PgLogSetting, CaptureDir)
+    applies = ("sets huge_pages and huge_page_size by ALTER SYSTEM, or through Patroni for "
+               "its clusters, restarts and verifies")
     benches = ("pgbench", "tpcc", "replay")
     validate_default = True
     options = (EngineOption("--pgdata", "Also plan for a stopped PostgreSQL cluster in this "

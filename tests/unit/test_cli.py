@@ -214,6 +214,20 @@ def test_the_engines_table_says_what_check_finds_of_each():
         assert finds in text, (name, finds, text)
 
 
+def test_the_engines_apply_column_is_in_words_not_journal_kinds():
+    """What apply changes, said as a user says it: the journal's action kinds (capture's
+    among them, which apply never takes) are not shown; the engines that change their
+    server name the setting they change."""
+    from hpadvise.api.engines import registry
+    rows = {e["name"]: e for e in json.loads(run_cli("engines", "--json").stdout)}
+    kinds = {k.kind for eng in registry.all() for k in type(eng).action_kinds}
+    assert "pg_capture_dir" in kinds
+    for name, e in rows.items():
+        assert not any(k in e["apply"] for k in kinds), (name, e["apply"])
+    assert "huge_pages" in rows["postgres"]["apply"] and "Patroni" in rows["postgres"]["apply"]
+    assert "large_pages" in rows["mysql"]["apply"]
+
+
 @pytest.mark.parametrize("state", ["pg-fallback", "mariadb-jvm", "pg-patroni", "mthp-always"])
 def test_a_narrow_terminal_breaks_lines_at_spaces_never_inside_a_word(hosts, state):
     """Rich would break a path, a version or a kernel option inside it to fit 60 columns;

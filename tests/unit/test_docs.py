@@ -163,6 +163,22 @@ KEYED_BY_DATA = ("settings", "pages", "mthp", "runtime_allocatable_pages", "sysc
                  "held_split", "unused_pages", "free_blocks")
 
 
+def test_the_schema_page_is_made_from_the_schemas():
+    """docs/json-schema.md is the schemas' own descriptions (scripts/gen_schema_page.py): a
+    description changed in a schema and not regenerated fails here, and so does a hand edit
+    of the page."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("gen_schema_page",
+                                                  REPO / "scripts" / "gen_schema_page.py")
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    assert (REPO / "docs" / "json-schema.md").read_text() == gen.page(), \
+        "docs/json-schema.md is out of date: run scripts/gen_schema_page.py"
+    # every other schema the package ships is on the page
+    shipped = {p.name.removesuffix("-schema.json") for p in gen.SCHEMAS.glob("*-schema.json")}
+    assert shipped == {"check", *gen.OTHERS}, shipped
+
+
 @pytest.mark.parametrize("state", ["pg-fallback", "mariadb-jvm", "pool-1g", "zgc-thp",
                                    "pg-cgroup-v2", "mthp-always", "pg-patroni", "fragmented"])
 def test_every_field_check_writes_is_on_the_schema_page(hosts, state):

@@ -243,4 +243,4 @@ def test_the_schemas_sit_in_a_folder_of_their_own():
     assert len(names) >= 11 and all(n.endswith("-schema.json") for n in names), names
     from importlib import resources
     installed = resources.files("hpadvise") / "schemas" / "check-schema.json"
-    assert json.loads(installed.read_text())["properties"]["schema_version"] == {"const": 1}
+    assert json.loads(installed.read_text())["properties"]["schema_version"]["const"] == 1

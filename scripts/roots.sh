@@ -8,6 +8,9 @@
 #                                           jammy or all);
 #                                           a root already built is kept (a fast no-op)
 #   scripts/roots.sh path SUITE             print the root's path (exit 1 if not built)
+#   scripts/roots.sh wheels PY DEST SPEC... fetch the binary wheels SPEC... need for a root's
+#                                           CPython PY (3.9, 3.10, 3.13) into DEST, with this
+#                                           host's pip and index (the roots have none)
 #
 #   sid:    Oracle MySQL 9.7 (mysql-server-core, mysql-client-core; it needs sid's libc, so it
 #           runs only inside its root), with a mysql user and group added
@@ -173,11 +176,7 @@ stage() {
       # (pip evaluates python_version markers with the host's Python: the backports 3.9 needs
       # are named)
       local wheels=$root/tmp/hpadvise-wheels
-      python3 -m pip download -q --disable-pip-version-check --dest "$wheels" \
-        --only-binary=:all: --python-version 3.9 --implementation cp --abi cp39 \
-        --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 \
-        --platform manylinux_2_28_x86_64 \
-        'pytest>=8' 'hypothesis>=6.100' 'jsonschema>=4' 'pyyaml>=6' \
+      wheels 3.9 "$wheels" 'pytest>=8' 'hypothesis>=6.100' 'jsonschema>=4' 'pyyaml>=6' \
         'kubernetes-validate>=1.30' 'prometheus-client>=0.17' \
         exceptiongroup tomli typing-extensions importlib-resources zipp \
         || die "fetching the unit tests' tools for Python 3.9 failed (the host's python3 -m pip)"
@@ -192,6 +191,16 @@ stage() {
   in_root apt-get clean
   rm -rf "$root"/var/lib/apt/lists/*_Packages "$root"/var/lib/apt/lists/*_Sources
   umount "$root/proc"
+}
+
+# wheels PY DEST SPEC...: binary wheels for CPython PY on x86_64 (the roots' own Pythons have
+# no package index), fetched by the host's pip from its index into DEST
+wheels() {
+  local py=$1 dest=$2; shift 2
+  python3 -m pip download -q --disable-pip-version-check --dest "$dest" \
+    --only-binary=:all: --python-version "$py" --implementation cp --abi "cp${py/./}" \
+    --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 \
+    --platform manylinux_2_28_x86_64 "$@"
 }
 
 build() {
@@ -265,6 +274,9 @@ case "$cmd" in
     built "$1" || { echo "roots.sh: no $1 root in $cache: run 'scripts/roots.sh build $1'" >&2
                     exit 1; }
     echo "$cache/$1" ;;
+  wheels)
+    [ $# -ge 3 ] || die "usage: roots.sh wheels PYTHON-VERSION DEST SPEC..."
+    wheels "$@" ;;
   _stage) [ $# -eq 3 ] || die "usage: roots.sh _stage SUITE ROOT MIRROR (internal)"
     stage "$@" ;;
   *) sed -n '2,40p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;

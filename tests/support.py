@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from hpadvise.benchmarks.target import free_port  # noqa: F401
+from hpadvise.benchmarks.target import free_port, wait_gone  # noqa: F401
 from hpadvise.facts.cgroups import mounts
 from hpadvise.plugins.postgres.validate.bench import ScratchCluster as PgCluster  # noqa: F401
 from hpadvise.plugins.postgres.validate.bench import pg_bindir  # noqa: F401
@@ -229,8 +229,9 @@ def end_validate(p: subprocess.Popen, dirs: set[str]) -> None:
         path = f"/tmp/{d}"
         pid_file = Path(f"{path}/data/postmaster.pid")
         try:
-            os.kill(int(pid_file.read_text().split()[0]), signal.SIGQUIT)  # immediate stop
-            time.sleep(1)
+            pid = int(pid_file.read_text().split()[0])
+            os.kill(pid, signal.SIGQUIT)  # immediate stop
+            wait_gone(pid, 10)
         except (OSError, ValueError, IndexError):
             pass
         shutil.rmtree(path, ignore_errors=True)
@@ -377,3 +378,59 @@ def in_own_pid_namespace(tmp_path, script: str, args: list[str], journal,
     return subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", sys.executable,
                            str(tmp_path / "in_ns.py"), *args], capture_output=True, text=True,
                           timeout=timeout, env={**os.environ, "HPADVISE_JOURNAL_DIR": str(journal)})
+
+
+def redis_server(tmp_path, *wrap: str, extra: tuple[str, ...] = ()) -> subprocess.Popen:
+    """A throwaway redis-server on a free port of 127.0.0.1 (`.port`; check names it
+    redis:PORT), started through `wrap` (a command that execs it) and waited for until it
+    answers PING, for at most 20 s."""
+    import shutil
+    import socket
+    import pytest
+    if not shutil.which("redis-server"):
+        pytest.fail("redis-server not found: scripts/test.sh installs it")
+    port = free_port()
+    p = subprocess.Popen([*wrap, shutil.which("redis-server"), "--port", str(port), "--bind",
+                          "127.0.0.1", "--save", "", "--appendonly", "no", "--dir",
+                          str(tmp_path), *extra],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    p.port = port
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and p.poll() is None:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
+                s.sendall(b"PING\r\n")
+                if s.recv(16).startswith(b"+PONG"):
+                    return p
+        except OSError:
+            pass
+        time.sleep(0.05)
+    p.kill()
+    p.wait()
+    pytest.fail(f"redis-server on port {port} did not answer PING in 20 s (exit {p.returncode})")
+
+
+def pg_ctl_done(datadir: str, timeout: float = 120) -> None:
+    """Wait until no pg_ctl runs for `datadir` (one a killed hpadvise left behind goes on with
+    its stop or start without it): the cluster is then up or down for good. Fails the test
+    past `timeout` seconds."""
+    import pytest
+
+    real = os.path.realpath(datadir)
+
+    def left() -> list[int]:
+        pids = []
+        for d in glob.glob("/proc/[0-9]*"):
+            try:
+                argv = Path(f"{d}/cmdline").read_bytes().decode(errors="replace").split("\0")
+            except OSError:
+                continue
+            if argv[0].endswith("pg_ctl") and any(
+                    a.startswith("/") and os.path.realpath(a) == real for a in argv[1:]):
+                pids.append(int(d[6:]))
+        return pids
+    deadline = time.monotonic() + timeout
+    while left():
+        if time.monotonic() > deadline:
+            pytest.fail(f"pg_ctl for {datadir} still runs after {timeout:.0f} s: {left()}")
+        time.sleep(0.05)

@@ -5,12 +5,11 @@ a stale postmaster.pid. Each case: one clear line, the right exit code, the host
 
 import json
 import os
-import time
 from pathlib import Path
 
 import pytest
 
-from support import check_json, host_state, instance, run_cli
+from support import check_json, host_state, instance, pg_ctl_done, run_cli
 
 pytestmark = [pytest.mark.integration, pytest.mark.live]
 
@@ -114,7 +113,7 @@ def test_kill_during_the_restart_then_rollback(pg_factory, knobs, dirs):
     before = host_state(c, p)
     r = apply(c, j, p, "--restart", env={"HPADVISE_TEST_KILL_IN_RESTART": "0.1"})
     assert r.returncode == -9, r.stdout + r.stderr
-    time.sleep(3)  # whatever the orphaned pg_ctl still does, it is done by now
+    pg_ctl_done(c.datadir)  # the orphaned pg_ctl ends its restart without apply
     r = rollback(j)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "restored: restart" in r.stdout

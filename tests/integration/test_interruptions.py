@@ -3,11 +3,10 @@ cluster, a real kernel and real files: whatever was interrupted, a following rol
 every knob, file, directory and setting as it was before the first apply, and the server
 running on its old settings."""
 
-import time
 
 import pytest
 
-from support import THP, host_state, run_cli
+from support import THP, host_state, pg_ctl_done, run_cli
 
 pytestmark = [pytest.mark.integration, pytest.mark.live]
 
@@ -58,7 +57,7 @@ def test_apply_killed_during_the_restart(setup):
            "FROM generate_series(1, 300000) g")
     r = apply(c, j, p, env={"HPADVISE_TEST_KILL_IN_RESTART": "0.1"})
     assert r.returncode == -9, r.stdout + r.stderr
-    time.sleep(3)  # whatever the orphaned pg_ctl still does is done
+    pg_ctl_done(c.datadir)  # the orphaned pg_ctl ends its restart without apply
     r = rollback(j)
     assert r.returncode == 0, r.stdout + r.stderr
     as_before(c, p, before)
@@ -84,7 +83,7 @@ def test_rollback_killed_during_its_restart(setup):
            "FROM generate_series(1, 300000) g")
     r = rollback(j, env={"HPADVISE_TEST_KILL_IN_RESTART": "0.1"})
     assert r.returncode == -9, r.stdout + r.stderr
-    time.sleep(3)
+    pg_ctl_done(c.datadir)
     r = rollback(j)
     assert r.returncode == 0, r.stdout + r.stderr
     as_before(c, p, before)

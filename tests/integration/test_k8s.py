@@ -6,7 +6,7 @@ import re
 import pytest
 import yaml
 
-from support import run_cli
+from support import redis_server, run_cli
 
 pytestmark = pytest.mark.integration
 
@@ -66,26 +66,13 @@ def test_running_cluster_gets_memory_and_bad_input_is_one_line(pg_factory):
 def test_a_server_thp_serves_is_told_it_needs_no_hugepages_resources(tmp_path):
     """A Redis takes no static huge pages: asked for its resources, k8s says so in one line
     (exit 2), not that this user cannot size it."""
-    import shutil
-    import subprocess
-    import time
-    if not shutil.which("redis-server"):
-        pytest.fail("redis-server not found: scripts/test.sh installs it")
-    p = subprocess.Popen([shutil.which("redis-server"), "--port", "6394", "--bind", "127.0.0.1",
-                          "--save", "", "--appendonly", "no", "--dir", str(tmp_path)],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    p = redis_server(tmp_path)
+    iid = f"redis:{p.port}"
     try:
-        for _ in range(50):  # until check sees it
-            if run_cli("check", "--db", "redis", "--json").stdout.count('"redis:6394"'):
-                break
-            time.sleep(0.1)
-        else:
-            pytest.fail(f"redis-server on port 6394 did not show in check (exit {p.poll()}: "
-                        "the port taken?)")
-        r = run_cli("k8s", "--instance", "redis:6394")
+        r = run_cli("k8s", "--instance", iid)
         assert r.returncode == 2 and r.stdout == "", r.stdout + r.stderr
         assert r.stderr.strip().splitlines() == [
-            "hpadvise: error: redis:6394 takes no static huge pages (THP serves it): no "
+            f"hpadvise: error: {iid} takes no static huge pages (THP serves it): no "
             "hugepages-* resources to give; `hpadvise check` shows the THP advice"], r.stderr
     finally:
         p.kill()

@@ -36,6 +36,12 @@ def active(journal) -> list[dict]:
     return [j for j in json.loads(h.stdout or "[]") if not j["rolled_back"]]
 
 
+def _pool_in_use() -> bool:
+    m = {ln.split(":")[0]: int(ln.split()[1]) for ln in
+         open("/proc/meminfo").read().splitlines() if ln.startswith("HugePages_")}
+    return m["HugePages_Total"] - m["HugePages_Free"] + m["HugePages_Rsvd"] > 0
+
+
 def top_level(c) -> set[str]:
     """The data directory's own entries: what a capture's leftovers would add to."""
     return set(os.listdir(c.datadir))
@@ -131,7 +137,9 @@ def test_replay_killed_at_every_step(knobs, pg_factory, tmp_path):
         while time.time() < deadline and host_state() == host:
             time.sleep(0.2)
         assert host_state() != host, "validate never changed a knob"
-        time.sleep(3)
+        while time.time() < deadline and not _pool_in_use():
+            time.sleep(0.1)  # until a scratch server has its pages (mapped or reserved)
+        assert _pool_in_use(), "no scratch server ever ran on the pool"
         p.kill()
         p.wait()
         assert scratch_dirs() != dirs  # its scratch servers are left: the rollback's to stop

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -18,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from support import KernelKnobs, run_cli
+from support import KernelKnobs, redis_server, run_cli
 
 from hpadvise.facts.thp_exec import kernel_has_advised, process_mode
 
@@ -61,15 +60,6 @@ def backend_mode(c) -> str | None:
         p.wait()
 
 
-def redis(port: int, tmp_path, *wrap: str) -> subprocess.Popen:
-    cmd = [*wrap, shutil.which("redis-server"), "--port", str(port), "--bind", "127.0.0.1",
-           "--save", "", "--appendonly", "no", "--disable-thp", "no", "--dir", str(tmp_path)]
-    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    time.sleep(1.5)
-    assert p.poll() is None, f"redis-server on {port} did not start"
-    return p
-
-
 def instance(report: dict, iid: str) -> dict:
     return next(i for i in report["instances"] if i["id"] == iid)
 
@@ -78,33 +68,32 @@ def instance(report: dict, iid: str) -> dict:
                     reason="the advised-only THP mode needs Linux 6.18 (this kernel: "
                            f"{os.uname().release})")
 def test_postgres_and_redis_kept_to_what_they_ask_under_always(knobs, pg_factory, tmp_path):
-    if not shutil.which("redis-server"):
-        pytest.fail("redis-server not found: scripts/test.sh installs it")
     KernelKnobs.set("/sys/kernel/mm/transparent_hugepage/enabled", "always")
     (tmp_path / "split.toml").write_text(PROFILE)
     profile = ("--profile", str(tmp_path / "split.toml"))
     c = pg_factory()
     c.start()
     assert backend_mode(c) == "inherit"  # its backends' memory gets THP under always
-    wrapped = redis(6392, tmp_path, sys.executable, "-m", "hpadvise.cli", "thp-exec", "--mode",
-                    "advised", "--")
-    plain = redis(6393, tmp_path)
+    wrapped = redis_server(tmp_path, sys.executable, "-m", "hpadvise.cli", "thp-exec", "--mode",
+                           "advised", "--", extra=("--disable-thp", "no"))
+    plain = redis_server(tmp_path, extra=("--disable-thp", "no"))
+    w, pl = f"redis:{wrapped.port}", f"redis:{plain.port}"
     journal = os.environ["HPADVISE_JOURNAL_DIR"]  # this test's own (conftest.own_journal)
     try:
         r = run_cli("check", "--json", *profile)
         report = json.loads(r.stdout)
         pg_id = next(i["id"] for i in report["instances"]
                      if i["settings"].get("data_directory") == c.datadir)
-        assert instance(report, "redis:6392")["thp_mode"] == "advised"
-        assert instance(report, "redis:6393")["thp_mode"] == "inherit"
+        assert instance(report, w)["thp_mode"] == "advised"
+        assert instance(report, pl)["thp_mode"] == "inherit"
         own = {ch["instance"]: ch["recommended"] for ch in report["plan"]["changes"]
                if ch["kind"] == "process_thp"}
-        assert own.get(pg_id) == "advised" and own.get("redis:6393") == "advised"
-        assert "redis:6392" not in own  # runs in that mode already
-        assert any(f["code"] == "thp.own_mode" and f["instance"] == "redis:6392"
+        assert own.get(pg_id) == "advised" and own.get(pl) == "advised"
+        assert w not in own  # runs in that mode already
+        assert any(f["code"] == "thp.own_mode" and f["instance"] == w
                    for f in report["findings"])
         # Redis cannot be restarted by hpadvise (its title hides its command line): advice
-        r = run_cli("apply", "--db", "redis", "--instance", "redis:6393", *profile,
+        r = run_cli("apply", "--db", "redis", "--instance", pl, *profile,
                     "--dry-run")
         assert "hpadvise thp-exec --mode advised" in r.stdout, r.stdout + r.stderr
         # PostgreSQL: restarted in the mode, journaled

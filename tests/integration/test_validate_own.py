@@ -77,7 +77,10 @@ def capture(c, tmp_path, out, seconds: int, *extra: str) -> subprocess.Completed
     before = logging_state(c)
     p = load(c, tmp_path, seconds + 15)
     try:
-        time.sleep(2)
+        deadline = time.monotonic() + 30  # until the load's four clients are connected
+        while c.psql("SELECT count(*) FROM pg_stat_activity WHERE application_name = "
+                     "'pgbench'") != "4" and time.monotonic() < deadline:
+            time.sleep(0.1)
         r = run_cli("capture", "--instance", c.datadir, "--duration", f"{seconds}s",
                     "--output", str(out), "--journal-dir", str(tmp_path / "journal"), *extra,
                     timeout=300)

@@ -6,8 +6,7 @@
 #
 #   scripts/roots.sh build SUITE            build and cache the root (sid, trixie, bullseye,
 #                                           jammy or all);
-#                                           a root already built is kept (a fast no-op);
-#                                           `all` holds $cache/.lock-all while it runs
+#                                           a root already built is kept (a fast no-op)
 #   scripts/roots.sh path SUITE             print the root's path (exit 1 if not built)
 #   scripts/roots.sh wheels PY DEST SPEC... fetch the binary wheels SPEC... need for a root's
 #                                           CPython PY (3.9, 3.10, 3.13) into DEST, with this
@@ -267,14 +266,7 @@ cmd=${1:-}; shift || true
 case "$cmd" in
   build)
     [ $# -eq 1 ] || die "usage: roots.sh build sid|trixie|bullseye|jammy|all"
-    if [ "$1" = all ]; then
-      # held while the suites build, one after the other: tests/roots.py waits on it before
-      # it looks for a root (scripts/test.sh builds the roots beside the tests)
-      if mkdir -p "$cache" 2>/dev/null && exec 8>"$cache/.lock-all" 2>/dev/null; then
-        flock 8
-      fi
-      for s in "${suites[@]}"; do build "$s"; done
-      exec 8>&-
+    if [ "$1" = all ]; then for s in "${suites[@]}"; do build "$s"; done
     else suite_ok "$1"; build "$1"; fi ;;
   path)
     [ $# -eq 1 ] || die "usage: roots.sh path sid|trixie|bullseye|jammy"

@@ -9,8 +9,8 @@
 # in a venv. Debian roots with other server releases and Pythons (sid: Oracle MySQL 9.7; trixie:
 # MariaDB 11.8, PostgreSQL 17, Python 3.13; bullseye: Python 3.9, PostgreSQL 13; Ubuntu's
 # jammy: PostgreSQL 14, Python 3.10), built once into /var/tmp/hpadvise-roots by
-# scripts/roots.sh (about 3 minutes, beside the tests; a no-op once cached); tests/roots.py
-# runs the servers inside them.
+# scripts/roots.sh (about 5 minutes; a no-op once cached); tests/roots.py runs the servers
+# inside them.
 # Live tests change real pools and THP knobs and restore them; they need root.
 #   scripts/test.sh --fast [pytest args]
 # --fast: the inner loop: the unit and snapshot tests only (tests/unit: no server started, no
@@ -63,23 +63,11 @@ if [ ${#missing[@]} -gt 0 ]; then
   trap - EXIT
 fi
 
-# The Debian roots of newer server releases (scripts/roots.sh; a no-op once they are cached),
-# built beside the rest of the setup and the tests (about 3 minutes on a fresh machine): the
-# build holds its lock throughout, and tests/roots.py waits for it before it looks for a root.
-# What the build says is printed after the tests. A build that fails (no mirror) does not stop
-# the run: the lab's tests skip and say why.
-roots_job="" roots_said=$(mktemp)
+# The Debian roots of newer server releases (scripts/roots.sh; a no-op once they are cached). A
+# build that fails (no mirror) does not stop the run: the lab's tests skip and say why.
 if [ "$(id -u)" = 0 ] || command -v sudo >/dev/null; then
-  roots_lock=${HPADVISE_ROOTS:-/var/tmp/hpadvise-roots}/.lock-all
-  as_root mkdir -p "$(dirname "$roots_lock")"
-  (as_root scripts/roots.sh build all >/dev/null \
-     || echo "test.sh: the Debian roots could not be built (above): their tests skip") \
-    >"$roots_said" 2>&1 &
-  roots_job=$!
-  # on until the build holds its lock, or has ended (nothing to build)
-  while kill -0 "$roots_job" 2>/dev/null && as_root flock -n "$roots_lock" true 2>/dev/null; do
-    sleep 0.1
-  done
+  as_root scripts/roots.sh build all >/dev/null \
+    || echo "test.sh: the Debian roots could not be built (above): their tests skip" >&2
 fi
 
 # Tests run hpadvise as the unprivileged user `nobody` too: it must be able to reach the venv
@@ -147,9 +135,6 @@ fi
 set +e
 "$venv/bin/python" -m pytest -q -rs -p no:cacheprovider -n 2 "$@"
 rc=$?
-[ -z "$roots_job" ] || wait "$roots_job"
-cat "$roots_said" >&2
-rm -f "$roots_said"
 set -e
 # pytest exits 5 when it collected nothing: that is a failure here, not a pass.
 exit $rc

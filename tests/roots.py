@@ -54,34 +54,9 @@ class NoRoot(Exception):
     """The suite's root is not built: the reason (scripts/roots.sh builds it)."""
 
 
-def _build_ended(timeout: float = 1800) -> None:
-    """Wait while `scripts/roots.sh build all` runs (scripts/test.sh starts it beside the
-    tests; it holds CACHE/.lock-all throughout), for at most `timeout` seconds."""
-    import fcntl
-    try:
-        fd = os.open(CACHE / ".lock-all", os.O_RDONLY)
-    except OSError:
-        return  # never built here, or built before the lock: nothing under way
-    try:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-                return
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise NoRoot(f"scripts/roots.sh build all still runs after {timeout:.0f} s "
-                                 f"(its lock: {CACHE / '.lock-all'})") from None
-                time.sleep(0.5)
-    finally:
-        os.close(fd)
-
-
 def root_path(suite: str) -> Path | None:
     """The cached root of `suite`, or None when it is not built, or built before a package
-    the suite now asks for (scripts/roots.sh path decides both; why_no_root says why). A
-    build of the roots under way is waited for first."""
-    _build_ended()
+    the suite now asks for (scripts/roots.sh path decides both; why_no_root says why)."""
     if not (CACHE / suite / MARKER).is_file():
         return None
     r = subprocess.run([str(Path(__file__).resolve().parents[1] / "scripts" / "roots.sh"),

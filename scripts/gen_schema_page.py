@@ -52,8 +52,8 @@ within a version. This page is made from the schemas' own descriptions
 """
 CODES = """
 Every finding code, with its severity, title, source and the engine that declares it, is in
-[findings.md](findings.md); the schema lists the same codes (`$defs.code`), both generated from
-the catalog in the code.
+[findings.md](findings.md); the schema lists the same codes (`$defs.code.examples`; a code of
+a third party's engine passes by its pattern), both generated from the catalog in the code.
 
 ## The other commands
 

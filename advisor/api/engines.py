@@ -252,18 +252,19 @@ class Registry:
         for eng in self.all():
             cls = type(eng)
             if cls.action_kinds:
-                apply = cls.applies or "sets its settings, restarts and verifies"
+                apply = "pools and THP; " + (cls.applies or "sets its settings, restarts (with "
+                                             "--restart) and verifies")
             elif cls.advice is not Engine.advice:
-                apply = "host side; prints what to change in the engine"
+                apply = "pools and THP; prints what to change in the server and where"
             else:
-                apply = "host side only"
+                apply = "pools and THP only; nothing in the server"
             origin = self.origin(eng.name)
             out.append({"name": eng.name, "description": eng.description,
                         "origin": "built-in" if origin == "hpadvise" else origin,
                         "processes": list(eng.process_names), "check": True,
                         "apply": apply, "validate": list(cls.benches),
                         "finding_codes": len(cls.codes),
-                        "profile_keys": sorted(cls.profile_schema)})
+                        "profile_keys": sorted({**ENGINE_KEYS, **cls.profile_schema})})
         return out
 
     def options(self, command: str) -> list[tuple[str, EngineOption]]:

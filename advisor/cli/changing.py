@@ -17,7 +17,9 @@ from .common import complete_engines, ApplyFormat, Format2, JsonOpt, OutputOpt, 
 def apply(
     db: Annotated[list[str], typer.Option(
         autocompletion=complete_engines,
-        metavar="ENGINE", help="Engine(s) to apply for (repeatable), or all: one plan for every instance of them.")],
+        metavar="ENGINE", help="Engine(s) to apply for (repeatable, or comma-separated; "
+                               "mariadb is mysql), or all: one plan for every instance of "
+                               "them.")],
     instance: Annotated[Optional[list[str]], typer.Option(
         metavar="ID", help="Instance ID as `check` shows it, a data directory, a port or a "
              "Debian cluster's name, 15/main (repeatable).")]
@@ -109,7 +111,8 @@ def apply(
 @app.command()
 def rollback(
     apply_id: Annotated[Optional[str], typer.Argument(
-        help="The apply to undo (see `hpadvise history`); default: the latest.")] = None,
+        help="The journaled run to undo (see `hpadvise history`); default: the latest one "
+             "not rolled back.")] = None,
     journal_dir: Annotated[Optional[str], typer.Option(metavar="DIR", help="Journal directory [default: $HPADVISE_JOURNAL_DIR or /var/lib/hpadvise/journal].")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would be restored and "
                                           "stop.")] = False,
@@ -120,7 +123,8 @@ def rollback(
     output: OutputOpt = None,
 ):
     """Undo an apply exactly: every knob and file back, in reverse order; restart an instance
-    the apply restarted, if it runs (a stopped one stays stopped, its settings restored).
+    the apply restarted, if it runs (a stopped one stays stopped, its settings restored). It
+    also finishes what a killed capture, validate or probe left changed (they journal too).
 
     Examples:
 
@@ -194,7 +198,8 @@ def history(
     json_out: JsonOpt = False,
     output: OutputOpt = None,
 ):
-    """List applies and whether they were rolled back.
+    """List what changed the host and its servers, and whether it was rolled back: applies,
+    and the captures, validate and probe runs that journal their changes too.
 
     Example: hpadvise history --json | jq -r '.[] | select(.rolled_back == null) | .id'"""
     import time

@@ -23,7 +23,7 @@ EXITS = {
                 "read back as it was (each named on stderr), or the confirmation was declined; 2 "
                 "bad input (no such apply, none left to roll back, a journal that cannot be "
                 "read).",
-    "history": "0 done (also when no apply is recorded); 2 a journal that cannot be read.",
+    "history": "0 done (also when nothing is recorded); 2 a journal that cannot be read.",
     "validate": "0 measured and every knob restored (the verdict is in the report, not the exit "
                 "code); 1 the run could not go on, or a knob could not be restored (said on "
                 "stderr); 2 bad input (nothing changed); 130 interrupted (every knob restored).",
@@ -37,8 +37,9 @@ EXITS = {
              "pools given back; a probe killed outright leaves them to `hpadvise rollback`).",
     "engines": "0 done; 2 bad input.",
     "profiles": "0 done; 2 bad input.",
-    "thp-exec": "COMMAND's own exit status once it runs; 2 before it runs: no command, a "
-                "command that cannot be run, or a THP mode this kernel does not have.",
+    "thp-exec": "COMMAND's own exit status once it runs. Before it runs: 2 no command, a "
+                "command that cannot be run, or a THP mode this kernel does not have; 70 a bug "
+                "in hpadvise; 130 interrupted.",
     "man": "0 printed; 2 no such page.",
 }
 

@@ -39,7 +39,9 @@ def check(
     = None,
     db: Annotated[Optional[list[str]], typer.Option(
         autocompletion=complete_engines,
-        metavar="ENGINE", help="Only these engines (repeatable); default: every installed engine.")] = None,
+        metavar="ENGINE", help="Only these engines (repeatable, or comma-separated: "
+                               "postgres,mysql; mariadb is mysql); default: every installed "
+                               "engine.")] = None,
     root: Annotated[str, typer.Option(metavar="DIR", help="Read /proc, /sys and /etc under this directory "
                                       "(an `hpadvise snapshot`) instead of the live host.")]
     = "/",
@@ -142,7 +144,9 @@ def snapshot(
 def k8s(
     db: Annotated[Optional[list[str]], typer.Option(
         autocompletion=complete_engines,
-        metavar="ENGINE", help="Only these engines (repeatable); default: every installed engine.")] = None,
+        metavar="ENGINE", help="Only these engines (repeatable, or comma-separated: "
+                               "postgres,mysql; mariadb is mysql); default: every installed "
+                               "engine.")] = None,
     instance: Annotated[Optional[list[str]], typer.Option(
         metavar="ID", help="Only this instance: ID as `check` shows it, data directory, port or a "
              "Debian cluster's name, 15/main (repeatable).")] = None,

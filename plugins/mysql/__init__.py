@@ -35,7 +35,8 @@ class MySQLEngine(ServerEngine):
     codes = _findings.CODES
     discovery, rules, state_type = Discovery, _findings, Server
     action_kinds = (MyOption, MyRestart)
-    applies = "sets large_pages in the server's option files, restarts and verifies"
+    applies = ("sets large_pages in the server's option files, restarts (with --restart) and "
+               "verifies")
     benches = ("tpcc",)
 
     def takes_dsn(self, dsn: str) -> bool:

@@ -40,7 +40,7 @@ class PostgresEngine(ServerEngine):
     action_kinds = (PgSetting, PgRestart, PatroniParams, PatroniRestart, PgReload,
                     PgLogSetting, CaptureDir)
     applies = ("sets huge_pages and huge_page_size by ALTER SYSTEM, or through Patroni for "
-               "its clusters, restarts and verifies")
+               "its clusters, restarts (with --restart) and verifies")
     benches = ("pgbench", "tpcc", "replay")
     validate_default = True
     options = (EngineOption("--pgdata", "Also plan for a stopped PostgreSQL cluster in this "

@@ -136,7 +136,7 @@ class DemoEngine(Engine):
     profile_schema = {"huge_pages": (str, ("on", "off"), "on")}
     codes = CODES
     action_kinds = (DemoSetting, DemoRestart)
-    applies = "sets huge_pages, restarts and verifies"
+    applies = "sets huge_pages, restarts (with --restart) and verifies"
     # An option of its own on `check`: a server that is not running, sized from its config.
     options = (EngineOption("--demo-config", "Also size a stopped hpdemo-server from its "
                             "config file (repeatable).", "FILE", ("check",)),)

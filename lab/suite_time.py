@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 # kind of work -> test files (by name) whose time is mostly that kind
 KINDS = (
@@ -36,12 +37,26 @@ def kind_of(path: str) -> str:
     return "other integration tests"
 
 
+def nodeid(classname: str, name: str) -> str:
+    """The pytest node ID of a JUnit test case (tests.integration.test_x + test_y[a] ->
+    tests/integration/test_x.py::test_y[a]), as tests/hostlock.py lists the contained ones."""
+    return classname.replace(".", "/") + ".py::" + name
+
+
+def contained(node: str) -> bool:
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    import hostlock
+    return hostlock.contained(node)
+
+
 def main(xml: str, label: str = "") -> str:
-    cases = []
+    cases, side = [], {}
     for tc in ET.parse(xml).getroot().iter("testcase"):
         name = f"{tc.get('classname', '')}.{tc.get('name', '')}"
         failed = tc.find("failure") is not None or tc.find("error") is not None
         cases.append((float(tc.get("time") or 0), name, failed))
+        own = contained(nodeid(tc.get("classname", ""), tc.get("name", "")))
+        side[own] = side.get(own, 0.0) + cases[-1][0]
     total = sum(t for t, _, _ in cases)
     by: dict[str, list[float]] = {}
     for t, name, _ in cases:
@@ -53,6 +68,9 @@ def main(xml: str, label: str = "") -> str:
     for kind, ts in sorted(by.items(), key=lambda kv: -sum(kv[1])):
         out.append(f"| {kind} | {len(ts)} | {sum(ts) / 60:.1f} | "
                    f"{100 * sum(ts) / total:.0f}% |")
+    out += ["", "The tests that own the host run one at a time, in one worker: "
+            f"{side.get(False, 0) / 60:.1f} min, the run's critical path; the contained ones "
+            f"beside them: {side.get(True, 0) / 60:.1f} min."]
     out += ["", "| the 30 slowest tests | seconds |", "|---|---:|"]
     for t, name, _ in sorted(cases, reverse=True)[:30]:
         out.append(f"| `{name.removeprefix('tests.')}` | {t:.0f} |")

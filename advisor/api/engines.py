@@ -53,8 +53,9 @@ class Engine:
     codes: ClassVar[Codes] = Codes()
     # The engine's own action classes by kind, for rebuilding them from the journal.
     action_kinds: ClassVar[tuple[type[Action], ...]] = ()
-    # What apply changes on the engine's side, in a user's words (`hpadvise engines`); empty:
-    # the generic sentence, or "host side" where the engine has no actions.
+    # What apply changes on the engine's side, in a user's words (`hpadvise engines`, after
+    # "pools and THP; "); empty: the generic sentence (engines without actions change nothing
+    # in the server).
     applies: ClassVar[str] = ""
     # Benchmarks `validate` can run against this engine (empty: validate does not support it).
     benches: ClassVar[tuple[str, ...]] = ()

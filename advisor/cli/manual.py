@@ -44,6 +44,19 @@ class Page:
     exit_codes: str | None
     examples: list[str]
     commands: tuple[tuple[str, str], ...] = ()  # hpadvise(1)'s: each command and its line
+    environment: tuple[tuple[str, str], ...] = ()  # hpadvise(1)'s: each variable it reads
+
+
+# The environment variables hpadvise reads itself, for hpadvise(1)'s ENVIRONMENT section.
+ENVIRONMENT = (
+    ("HPADVISE_JOURNAL_DIR", "The journal's directory for apply, rollback, history, capture, "
+     "validate and probe (default /var/lib/hpadvise/journal); --journal-dir overrides it."),
+    ("HPADVISE_DEBUG", "1: a bug in hpadvise (exit 70) shows its traceback instead of one "
+     "line."),
+    ("HPADVISE_PYZ_CACHE", "hpadvise.pyz only: the directory it unpacks itself into "
+     "(default ~/.cache/hpadvise, or $XDG_CACHE_HOME/hpadvise); off: run from the archive "
+     "itself."),
+)
 
 
 def _group():
@@ -97,7 +110,8 @@ def pages() -> dict[str, Page]:
         "0 done; 1 the command's own failure (its page says which); 2 bad input, one line on "
         "stderr, nothing half-changed; 70 a bug in hpadvise (HPADVISE_DEBUG=1 shows the "
         "traceback); 130 interrupted.", [],
-        tuple((n, _summary(_split_help(c.help or "")[0][0])) for n, c in group.commands.items()))}
+        tuple((n, _summary(_split_help(c.help or "")[0][0])) for n, c in group.commands.items()),
+        ENVIRONMENT)}
     for name, cmd in group.commands.items():
         ctx = click.Context(cmd, info_name=name, parent=root)
         paras, _, examples = _split_help(cmd.help or "")
@@ -145,6 +159,10 @@ def roff(p: Page) -> str:
         out.append(".SH OPTIONS")
         for flags, text in p.options:
             out += [".TP", ".B " + _roff_opt(flags), _roff_text(" ".join(text.split()))]
+    if p.environment:
+        out.append(".SH ENVIRONMENT")
+        for name, line in p.environment:
+            out += [".TP", ".B " + _roff_opt(name), _roff_text(line)]
     if p.exit_codes:
         out += [".SH EXIT STATUS", _roff_text(p.exit_codes)]
     if p.examples:
@@ -175,6 +193,11 @@ def text(p: Page, width: int = 79) -> str:
         lines.append("OPTIONS")
         for flags, t in p.options:
             lines += [f"    {flags}", para(t, 8)]
+        lines.append("")
+    if p.environment:
+        lines.append("ENVIRONMENT")
+        for name, t in p.environment:
+            lines += [f"    {name}", para(t, 8)]
         lines.append("")
     if p.exit_codes:
         lines += ["EXIT STATUS", para(p.exit_codes), ""]

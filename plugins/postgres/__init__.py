@@ -43,12 +43,13 @@ class PostgresEngine(ServerEngine):
                "its clusters, restarts (with --restart) and verifies")
     benches = ("pgbench", "tpcc", "replay")
     validate_default = True
-    options = (EngineOption("--pgdata", "Also plan for a stopped PostgreSQL cluster in this "
-                            "data directory (repeatable).", "DIR", names_instances=True),
-               EngineOption("--pg-bindir", "PostgreSQL binaries to use for stopped clusters "
-                            "of their major, when neither postmaster.opts nor the usual "
-                            "layouts have them, for `size`, and for validate's scratch "
-                            "servers (repeatable).", "DIR",
+    options = (EngineOption("--pgdata", "Also take a stopped PostgreSQL cluster in this data "
+                            "directory (repeatable): sized and planned for, or captured by "
+                            "snapshot.", "DIR", names_instances=True),
+               EngineOption("--pg-bindir", "PostgreSQL binaries to use where a cluster's "
+                            "own are not found by postmaster.opts or the usual layouts: a "
+                            "stopped cluster's, size's planned server's, validate's scratch "
+                            "servers' (repeatable).", "DIR",
                             commands=("check", "snapshot", "k8s", "size", "validate")))
 
     def reference_of(self, spec: dict) -> str | None:

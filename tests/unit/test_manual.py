@@ -70,3 +70,18 @@ def test_the_completion_asks_hpadvise():
     r = hp(env={"_HPADVISE_COMPLETE": "complete_bash", "COMP_WORDS": "hpadvise apply --dry",
                 "COMP_CWORD": "2"})
     assert r.stdout.split() == ["--dry-run"], r.stdout + r.stderr
+
+
+def test_the_main_page_names_every_variable_hpadvise_reads():
+    """hpadvise(1)'s ENVIRONMENT names each HPADVISE_ variable the product's code reads,
+    leaving out only the tests' kill points and the shell completion's own variable."""
+    import re
+    read = set()
+    for d in ("advisor", "plugins", "benchmarks", "scripts/pyz"):
+        for f in (REPO / d).rglob("*.py"):
+            read |= set(re.findall(r"HPADVISE_[A-Z_]+", f.read_text()))
+    read -= {"HPADVISE_COMPLETE", "HPADVISE_EOF"}  # click's completion; a heredoc's marker
+    read = {v for v in read if not v.startswith("HPADVISE_TEST_")}
+    page = hp("man").stdout
+    env = page.split("ENVIRONMENT", 1)[1].split("EXIT STATUS", 1)[0]
+    assert read and {v for v in read if v not in env} == set(), env

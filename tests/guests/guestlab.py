@@ -8,7 +8,6 @@ import sys
 import time
 import traceback
 
-HP = [sys.executable, "-m", "hpadvise.cli"]
 
 
 def say(text: str) -> None:

@@ -66,6 +66,10 @@ def state() -> dict[str, str]:
     for p in [f"{THP}/{k}" for k in ("enabled", "defrag", "shmem_enabled")] \
             + sorted(glob.glob(f"{THP}/hugepages-*kB/*enabled")):
         s[p] = Path(p).read_text().strip()
+    from hpadvise.facts.sysctls import PLANNED  # the settings a plan may change
+    for d in PLANNED:
+        if os.path.exists(d.path):
+            s[d.path] = Path(d.path).read_text().strip()
     root = _cgroup2_root()
     if root:
         s[f"{root}/cgroup.subtree_control"] = Path(f"{root}/cgroup.subtree_control"

@@ -41,6 +41,10 @@ class KernelKnobs:
             self.saved[f"{THP}/{k}"] = text.split("[")[1].split("]")[0]
         for p in glob.glob(f"{THP}/hugepages-*kB/*enabled"):  # per-size THP knobs, as found
             self.saved[p] = Path(p).read_text().split("[")[1].split("]")[0]
+        from hpadvise.facts.sysctls import PLANNED  # the sysctls a plan may change
+        for d in PLANNED:
+            if os.path.exists(d.path):
+                self.saved[d.path] = Path(d.path).read_text().strip()
 
     @staticmethod
     def writable() -> bool:

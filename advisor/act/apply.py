@@ -11,7 +11,9 @@ import os
 from typing import Callable
 
 from ..ledger import journal as jr
-from ..changes.actions import ActionError, Compact, Directory, NotStopped, Pool, SysfsChoice
+from ..changes.actions import (ActionError, Compact, Directory, NotStopped, Pool, SysfsChoice,
+                               Sysctl)
+from ..facts.sysctls import BY_NAME
 from ..api.engines import Engine
 from ..api.engines import action_from_spec as from_spec
 from ..kit.errors import InputError
@@ -55,11 +57,14 @@ def prepare(report: Report, engines: dict[str, Engine], *, restart: bool, persis
         else:
             ap.steps.append(Step(Pool(pp.size_kb, root=sys_root), pp.target_pages, why,
                                  "runtime"))
-    # 2. THP
+    # 2. THP and the declared kernel settings (facts/sysctls.py)
     for c in report.changes:
         if c.kind == "thp":
             ap.steps.append(Step(SysfsChoice(f"{sys_root}{THP_DIR}/{c.knob}"),
                                  c.recommended, c.reason, "runtime"))
+        elif c.kind == "sysctl":
+            ap.steps.append(Step(Sysctl(sys_root + BY_NAME[c.knob].path), c.recommended,
+                                 c.reason, "runtime"))
     # 3. persistence
     if persist:
         from .persist import persist_steps

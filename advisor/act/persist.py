@@ -1,6 +1,6 @@
 """Persistence: the files that make apply's runtime changes survive a reboot
-(docs/design.md, "Changing the system"). vm.nr_hugepages is the one sysctl; THP and pools of
-other sizes or per node are not sysctls, so they go into a systemd unit, the kernel command
+(docs/design.md, "Changing the system"). vm.nr_hugepages and the declared settings
+(facts/sysctls.py) are sysctls, in one drop-in; THP and pools of other sizes or per node are not sysctls, so they go into a systemd unit, the kernel command
 line, or a TuneD child profile where TuneD would otherwise re-apply its own values; what none
 of these can carry is said as a notice."""
 
@@ -53,6 +53,9 @@ def persist_steps(ap: ApplyPlan, root: str) -> None:
             sysctl_lines.append(f"vm.nr_hugepages = {pp.target_pages}")
         else:
             boot.append(BootValue(str(pp.target_pages), size_kb=pp.size_kb))
+    # the declared sysctls the plan sets (facts/sysctls.py), in the same drop-in
+    sysctl_lines += [f"{KnobId.parse(n).file} = {v}" for n, v in knobs.items()
+                     if KnobId.parse(n).is_sysctl and not (per and n in per.tuned)]
     p = report.profile
     changing = {c.knob for c in report.changes if c.kind == "thp"}
     tuned = dict(per.tuned) if per else {}
@@ -65,7 +68,9 @@ def persist_steps(ap: ApplyPlan, root: str) -> None:
     if sysctl_lines:
         text = ("# Written by hpadvise apply (profile " + p.name + "); `hpadvise rollback` "
                 "removes it.\n" + "\n".join(sysctl_lines) + "\n")
-        why = "huge page pool at boot" + (
+        pool, more = sysctl_lines[0].startswith("vm.nr_hugepages "), len(sysctl_lines) > 1
+        why = ("huge page pool" if pool else "") + (" and " if pool and more else "") + (
+            "kernel settings" if more or not pool else "") + " at boot" + (
             " (named to sort after the sysctl files that also set it)"
             if sysctl_name != SYSCTL_NAME else "")
         ap.steps.append(Step(File(f"{root}/etc/sysctl.d/{sysctl_name}"), File.encode(text),
@@ -170,6 +175,8 @@ def _tuned_profile(ap: ApplyPlan, root: str, boot, knobs: dict[str, str]) -> Non
         k = KnobId.parse(knob)
         if k == KnobId.thp("enabled"):
             sections.setdefault("vm", []).append(f"transparent_hugepages={value}")
+        elif k.is_sysctl:
+            sections.setdefault("sysctl", []).append(f"{k.file}={value}")
         elif not k.is_pool:
             sections.setdefault("sysfs", []).append(f"{THP_DIR}/{k.thp_path}={value}")
         elif k.page_kb == ap.report.host.default_hugepage_kb:

@@ -345,7 +345,8 @@ def action_from_spec(spec: dict) -> Action:
 def catalog() -> dict:
     """Every declared finding code -> (who declares it: "core" or an engine name, the Code)."""
     from ..kit.findings import CORE
-    out: dict = {c.code: ("core", c) for c in CORE.values()}
+    from ..facts.sysctls import CODES  # each declared kernel setting's finding
+    out: dict = {c.code: ("core", c) for c in (*CORE.values(), *CODES.values())}
     for eng in registry.all():
         for c in eng.codes.values():
             if c.code in out:

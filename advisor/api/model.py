@@ -59,10 +59,10 @@ class Change:
     """One knob the plan wants changed: what it is now and what it should be.
 
     kind "pool": `size_kb` names the pool; "thp": `knob` names the THP file (enabled, defrag,
-    shmem_enabled); "setting": `target` is the engine's setting and `instance` its instance.
+    shmem_enabled); "sysctl": `knob` names a setting facts/sysctls.py declares; "setting": `target` is the engine's setting and `instance` its instance.
     `target` is for people only: code reads the typed fields. `at_boot` is what the next boot
     would set (pools and THP), filled in by the plan from the boot sources."""
-    kind: str  # "pool" | "thp" | "setting" | "process_thp" (a server's own THP mode)
+    kind: str  # "pool" | "thp" | "sysctl" | "setting" | "process_thp" (a server's own THP mode)
     target: str  # the knob as people know it, e.g. "hugepages-2048kB/nr_hugepages"
     current: Any
     recommended: Any
@@ -70,7 +70,7 @@ class Change:
     instance: str | None = None
     restart: bool = False  # takes effect only after the instance restarts
     size_kb: int | None = None  # kind "pool": the page size of the pool
-    knob: str | None = None  # kind "thp": the file under transparent_hugepage/
+    knob: str | None = None  # kind "thp": the file under transparent_hugepage/; "sysctl": its name
     at_boot: Any = None  # pools and THP: the value the next boot sets, as things stand
     # kind "setting": where the value that wins comes from, when that is not hpadvise's to
     # change (a command line, a cluster member's own file): what to change where instead.
@@ -82,6 +82,8 @@ class Change:
         """The boot-time knob it is, by its key (kit/knob_id.py), as boot.py names them."""
         if self.kind == "pool":
             return KnobId.pool(self.size_kb).key
+        if self.kind == "sysctl":
+            return KnobId.sysctl(self.knob).key
         k = KnobId.of_thp_path(self.knob or "") if self.kind == "thp" else None
         return k.key if k else None
 
@@ -184,6 +186,11 @@ class Instance:
     # Starts of the names of shared mappings its engine knows the server madvise()s where it
     # allocates their pages, through a mapping smaps no longer shows (set by the engine)
     thp_advised: tuple[str, ...] = ()
+    # Its server creates its huge pages as SysV shared memory (shmget SHM_HUGETLB), which the
+    # kernel allows only with CAP_IPC_LOCK or vm.hugetlb_shm_group (set by the engine); and
+    # its process's credentials for that (facts/sysctls.ShmCred, filled in by the core)
+    shm_sysv: bool = False
+    shm_cred: Any = None
     # The engine's own typed state for this instance (a dataclass of its package). The core
     # never reads it; only the engine that made the instance does.
     state: Any = field(default=None, repr=False)

@@ -11,9 +11,10 @@ try:
     import tomllib
 except ImportError:  # Python 3.9 and 3.10: tomli, the parser tomllib was made from
     import tomli as tomllib  # type: ignore[no-redef]
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..facts.sysctls import PLANNED as SYSCTLS
 from ..kit.errors import InputError
 from ..kit.sizing import parse_bytes
 
@@ -37,6 +38,9 @@ SCHEMA: dict[str, dict[str, tuple]] = {
              "gigantic_min": (str, None, "32GiB"),
              "gigantic_max_waste_pct": ((int, float), None, 3, PCT_OF_DEMAND)},
     "commit": {"min_free_pct": ((int, float), None, 5, PCT)},
+    # the kernel's settings under /proc/sys a plan may change, as facts/sysctls.py declares
+    # them: "keep" leaves one alone
+    "sysctl": {s.key: ((str, int), ("keep", *s.profile), s.profile_default) for s in SYSCTLS},
 }
 
 
@@ -57,6 +61,11 @@ class Profile:
     commit_min_free_pct: float
     path: str
     engines: dict  # engine name -> its section, checked against Engine.profile_schema
+    sysctl: dict = field(default_factory=dict)  # a declared setting's name -> the value
+
+    def wants(self, name: str):
+        """The profile's value for a declared sysctl (facts/sysctls.py)."""
+        return self.sysctl.get(name, "keep")
 
     def engine(self, name: str) -> dict:
         return self.engines.get(name, {})
@@ -153,4 +162,5 @@ def load(name_or_path: str, engine_schemas: dict[str, dict[str, tuple]] | None =
         gigantic_max_waste_pct=pool["gigantic_max_waste_pct"],
         commit_min_free_pct=s["commit"]["min_free_pct"],
         path=where, engines={k: s[k] for k in (engine_schemas or {})},
+        sysctl={d.name: s["sysctl"][d.key] for d in SYSCTLS},
     )

@@ -55,6 +55,34 @@ class SysfsChoice(PathAction):
         return [f"echo {shlex.quote(str(new))} > {self.path}"]
 
 
+class Sysctl(PathAction):
+    """A kernel setting under /proc/sys holding one integer, as facts/sysctls.py declares it
+    (vm.zone_reclaim_mode, vm.hugetlb_shm_group): read, written, read back and put back as
+    that integer."""
+    kind = "sysctl"
+
+    @property
+    def label(self) -> str:
+        return self.path.split("/proc/sys/", 1)[-1].replace("/", ".")
+
+    def get(self) -> int:
+        text = _read(self.path).strip()
+        try:
+            return int(text)
+        except ValueError:
+            raise ActionError(f"{self.path} reads {text!r}, not a number") from None
+
+    def set(self, value: int) -> None:
+        _write(self.path, str(int(value)))
+
+    def invalid(self, value: Any) -> str | None:
+        ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
+        return None if ok else f"{value!r} is not a whole number"
+
+    def shell(self, new: int) -> list[str]:
+        return [f"echo {int(new)} > {self.path}"]
+
+
 class Compact(PathAction):
     """Write 1 to /proc/sys/vm/compact_memory before growing a pool: it assembles the free
     contiguous blocks huge pages need (Documentation/admin-guide/sysctl/vm.rst). Not a
@@ -232,5 +260,5 @@ class Restart(Action):
 from .file_actions import Directory, File, FileSetting, Symlink  # noqa: E402,F401
 from .unit_thp import UnitThp  # noqa: E402
 
-KINDS: dict[str, type[Action]] = {c.kind: c for c in (SysfsChoice, Compact, Pool, File, Symlink,
-                                                      Directory, UnitThp)}
+KINDS: dict[str, type[Action]] = {c.kind: c for c in (SysfsChoice, Sysctl, Compact, Pool, File,
+                                                      Symlink, Directory, UnitThp)}

@@ -31,11 +31,11 @@ import shlex
 from dataclasses import dataclass, field
 
 from ..kit.knob_id import KnobId, pool_of_path
-from ..kit.paths import HUGEPAGES_DIR, NODES_DIR
-from ..kit.paths import THP_DIR as THP
+from ..kit.paths import HUGEPAGES_DIR, NODES_DIR, THP_DIR as THP
 from ..kit.sizing import cmdline_kb
 from .boot_sources import grub_default, ini, kernel_config, tuned_chain
 from .sysroot import SysRoot
+from .sysctls import PLANNED, declared
 
 SYSCTL_DIRS = ("/etc/sysctl.d", "/run/sysctl.d", "/usr/local/lib/sysctl.d", "/usr/lib/sysctl.d",
                "/lib/sysctl.d")
@@ -180,10 +180,12 @@ def _masked(sr: SysRoot, path: str) -> bool:
 
 
 def sysctl_knob(key: str, default_kb: int | None) -> str | None:
+    """The knob a sysctl name sets: the default size's pool, or a declared setting."""
     key = key.strip().lstrip("-").replace("/", ".")
     if key in ("vm.nr_hugepages", "vm.nr_hugepages_mempolicy"):
         return KnobId.pool(default_kb or 2048).key
-    return None
+    s = declared(key)
+    return KnobId.sysctl(s.name).key if s else None
 
 
 def _sysctl_setters(sr: SysRoot, files: list[str], default_kb: int | None,
@@ -203,12 +205,15 @@ def _sysctl_setters(sr: SysRoot, files: list[str], default_kb: int | None,
 
 # ---- units, init scripts, rc.local ----------------------------------------------------------
 
-_WRITE = re.compile(r"""echo\s+(?:-n\s+)?['"]?([\w+\-]+)['"]?\s*>+\s*['"]?(/sys/[\w/.\-]+)""")
-_SYSCTL_W = re.compile(r"sysctl\s+(?:-q\s+)?-w\s+['\"]?(vm[./]nr_hugepages)\s*=\s*(\d+)")
+_WRITE = re.compile(r"""echo\s+(?:-n\s+)?['"]?([\w+\-]+)['"]?\s*>+\s*['"]?(/(?:proc/)?sys/[\w/.\-]+)""")
+_SYSCTL_W = re.compile(r"sysctl\s+(?:-q\s+)?-w\s+['\"]?((?:vm|kernel)[./]\w+)\s*=\s*(\d+)")
 
 
 def path_knob(path: str) -> str | None:
-    """The knob a sysfs path sets."""
+    """The knob a sysfs or /proc/sys path sets."""
+    if path.startswith("/proc/sys/"):
+        s = declared(path[len("/proc/sys/"):])
+        return KnobId.sysctl(s.name).key if s else None
     if path.startswith(THP + "/"):
         k = KnobId.of_thp_path(path[len(THP) + 1:])
         return k.key if k else None
@@ -234,8 +239,8 @@ def _script_setters(text: str, where: str, stage: int, default_kb: int | None,
                 nodes.setdefault(pool[1], {})[pool[0]] = mt.group(1)
                 first.setdefault(pool[1], n)
         for mt in _SYSCTL_W.finditer(s):
-            out.append(Setter(KnobId.pool(default_kb or 2048).key, mt.group(2), f"{where}:{n}",
-                              stage, ordered))
+            if knob := sysctl_knob(mt.group(1), default_kb):
+                out.append(Setter(knob, mt.group(2), f"{where}:{n}", stage, ordered))
     # a pool written node by node is, at the end of the boot, the sum of its nodes
     for kb, per in nodes.items():
         out.append(Setter(KnobId.pool(kb).key, str(sum(int(v) for v in per.values())),
@@ -286,7 +291,6 @@ def _unit_setters(sr: SysRoot, default_kb: int | None, systemd: bool) -> list[Se
 
 # ---- TuneD ------------------------------------------------------------------------------
 
-
 def _tuned(sr: SysRoot, b: Boot, default_kb: int | None) -> list[Setter]:
     if not (sr.exists("/usr/sbin/tuned") or sr.exists("/usr/lib/tuned")):
         return []
@@ -331,16 +335,18 @@ def _tuned(sr: SysRoot, b: Boot, default_kb: int | None) -> list[Setter]:
 
 # ---- the kernel's own defaults -------------------------------------------------------------
 
-
 def _kernel_defaults(sr: SysRoot) -> list[Setter]:
-    """What the knobs are when nothing sets them: pools empty; THP `enabled` as the kernel was
+    """What the knobs are when nothing sets them: pools empty; declared sysctls as declared;
+    THP `enabled` as the kernel was
     built (CONFIG_TRANSPARENT_HUGEPAGE_ALWAYS / _MADVISE / _NEVER, mm/Kconfig); `defrag`
     madvise (mm/huge_memory.c, transparent_hugepage_flags); `shmem_enabled` never unless
     built otherwise (mm/shmem.c; CONFIG_TRANSPARENT_HUGEPAGE_SHMEM_HUGE_*, mm/Kconfig)."""
     config = kernel_config(sr)
     defrag, enabled, shmem_key = (KnobId.thp(f).key for f in ("defrag", "enabled",
                                                                "shmem_enabled"))
-    out = [Setter(defrag, "madvise", "kernel default (mm/huge_memory.c)", -1)]
+    out = [Setter(defrag, "madvise", "kernel default (mm/huge_memory.c)", -1)] + [
+        Setter(KnobId.sysctl(s.name).key, str(s.default), "kernel default (" +
+               s.default_source.split(",")[0] + ")", -1) for s in PLANNED]  # sysctls.py
     if config is None:
         return out + [Setter(shmem_key, "never", "kernel default (mm/shmem.c)", -1)]
     for mode in ("always", "madvise", "never"):

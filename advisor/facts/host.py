@@ -24,6 +24,7 @@ from .platform import read_cpu_flags, read_isolation, read_memlock, read_virtual
 from .meminfo import MemInfo, read_meminfo  # noqa: F401 (the facts' one reader)
 from .sysroot import SysRoot, size_dirs
 from .thp_rules import THPFacts, ThpUser, read_thp, read_thp_users
+from .sysctls import SYSCTLS as DECLARED
 
 if TYPE_CHECKING:
     from .limitprobe import MeasuredLimit
@@ -41,19 +42,8 @@ CMDLINE_KEYS = (
 CMDLINE_SETS_BOOT = ("hugepages", "hugepagesz", "default_hugepagesz", "transparent_hugepage",
                      "transparent_hugepage_shmem")
 
-SYSCTLS = {
-    "vm.overcommit_memory": "/proc/sys/vm/overcommit_memory",
-    "vm.overcommit_ratio": "/proc/sys/vm/overcommit_ratio",
-    "vm.overcommit_kbytes": "/proc/sys/vm/overcommit_kbytes",
-    "vm.hugetlb_shm_group": "/proc/sys/vm/hugetlb_shm_group",
-    "vm.min_free_kbytes": "/proc/sys/vm/min_free_kbytes",
-    "vm.nr_hugepages": "/proc/sys/vm/nr_hugepages",
-    "vm.nr_overcommit_hugepages": "/proc/sys/vm/nr_overcommit_hugepages",
-    "vm.swappiness": "/proc/sys/vm/swappiness",
-    "vm.hugetlb_optimize_vmemmap": "/proc/sys/vm/hugetlb_optimize_vmemmap",
-    "kernel.shmmax": "/proc/sys/kernel/shmmax",
-    "kernel.shmall": "/proc/sys/kernel/shmall",
-}
+# the settings under /proc/sys check reads, each declared once (sysctls.py)
+SYSCTLS = {s.name: s.path for s in DECLARED}
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,9 @@
-"""Which boot-time kernel knob: a static pool of one page size, a top-level THP file, or a
-per-size THP file. One type, one spelling and one parser for each:
+"""Which boot-time kernel knob: a static pool of one page size, a top-level THP file, a
+per-size THP file, or a setting under /proc/sys (facts/sysctls.py declares those). One type,
+one spelling and one parser for each:
 
 - the key, as journals, check's JSON (plan.boot[].knob) and the boot view carry it:
-  "pool.2048", "thp.defrag", "thp.hugepages-64kB/enabled";
+  "pool.2048", "thp.defrag", "thp.hugepages-64kB/enabled", "sysctl.vm.zone_reclaim_mode";
 - a sysfs choice file's value ("always [madvise] never");
 - the kernel's directory of a page size, "hugepages-<kB>kB", under /sys/kernel/mm/hugepages
   (the pools, Documentation/admin-guide/mm/hugetlbpage.rst) and under
@@ -22,7 +23,8 @@ THP_FILES = ("enabled", "defrag", "shmem_enabled")
 SIZE_FILES = ("enabled", "shmem_enabled")
 
 _SIZE_DIR = re.compile(r"hugepages-([1-9]\d*)kB")
-_KEY = re.compile(r"pool\.([1-9]\d*)|thp\.(?:hugepages-([1-9]\d*)kB/)?(\w+)")
+_KEY = re.compile(r"pool\.([1-9]\d*)|thp\.(?:hugepages-([1-9]\d*)kB/)?(\w+)"
+                  r"|sysctl\.((?:vm|kernel)\.[a-z_]+)")
 
 
 @dataclass(frozen=True)
@@ -70,8 +72,9 @@ def size_of_dir(name: str) -> int | None:
 
 @dataclass(frozen=True)
 class KnobId:
-    """kind "pool" (page_kb: the pool's page size) or "thp" (file: the THP file; page_kb:
-    the size of a per-size knob, None for the top-level one)."""
+    """kind "pool" (page_kb: the pool's page size), "thp" (file: the THP file; page_kb:
+    the size of a per-size knob, None for the top-level one) or "sysctl" (file: its name,
+    "vm.zone_reclaim_mode")."""
     kind: str
     page_kb: int | None = None
     file: str | None = None
@@ -85,10 +88,16 @@ class KnobId:
         return cls("thp", None if kb is None else int(kb), file)
 
     @classmethod
+    def sysctl(cls, name: str) -> KnobId:
+        return cls("sysctl", None, name)
+
+    @classmethod
     def parse(cls, key: str) -> KnobId:
         mt = _KEY.fullmatch(key)
         if not mt:
             raise ValueError(f"not a knob's key: {key!r}")
+        if mt.group(4):
+            return cls.sysctl(mt.group(4))
         if mt.group(1):
             return cls.pool(int(mt.group(1)))
         kb, file = (int(mt.group(2)) if mt.group(2) else None), mt.group(3)
@@ -123,7 +132,13 @@ class KnobId:
         return f"{size_dir(self.page_kb)}/{self.file}" if self.per_size else str(self.file)
 
     @property
+    def is_sysctl(self) -> bool:
+        return self.kind == "sysctl"
+
+    @property
     def key(self) -> str:
+        if self.is_sysctl:
+            return f"sysctl.{self.file}"
         return f"pool.{self.page_kb}" if self.is_pool else f"thp.{self.thp_path}"
 
     def __str__(self) -> str:

@@ -46,18 +46,19 @@ class Persistence:
 
 
 def persistence(b: Boot, plan: dict[str, str], default_kb: int | None) -> Persistence:
-    """Decide where each planned knob goes: pools of the default size in a sysctl drop-in
-    named to sort after every sysctl file that sets them, THP knobs in a unit or on the kernel
-    command line; under TuneD, what TuneD would overwrite goes into a child profile of the
+    """Decide where each planned knob goes: the default size's pool and the declared sysctls
+    in a sysctl drop-in named to sort after every sysctl file that sets them, THP knobs in a
+    unit or on the kernel command line; under TuneD, what TuneD would overwrite goes into a child profile of the
     active one. A competitor that applies later and cannot be outranked (procps reads
     /etc/sysctl.conf last; a unit or rc.local whose order is not fixed) blocks that knob."""
     p = Persistence()
     default = KnobId.pool(default_kb or 2048).key
     for knob, value in plan.items():
-        thp = not KnobId.parse(knob).is_pool
+        k = KnobId.parse(knob)
+        thp = not k.is_pool and not k.is_sysctl
         rivals = [s for s in b.setters if s.knob == knob and s.value != value
                   and not own(s)]
-        if knob == default:
+        if knob == default or k.is_sysctl:  # the drop-in: vm.nr_hugepages, declared sysctls
             files = [s for s in rivals if s.stage == 1]
             late = [s for s in files if s.source.startswith("/etc/sysctl.conf")
                     and b.sysctl_engine == "procps"]

@@ -39,12 +39,17 @@ def plan_knobs(r: Report) -> dict[str, str]:
             if v is not None and s is not None and s.value != v:
                 sizes.setdefault(KnobId.thp(k, kb), v)
     out.update({k.key: str(v) for k, v in sizes.items() if k is not None})
+    out.update({KnobId.sysctl(c.knob).key: str(c.recommended) for c in r.changes
+                if c.kind == "sysctl"})  # declared settings (facts/sysctls.py)
     return out
 
 
 def knob_now(host: HostFacts, knob: str) -> str | None:
     """A boot-time knob's value now (a pool: its persistent pages, without surplus)."""
     k = KnobId.parse(knob)
+    if k.is_sysctl:
+        v = host.sysctls.get(k.file)
+        return None if v is None else str(v)
     if k.is_pool:
         pool = next((p for p in host.pools if p.size_kb == k.page_kb), None)
         return None if pool is None or pool.persistent_pages is None else \
@@ -137,7 +142,8 @@ def view(r: Report) -> list[dict]:
     plan = plan_knobs(r)
     knobs = [KnobId.pool(p.size_kb).key for p in r.host.pools] + \
         [KnobId.thp(k).key for k in THP_FILES]
-    knobs += [k for k in plan if KnobId.parse(k).per_size]  # per-size THP knobs the plan sets
+    # per-size THP knobs and declared sysctls, where the plan sets them
+    knobs += [k for k in plan if KnobId.parse(k).per_size or KnobId.parse(k).is_sysctl]
     out = []
     for knob in knobs:
         s = b.at_boot(knob)
@@ -151,4 +157,6 @@ def view(r: Report) -> list[dict]:
 
 def knob_name(knob: str) -> str:
     k = KnobId.parse(knob)
+    if k.is_sysctl:
+        return str(k.file)
     return f"{fmt_page(k.page_kb)} pool" if k.is_pool else f"THP {k.thp_path}"

@@ -8,6 +8,7 @@ Metric names are part of hpadvise's interface (docs/prometheus.md). Every sample
 
 from __future__ import annotations
 
+from ..facts.sysctls import PLANNED
 from ..kit.findings import SEVERITIES
 from ..planning.plan import Report
 
@@ -74,6 +75,11 @@ def to_prometheus(r: Report, duration_s: float, now: float) -> str:
         for choice in k.choices:
             thp.append(({"knob": knob, "mode": choice}, 1 if choice == k.value else 0))
     o.family("hpadvise_thp_mode", "Transparent huge page modes: 1 for the active one", thp)
+    o.family("hpadvise_sysctl", "The kernel settings a plan may change, now",
+             [({"name": s.name}, h.sysctls[s.name]) for s in PLANNED
+              if h.sysctls.get(s.name) is not None])
+    o.family("hpadvise_sysctl_recommended", "The value the plan sets, where it changes one",
+             [({"name": c.knob}, c.recommended) for c in r.changes if c.kind == "sysctl"])
 
     need, on, held = [], [], []
     for i in r.instances:

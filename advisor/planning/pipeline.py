@@ -24,6 +24,7 @@ from ..facts.thp_exec import process_mode, unadvised_thp_kb
 from ..facts.thp_rules import thp_sizes
 from .thp_regions import attach as attach_regions
 from ..facts.sysroot import SysRoot
+from ..facts.sysctls import shm_cred
 
 
 def inspect(sr: SysRoot, profile_name: str = "oltp", targets: Targets | None = None,
@@ -71,6 +72,11 @@ def inspect(sr: SysRoot, profile_name: str = "oltp", targets: Targets | None = N
             inst.thp_mode = process_mode(sr.read(f"/proc/{inst.pid}/status", quiet_missing=True),
                                          smaps, gives, facts.thp.pmd_size_kb)
             inst.thp_unadvised_kb = unadvised_thp_kb(smaps) if smaps and gives else None
+            if inst.shm_sysv:  # who it creates its SysV huge pages as (sysctls.py)
+                ns = sr.readlink(f"/proc/{inst.pid}/ns/user")
+                inst.shm_cred = shm_cred(sr.read_kv(f"/proc/{inst.pid}/status", quiet_missing=True)
+                                         or {}, ns is not None and ns != sr.readlink(
+                                             "/proc/1/ns/user"))
     if sr.live and any(i.pid and i.thp_mode is None for i in instances):
         from ..ledger.journal import journal_dir
         from ..facts.procs import start_time

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..nextboot import boot_plan
-from . import host_findings
+from . import host_findings, sysctl_plan
 from .feasible import commit_limit, demote, feasibility
 from ..api.engines import Engine
 from ..kit.findings import CORE
@@ -90,6 +90,7 @@ def build(host: HostFacts, instances: list[Instance], profile: Profile,
     _pools(r)
     host_findings.thp(r, engines)
     host_findings.host(r)
+    sysctl_plan.plan(r)
     boot_plan.findings(r)
     return r
 

@@ -113,6 +113,10 @@ class JvmEngine(Engine):
                             "run as root or as its owner" if sr.live else ""),
                         settings={k: v for k, v in settings.items() if v is not None},
                         state=j)
+        # JDK 21 and older put -XX:+UseLargePages in SysV shared memory with -XX:+UseSHM
+        # (os_linux.cpp, shmget SHM_HUGETLB); JDK 22 made the flag obsolete (JDK-8261894)
+        inst.shm_sysv = bool(f.large_pages and not f.thp and f.last.get("UseSHM")
+                             and major is not None and major < 22)
         maps = p.smaps
         if maps is None:
             j.observe_note = f"smaps unreadable: run as root or as {owner}"

@@ -267,8 +267,11 @@ def layout(f: JvmFlags, heap: int, major: int | None, large_kb: int,
     if heap_on_large:
         out.append(("heap", h, hp))
     code = f.code_cache or (240 * MiB if f.tiered else 48 * MiB)
-    # CodeCache::page_size: at least 8 pages of the size it takes (codeCache.cpp)
-    out.append(("code cache", code, _page(code, sizes_kb, large_kb, True, 8)))
+    # CodeCache::page_size: at least 8 pages of the size it takes (codeCache.cpp); with
+    # -XX:+UseSHM (JDK 21 and older) none: os_linux.cpp can_execute_large_page_memory() is
+    # UseTransparentHugePages || UseHugeTLBFS (measured on 17.0.15: CodeHeap page_size=4K)
+    shm = f.last.get("UseSHM") and (major or 17) < 22
+    out.append(("code cache", code, None if shm else _page(code, sizes_kb, large_kb, True, 8)))
     side: list[tuple[str, int]] = []
     if f.gc == "G1":
         side = [("block offset table", h // 512), ("card table", h // 512)]

@@ -326,13 +326,16 @@ class Discovery:
             shown["port"] = s.port
         shown["flavour"] = s.flavour
         where = s.datadir or f"{s.flavour} process {s.pid}"
+        m = model(s.flavour, s.vt)  # large pages, or the key cache's, in SysV shared memory
+        sysv = bool_on(s.settings.get("large_pages")) and (m.sysv or m.has("key_cache_sysv"))
         return Instance(NAME, iid, f"{where} ({s.flavour}" + (f", port {s.port})" if s.port
                                                               else ")"),
                         running, pid=s.pid, owner=s.owner, settings=shown, state=s,
                         version=s.version or Unknown(
                             f"the release of {iid}", "no connection said it, and neither its "
                             "binary nor its error log was read", "pass --dsn, or run as root (offline: a "
-                            "snapshot taken as root keeps its error log, which names it)"))
+                            "snapshot taken as root keeps its error log, which names it)"),
+                        shm_sysv=sysv)
 
     def _observe(self, inst: Instance, s: Server, sr: SysRoot, procs: ProcTable,
                  host: HostFacts) -> None:

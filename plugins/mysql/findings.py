@@ -139,9 +139,10 @@ def findings(inst: Instance, s: Server, host: HostFacts) -> list[Finding]:
         gid = host.sysctls.get("vm.hugetlb_shm_group")
         what = "its large pages" if m.sysv or len(seen) > 1 else "its key cache's large pages"
         f.append(CODES["my.sysv_shm"](
-            f"SysV shared memory on huge pages ({what}) is refused unless the server's group "
-            "is vm.hugetlb_shm_group or its RLIMIT_MEMLOCK covers the segment (Linux "
-            "hugetlbfs, SHM_HUGETLB); it then falls back to normal pages.",
+            f"SysV shared memory on huge pages ({what}) is refused unless the server has "
+            "CAP_IPC_LOCK or its group is vm.hugetlb_shm_group (Linux hugetlbfs, SHM_HUGETLB; "
+            "a memory-lock limit no longer admits it); it then falls back to normal pages. "
+            "The plan sets the group where the server lacks the capability.",
             f"vm.hugetlb_shm_group={gid}, memlock {host.memlock_soft}/{host.memlock_hard}"
             + (f"; {len(seen)} SysV huge page segments mapped" if seen else ""), iid,
             severity="warn" if str(gid) in ("0", "None") else "info"))

@@ -108,7 +108,7 @@ RULES: tuple[Rule, ...] = (
          "large_page_alloc-linux.h large_page_size(); mysys my_get_large_page_size"),
     Rule("key_cache_sysv", "mysql", (((0,), (8,)),),
          "the MyISAM key cache goes on large pages through SysV shared memory "
-         "(needs memlock or vm.hugetlb_shm_group)", "mysys/my_largepage my_large_malloc_int"),
+         "(needs CAP_IPC_LOCK or vm.hugetlb_shm_group)", "mysys/my_largepage my_large_malloc_int"),
     Rule("key_cache_heap", "mysql", (((8,), (999,)),),
          "the MyISAM key cache is allocated with my_malloc, never on large pages",
          "mysys/mf_keycache.cc init_key_cache (the 8.0 tree); measured on 9.7.4: only the "

@@ -92,13 +92,30 @@ def instance_view(check: dict) -> dict:
             "node": inst and (inst.get("demand") or {}).get("node"),
             "pages": inst and (inst.get("demand") or {}).get("pages"),
             "findings": [(f["code"], f["evidence"]) for f in j.get("findings", [])],
-            "pools": (j.get("plan") or {}).get("pools")}
+            "pools": (j.get("plan") or {}).get("pools"),
+            "sysctl_changes": [(c["target"], c["current"], c["recommended"])
+                               for c in (j.get("plan") or {}).get("changes", [])
+                               if c["kind"] == "sysctl"]}
 
 
-def cycle(start, stop, snapshot: str | None = None) -> dict:
-    """Start bound, check, apply --restart, check, rollback; every step's facts."""
+ZONE = "/proc/sys/vm/zone_reclaim_mode"
+DROP_IN = "/etc/sysctl.d/60-hpadvise.conf"
+
+
+def sysctls() -> dict:
+    """vm.zone_reclaim_mode now, and hpadvise's sysctl drop-in (None: there is none)."""
+    text = open(DROP_IN).read() if os.path.exists(DROP_IN) else None
+    return {"zone_reclaim_mode": int(open(ZONE).read()), "drop_in": text}
+
+
+def cycle(start, stop, snapshot: str | None = None, zone: bool = False) -> dict:
+    """Start bound, check, apply --restart, check, rollback; every step's facts. `zone`: with
+    vm.zone_reclaim_mode set to 1 by hand first (the plan sets 0 on two nodes)."""
     out: dict = {}
     initdb()
+    if zone:
+        with open(ZONE, "w") as f:
+            f.write("1")
     start()
     out["before"] = server_facts()
     if snapshot and os.environ.get("LAB_SNAPSHOTS"):  # the unit tests' fixtures
@@ -108,12 +125,12 @@ def cycle(start, stop, snapshot: str | None = None) -> dict:
     ap = hp("apply", "--db", "postgres", "--restart", "--yes", "--json")
     out["apply"] = {"rc": ap["rc"], "stderr": ap["stderr"], "json": ap.get("json"),
                     "stdout": ap.get("stdout")}
-    out["after_apply"] = {"pools": pools(), "server": server_facts()}
+    out["after_apply"] = {"pools": pools(), "server": server_facts(), "sysctls": sysctls()}
     out["check_after"] = instance_view(hp("check", "--db", "postgres", "--json"))
     rb = hp("rollback", "--yes", "--json")
     out["rollback"] = {"rc": rb["rc"], "stderr": rb["stderr"], "json": rb.get("json"),
                        "stdout": rb.get("stdout")}
-    out["after_rollback"] = {"pools": pools(), "server": server_facts()}
+    out["after_rollback"] = {"pools": pools(), "server": server_facts(), "sysctls": sysctls()}
     stop()
     out["end_pools"] = pools()
     return out
@@ -214,7 +231,7 @@ def surplus() -> dict:
 
 
 CASES = {
-    "numactl": lambda: cycle(numactl_start, pg_stop, "snapshot-membind"),
+    "numactl": lambda: cycle(numactl_start, pg_stop, "snapshot-membind", zone=True),
     "cpuset": lambda: cycle(cpuset_start, pg_stop, "snapshot-cpuset"),
     "systemd": lambda: cycle(systemd_start, systemd_stop),
     "short": short,

@@ -2,7 +2,8 @@
 nodes of 3 GiB (scripts/guest.sh builds the image once and caches it outside the checkout).
 Inside, tests/guests/numa_lab.py runs PostgreSQL 15 bound to node 1 by numactl --membind, by a
 cgroup's cpuset.mems and by a systemd unit's AllowedMemoryNodes=, and through hpadvise check,
-apply --restart and rollback; then the short-node start. The guest's root disk is a snapshot:
+apply --restart and rollback (the first with vm.zone_reclaim_mode set to 1, which the plan
+sets to 0 on two nodes); then the short-node start. The guest's root disk is a snapshot:
 nothing of it outlives the run, and nothing of this host is changed."""
 
 from __future__ import annotations
@@ -77,6 +78,19 @@ def test_two_nodes_seen(lab):
 def test_bound_by_numactl_membind(lab):
     _check(lab["numactl"], "memory policy bind:1")
     _applied_and_rolled_back(lab["numactl"], "bind:1", "0-1")
+
+
+def test_zone_reclaim_mode_on_two_nodes(lab):
+    """Set to 1 by hand: check plans 0 (two nodes), apply sets and persists it, rollback puts
+    1 back and removes the drop-in (facts/sysctls.py declares the setting)."""
+    c = lab["numactl"]
+    assert c["check"]["sysctl_changes"] == [["vm.zone_reclaim_mode", 1, 0]]
+    assert "kernel.zone_reclaim_mode" in [code for code, _ in c["check"]["findings"]]
+    after = c["after_apply"]["sysctls"]
+    assert after["zone_reclaim_mode"] == 0
+    assert "vm.zone_reclaim_mode = 0" in after["drop_in"].splitlines(), after["drop_in"]
+    assert c["check_after"]["sysctl_changes"] == []
+    assert c["after_rollback"]["sysctls"] == {"zone_reclaim_mode": 1, "drop_in": None}
 
 
 def test_bound_by_a_cgroup_cpuset(lab):

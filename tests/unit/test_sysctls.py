@@ -1,0 +1,138 @@
+"""The kernel settings declared as data (advisor/facts/sysctls.py): each declaration's parts,
+its rule on the cases that decide it, its place in the boot order and in the drop-in, its
+action's journal round trip, and the two-node guest's captured tree with the setting on."""
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from hpadvise.api import profiles
+from hpadvise.api.engines import catalog, registry
+from hpadvise.changes.actions import KINDS, ActionError, Sysctl
+from hpadvise.facts import boot, sysctls
+from hpadvise.facts.sysctls import PLANNED, Case, ShmCred, ShmUser, shm_cred
+from hpadvise.facts.sysroot import SysRoot
+from hpadvise.kit.knob_id import KnobId
+from hpadvise.nextboot import boot_persist
+from hpadvise.planning import pipeline
+
+GUESTS = Path(__file__).resolve().parents[1] / "fixtures" / "guests"
+STATUS = {"Gid": "65534\t65534\t65534\t65534", "Groups": "27 65534", "CapEff": "0000000000000000"}
+
+
+def test_every_planned_setting_is_declared_whole():
+    shipped = {n: profiles.load(n, registry.profile_schemas()) for n in profiles.shipped()}
+    for s in PLANNED:
+        assert s.default is not None and s.default_source and s.code and s.rule, s.name
+        assert catalog()[s.code.code][0] == "core"
+        assert s.profile_default in ("keep", *s.profile)
+        assert s.path == "/proc/sys/" + s.name.replace(".", "/")
+        assert KnobId.parse(KnobId.sysctl(s.name).key) == KnobId.sysctl(s.name)
+        for name, p in shipped.items():  # each shipped profile says its value (a comment
+            text = (Path(profiles._shipped_dir()) / f"{name}.toml").read_text()
+            assert f"\n{s.key} = " in text, (name, s.key)  # above it says why)
+            assert p.wants(s.name) != "keep"
+
+
+def test_a_profile_value_out_of_the_declared_ones_is_refused(tmp_path):
+    f = tmp_path / "p.toml"
+    f.write_text('name = "x"\n[sysctl]\nzone_reclaim_mode = 9\n')
+    with pytest.raises(Exception, match="sysctl.zone_reclaim_mode = 9 is not one of"):
+        profiles.load(str(f))
+    f.write_text('name = "x"\n[sysctl]\nzone_reclaim_mode = "keep"\nhugetlb_shm_group = "keep"\n')
+    assert profiles.load(str(f)).wants("vm.zone_reclaim_mode") == "keep"
+
+
+def test_credentials_from_status():
+    c = shm_cred(STATUS, own_userns=False)
+    assert c == ShmCred(65534, frozenset({27, 65534}), False)
+    cap = {**STATUS, "CapEff": f"{1 << 14:016x}"}  # CAP_IPC_LOCK
+    assert shm_cred(cap, own_userns=False).ipc_lock
+    assert not shm_cred(cap, own_userns=True).ipc_lock  # not the host's capability
+    assert shm_cred({"Gid": "0"}, own_userns=False) is None  # no fs gid: unknown
+
+
+def _rule(name):
+    return sysctls.BY_NAME[name].rule
+
+
+def test_zone_reclaim_mode_rule():
+    rule = _rule("vm.zone_reclaim_mode")
+    assert rule(Case(1, 0, (0, 1), ())).value == 0
+    assert rule(Case(1, 0, (0,), ())) is None  # one node: nothing to spare elsewhere
+    assert rule(Case(0, 0, (0, 1), ())) is None
+    assert rule(Case(1, "keep", (0, 1), ())) is None
+
+
+def test_hugetlb_shm_group_rule():
+    rule = _rule("vm.hugetlb_shm_group")
+    nobody = ShmUser("jvm:1", ShmCred(65534, frozenset({65534, 27}), False))
+    assert rule(Case(0, "auto", (0,), (nobody,))).value == 65534
+    assert rule(Case(27, "auto", (0,), (nobody,))) is None  # a group of its already
+    locked = ShmUser("jvm:2", ShmCred(100, frozenset({100}), True))
+    assert rule(Case(0, "auto", (0,), (locked,))) is None  # CAP_IPC_LOCK needs none
+    assert rule(Case(0, "keep", (0,), (nobody,))) is None
+    other = ShmUser("mysql:3306", ShmCred(101, frozenset({101, 27}), False))
+    assert rule(Case(0, "auto", (0,), (nobody, other))).value == 27  # the group they share
+    apart = ShmUser("mysql:3307", ShmCred(102, frozenset({102}), False))
+    w = rule(Case(0, "auto", (0,), (nobody, apart)))
+    assert w.value is None and "share no group" in w.why
+
+
+def _tree(tmp_path, src: Path, files: dict[str, str]) -> Path:
+    root = tmp_path / "root"
+    shutil.copytree(src, root, symlinks=True)
+    for rel, text in files.items():
+        p = root / rel.lstrip("/")
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    return root
+
+
+def test_two_node_guest_with_zone_reclaim_on(tmp_path):
+    """The two-node guest's captured tree with vm.zone_reclaim_mode = 1 and a sysctl file
+    that sets it at boot: the plan sets 0, says so, and persists it after that file."""
+    root = _tree(tmp_path, GUESTS / "amd64-2node-membind", {
+        "/proc/sys/vm/zone_reclaim_mode": "1\n",
+        "/etc/sysctl.d/80-numa.conf": "vm.zone_reclaim_mode = 1\n"})
+    r = pipeline.inspect(SysRoot(str(root)), engine_names=["postgres"])
+    (c,) = [c for c in r.changes if c.kind == "sysctl"]
+    assert (c.knob, c.current, c.recommended) == ("vm.zone_reclaim_mode", 1, 0)
+    assert "kernel.zone_reclaim_mode" in {f.code for f in r.findings}
+    key = KnobId.sysctl("vm.zone_reclaim_mode").key
+    assert r.host.boot.at_boot(key).source == "/etc/sysctl.d/80-numa.conf:1"
+    per = boot_persist.persistence(r.host.boot, {key: "0"}, 2048)
+    # after 80-numa.conf, which sorts after 60-hpadvise.conf
+    assert per.sysctl == {key: "0"} and per.sysctl_name == boot_persist.SYSCTL_LATE
+    assert boot_persist.after_apply(r.host.boot, per).at_boot(key).value == "0"
+
+
+def test_boot_reader_sees_the_declared_settings_everywhere(tmp_path):
+    root = _tree(tmp_path, GUESTS / "amd64-2node-membind", {
+        "/etc/sysctl.d/99-z.conf": "vm/hugetlb_shm_group = 1001\nvm.swappiness = 1\n",
+        "/etc/rc.local": "#!/bin/sh\necho 1 > /proc/sys/vm/zone_reclaim_mode\n"
+                         "sysctl -w vm.hugetlb_shm_group=1002\n"})
+    (root / "etc/rc.local").chmod(0o755)
+    b = boot.read(SysRoot(str(root)), 2048)
+    assert b.at_boot("sysctl.vm.zone_reclaim_mode").source == "/etc/rc.local:2"
+    assert b.at_boot("sysctl.vm.hugetlb_shm_group").value == "1002"
+    assert [s.source for s in b.setters if s.knob == "sysctl.vm.hugetlb_shm_group"][:2] == [
+        "kernel default (fs/hugetlbfs/inode.c sysctl_hugetlb_shm_group)",
+        "/etc/sysctl.d/99-z.conf:1"]
+    assert not [s for s in b.setters if "swappiness" in s.knob]  # read, never planned
+
+
+def test_sysctl_action(tmp_path):
+    f = tmp_path / "zone_reclaim_mode"
+    f.write_text("1\n")
+    a = Sysctl(str(f))
+    assert KINDS[a.kind].from_spec(a.spec()).path == a.path
+    assert a.get() == 1
+    a.set(0)
+    assert a.verify(0) == (True, 0) and a.restored(0) is None
+    assert a.invalid("1") and a.invalid(True) and a.invalid(-1) and a.invalid(3) is None
+    assert a.shell(0) == [f"echo 0 > {f}"]
+    f.write_text("x\n")
+    with pytest.raises(ActionError, match="not a number"):
+        a.get()

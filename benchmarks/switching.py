@@ -18,7 +18,7 @@ from typing import Callable
 
 from hpadvise.act.face import (Action, Compact, GIB_KB, HUGEPAGES_DIR, inspect, journal as jr,
                                KnobId, knob_now, plan_for, plan_knobs, Pool, refuse_stacked,
-                               ScratchDir, select, size_of_dir, sysfs_pool, SysfsChoice,
+                               ScratchDir, select, size_of_dir, sysfs_pool, SysfsChoice, Sysctl,
                                THP_FILES)
 from hpadvise.api.face import SysRoot, Targets, THP_DIR as THP
 
@@ -156,7 +156,9 @@ class Switcher:
         plan = prepare(plan_for(report, [inst]), report.engines, restart=False, persist=False)
         if t.restarts_instance and (ra := report.engines[inst.engine].restart_action(inst)):
             self._restarts[key] = ra
-        steps = [(s.action, s.new) for s in plan.steps if s.phase in ("runtime", "engine")]
+        # the kernel's sysctls are the host's, not a variant's: validate leaves them as found
+        steps = [(s.action, s.new) for s in plan.steps if s.phase in ("runtime", "engine")
+                 and not isinstance(s.action, Sysctl)]
         gig = inst.demand.pages.get(GIB_KB, 0) if inst.demand else 0
         self._plans[key] = (now, steps, gig)
         return steps, gig

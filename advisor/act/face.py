@@ -4,7 +4,7 @@ journal, the actions that switch a variant's pools and THP, and the readers of w
 measures. Re-exported, not redefined: each name lives in its stage (tests/unit/test_layout.py
 holds benchmarks/ to these two faces)."""
 
-from ..changes.actions import Action, Compact, Pool, SysfsChoice
+from ..changes.actions import Action, Compact, Pool, SysfsChoice, Sysctl
 from ..changes.scratch import ScratchDir
 from ..facts.host import read_vmstat
 from ..facts.platform import read_cpu_times
@@ -23,7 +23,8 @@ from .apply import prepare
 
 __all__ = [
     "Action", "Compact", "GIB_KB", "HUGEPAGES_DIR", "KnobId", "Pool", "ScratchDir",
-    "SysfsChoice", "THP_FILES", "dtlb_events", "inspect", "journal", "knob_now", "parse_knob",
+    "SysfsChoice", "Sysctl", "THP_FILES", "dtlb_events", "inspect", "journal", "knob_now",
+    "parse_knob",
     "parse_perf_csv", "plan_for", "plan_knobs", "pmu_state", "prepare", "read_choice",
     "read_cpu_times", "read_vmstat", "redact_args", "refuse_stacked", "registry", "select",
     "size_of_dir", "sysfs_pool",

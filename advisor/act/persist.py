@@ -1,8 +1,9 @@
 """Persistence: the files that make apply's runtime changes survive a reboot
 (docs/design.md, "Changing the system"). vm.nr_hugepages and the declared settings
-(facts/sysctls.py) are sysctls, in one drop-in; THP and pools of other sizes or per node are not sysctls, so they go into a systemd unit, the kernel command
-line, or a TuneD child profile where TuneD would otherwise re-apply its own values; what none
-of these can carry is said as a notice."""
+(facts/sysctls.py) are sysctls, in one drop-in; THP and pools of other sizes or per node are
+not sysctls, so they go into a systemd unit, the kernel command line, or a TuneD child profile
+where TuneD would otherwise re-apply its own values; what none of these can carry is said as
+a notice."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from ..nextboot.boot_persist import (SYSCTL_LATE, SYSCTL_NAME, TUNED_PROFILE, UN
 from ..kit.knob_id import THP_FILES, KnobId
 from ..nextboot.boot_plan import plan_knobs
 from ..facts.host import CMDLINE_SETS_BOOT
+from ..facts.thp_knobs import THP
 from ..kit.paths import THP_DIR, sysfs_pool
 from ..kit.sizing import cmdline_size
 from .steps import ApplyPlan, Step
@@ -114,9 +116,9 @@ def persist_steps(ap: ApplyPlan, root: str) -> None:
                               "/etc/rc.local")
 
 
-# Kernel parameters for boot-time THP values (Documentation/admin-guide/kernel-parameters.txt);
-# defrag has none.
-_CMDLINE_FOR = {"enabled": "transparent_hugepage", "shmem_enabled": "transparent_hugepage_shmem"}
+# Kernel parameters for boot-time THP values, as facts/thp_knobs.py declares them (defrag has
+# none)
+_CMDLINE_FOR = {f: t.cmdline for f, t in THP.items() if t.cmdline}
 
 
 def grub_cmdline(text: str, boot: list[BootValue]) -> tuple[str, list[BootValue]]:
@@ -173,8 +175,8 @@ def _tuned_profile(ap: ApplyPlan, root: str, boot, knobs: dict[str, str]) -> Non
     sections: dict[str, list[str]] = {}
     for knob, value in sorted(knobs.items()):
         k = KnobId.parse(knob)
-        if k == KnobId.thp("enabled"):
-            sections.setdefault("vm", []).append(f"transparent_hugepages={value}")
+        if k == KnobId.thp("enabled"):  # TuneD's [vm] option for it (thp_knobs.py)
+            sections.setdefault("vm", []).append(f"{THP['enabled'].tuned[0]}={value}")
         elif k.is_sysctl:
             sections.setdefault("sysctl", []).append(f"{k.file}={value}")
         elif not k.is_pool:

@@ -346,7 +346,9 @@ def catalog() -> dict:
     """Every declared finding code -> (who declares it: "core" or an engine name, the Code)."""
     from ..kit.findings import CORE
     from ..facts.sysctls import CODES  # each declared kernel setting's finding
-    out: dict = {c.code: ("core", c) for c in (*CORE.values(), *CODES.values())}
+    from ..facts.thp_knobs import CODES as THP_CODES  # each THP file's
+    out: dict = {c.code: ("core", c) for c in (*CORE.values(), *CODES.values(),
+                                               *THP_CODES.values())}
     for eng in registry.all():
         for c in eng.codes.values():
             if c.code in out:

@@ -59,9 +59,10 @@ class Change:
     """One knob the plan wants changed: what it is now and what it should be.
 
     kind "pool": `size_kb` names the pool; "thp": `knob` names the THP file (enabled, defrag,
-    shmem_enabled); "sysctl": `knob` names a setting facts/sysctls.py declares; "setting": `target` is the engine's setting and `instance` its instance.
-    `target` is for people only: code reads the typed fields. `at_boot` is what the next boot
-    would set (pools and THP), filled in by the plan from the boot sources."""
+    shmem_enabled); "sysctl": `knob` names a setting facts/sysctls.py declares; "setting":
+    `target` is the engine's setting and `instance` its instance. `target` is for people
+    only: code reads the typed fields. `at_boot` is what the next boot would set (pools, THP
+    and sysctls), filled in by the plan from the boot sources."""
     kind: str  # "pool" | "thp" | "sysctl" | "setting" | "process_thp" (a server's own THP mode)
     target: str  # the knob as people know it, e.g. "hugepages-2048kB/nr_hugepages"
     current: Any
@@ -71,7 +72,7 @@ class Change:
     restart: bool = False  # takes effect only after the instance restarts
     size_kb: int | None = None  # kind "pool": the page size of the pool
     knob: str | None = None  # kind "thp": the file under transparent_hugepage/; "sysctl": its name
-    at_boot: Any = None  # pools and THP: the value the next boot sets, as things stand
+    at_boot: Any = None  # pools, THP, sysctls: the value the next boot sets, as things stand
     # kind "setting": where the value that wins comes from, when that is not hpadvise's to
     # change (a command line, a cluster member's own file): what to change where instead.
     # apply makes no blocked change, and says this.
@@ -251,6 +252,8 @@ class Report:
     blocked: list[str] = field(default_factory=list)  # reasons apply must refuse the plan
     # what the active applies recorded for the stopped instances, by instance ID
     recorded: dict[str, Recorded] = field(default_factory=dict)
+    # the value the plan wants for each declared kernel setting it manages (sysctl_plan.py)
+    sysctls: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     engines: dict = field(default_factory=dict, repr=False)  # name -> engines.Engine

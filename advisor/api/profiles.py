@@ -15,12 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..facts.sysctls import PLANNED as SYSCTLS
+from ..facts.thp_knobs import THP
 from ..kit.errors import InputError
 from ..kit.sizing import parse_bytes
 
-THP_ENABLED = ("always", "madvise", "never", "keep")
-THP_DEFRAG = ("always", "defer", "defer+madvise", "madvise", "never", "keep")
-THP_SHMEM = ("always", "within_size", "advise", "never", "deny", "force", "keep")
 
 # Shares of memory (the OS floor, what must stay uncommitted): 0 to 100%. Shares of a
 # demand (headroom, the waste 1 GiB pages may round up to) may exceed it, up to tenfold.
@@ -29,8 +27,8 @@ PCT_OF_DEMAND = (0, 1000)
 # key -> (type, allowed values or None, default[, (lowest, highest) for numbers])
 SCHEMA: dict[str, dict[str, tuple]] = {
     "": {"name": (str, None, None), "description": (str, None, "")},
-    "thp": {"enabled": (str, THP_ENABLED, "keep"), "defrag": (str, THP_DEFRAG, "keep"),
-            "shmem_enabled": (str, THP_SHMEM, "keep")},
+    # the THP files as facts/thp_knobs.py declares them: the kernel's words, or "keep"
+    "thp": {t.file: (str, t.profile_values, "keep") for t in THP.values()},
     "pool": {"headroom_pct": ((int, float), None, 0, PCT_OF_DEMAND),
              "headroom_min_pages": (int, None, 0, (0, 1 << 30)),
              "os_floor": (str, None, "1GiB"), "os_floor_pct": ((int, float), None, 10, PCT),
@@ -48,9 +46,7 @@ SCHEMA: dict[str, dict[str, tuple]] = {
 class Profile:
     name: str
     description: str
-    thp_enabled: str
-    thp_defrag: str
-    thp_shmem_enabled: str
+    thp: dict  # a THP file ("enabled", "defrag", "shmem_enabled") -> the value, or "keep"
     headroom_pct: float
     headroom_min_pages: int
     os_floor_bytes: int
@@ -62,6 +58,10 @@ class Profile:
     path: str
     engines: dict  # engine name -> its section, checked against Engine.profile_schema
     sysctl: dict = field(default_factory=dict)  # a declared setting's name -> the value
+
+    def thp_wants(self, file: str) -> str:
+        """The profile's value for a top-level THP file ("keep": leave it)."""
+        return self.thp.get(file, "keep")
 
     def wants(self, name: str):
         """The profile's value for a declared sysctl (facts/sysctls.py)."""
@@ -153,8 +153,7 @@ def load(name_or_path: str, engine_schemas: dict[str, dict[str, tuple]] | None =
     pool = s["pool"]
     return Profile(
         name=s[""]["name"], description=s[""]["description"],
-        thp_enabled=s["thp"]["enabled"], thp_defrag=s["thp"]["defrag"],
-        thp_shmem_enabled=s["thp"]["shmem_enabled"],
+        thp=dict(s["thp"]),
         headroom_pct=pool["headroom_pct"], headroom_min_pages=pool["headroom_min_pages"],
         os_floor_bytes=parse_bytes(pool["os_floor"], f"profile {where}: pool.os_floor"),
         os_floor_pct=pool["os_floor_pct"], gigantic=pool["gigantic"],

@@ -36,6 +36,7 @@ from ..kit.sizing import cmdline_kb
 from .boot_sources import grub_default, ini, kernel_config, tuned_chain
 from .sysroot import SysRoot
 from .sysctls import PLANNED, declared
+from .thp_knobs import THP as DECLARED_THP
 
 SYSCTL_DIRS = ("/etc/sysctl.d", "/run/sysctl.d", "/usr/local/lib/sysctl.d", "/usr/lib/sysctl.d",
                "/lib/sysctl.d")
@@ -105,10 +106,8 @@ def cmdline_knobs(cmdline: str, default_kb: int | None) -> list[tuple[str, str]]
                         .isdigit())
             out.append((KnobId.pool(size_kb or default).key, str(pages)))
             size_kb = None
-        elif key == "transparent_hugepage":
-            out.append((KnobId.thp("enabled").key, value))
-        elif key == "transparent_hugepage_shmem":
-            out.append((KnobId.thp("shmem_enabled").key, value))
+        elif t := next((t for t in DECLARED_THP.values() if t.cmdline == key), None):
+            out.append((KnobId.thp(t.file).key, value))  # thp_knobs.py: its parameter
     return out
 
 
@@ -205,15 +204,15 @@ def _sysctl_setters(sr: SysRoot, files: list[str], default_kb: int | None,
 
 # ---- units, init scripts, rc.local ----------------------------------------------------------
 
-_WRITE = re.compile(r"""echo\s+(?:-n\s+)?['"]?([\w+\-]+)['"]?\s*>+\s*['"]?(/(?:proc/)?sys/[\w/.\-]+)""")
+_WRITE = re.compile(r"""echo\s+(?:-n\s+)?['"]?([\w+\-]+)['"]?\s*>+\s*['"]?"""
+                    r"(/(?:proc/)?sys/[\w/.\-]+)")
 _SYSCTL_W = re.compile(r"sysctl\s+(?:-q\s+)?-w\s+['\"]?((?:vm|kernel)[./]\w+)\s*=\s*(\d+)")
 
 
-def path_knob(path: str) -> str | None:
+def path_knob(path: str, default_kb: int | None = None) -> str | None:
     """The knob a sysfs or /proc/sys path sets."""
     if path.startswith("/proc/sys/"):
-        s = declared(path[len("/proc/sys/"):])
-        return KnobId.sysctl(s.name).key if s else None
+        return sysctl_knob(path[len("/proc/sys/"):], default_kb)
     if path.startswith(THP + "/"):
         k = KnobId.of_thp_path(path[len(THP) + 1:])
         return k.key if k else None
@@ -231,7 +230,7 @@ def _script_setters(text: str, where: str, stage: int, default_kb: int | None,
         if s.startswith("#"):
             continue
         for mt in _WRITE.finditer(s):
-            knob = path_knob(mt.group(2))
+            knob = path_knob(mt.group(2), default_kb)
             if knob:
                 out.append(Setter(knob, mt.group(1), f"{where}:{n}", stage, ordered))
             elif (pool := pool_of_path(mt.group(2), HUGEPAGES_DIR, NODES_DIR)) \
@@ -309,14 +308,13 @@ def _tuned(sr: SysRoot, b: Boot, default_kb: int | None) -> list[Setter]:
             plugin = keys.get("type", (sec, 0))[0]
             for k, (v, n) in keys.items():
                 knob = None
-                if plugin == "vm" and k in ("transparent_hugepages", "transparent_hugepage"):
-                    knob = KnobId.thp("enabled").key
-                elif plugin == "vm" and k == "transparent_hugepage.defrag":
-                    knob = KnobId.thp("defrag").key
+                t = next((t for t in DECLARED_THP.values() if k in t.tuned), None)
+                if plugin == "vm" and t:
+                    knob = KnobId.thp(t.file).key  # thp_knobs.py: its [vm] options
                 elif plugin == "sysctl":
                     knob = sysctl_knob(k, default_kb)
                 elif plugin == "sysfs":
-                    knob = path_knob(k)
+                    knob = path_knob(k, default_kb)
                 if knob:  # a later (including) profile overrides its parents
                     merged[knob] = Setter(knob, v, f"TuneD [{plugin}] {f}:{n}", 4,
                                           ordered=False)
@@ -336,28 +334,20 @@ def _tuned(sr: SysRoot, b: Boot, default_kb: int | None) -> list[Setter]:
 # ---- the kernel's own defaults -------------------------------------------------------------
 
 def _kernel_defaults(sr: SysRoot) -> list[Setter]:
-    """What the knobs are when nothing sets them: pools empty; declared sysctls as declared;
-    THP `enabled` as the kernel was
-    built (CONFIG_TRANSPARENT_HUGEPAGE_ALWAYS / _MADVISE / _NEVER, mm/Kconfig); `defrag`
-    madvise (mm/huge_memory.c, transparent_hugepage_flags); `shmem_enabled` never unless
-    built otherwise (mm/shmem.c; CONFIG_TRANSPARENT_HUGEPAGE_SHMEM_HUGE_*, mm/Kconfig)."""
-    config = kernel_config(sr)
-    defrag, enabled, shmem_key = (KnobId.thp(f).key for f in ("defrag", "enabled",
-                                                               "shmem_enabled"))
-    out = [Setter(defrag, "madvise", "kernel default (mm/huge_memory.c)", -1)] + [
-        Setter(KnobId.sysctl(s.name).key, str(s.default), "kernel default (" +
-               s.default_source.split(",")[0] + ")", -1) for s in PLANNED]  # sysctls.py
-    if config is None:
-        return out + [Setter(shmem_key, "never", "kernel default (mm/shmem.c)", -1)]
-    for mode in ("always", "madvise", "never"):
-        if f"CONFIG_TRANSPARENT_HUGEPAGE_{mode.upper()}=y" in config:
-            out.append(Setter(enabled, mode, f"kernel default (CONFIG_TRANSPARENT_"
-                              f"HUGEPAGE_{mode.upper()})", -1))
-    shmem = "never"
-    for mode in ("always", "within_size", "advise", "never", "deny", "force"):
-        if f"CONFIG_TRANSPARENT_HUGEPAGE_SHMEM_HUGE_{mode.upper()}=y" in config:
-            shmem = mode
-    out.append(Setter(shmem_key, shmem, "kernel default (mm/shmem.c)", -1))
+    """What the knobs are when nothing sets them: pools empty; declared sysctls and THP files
+    as declared (sysctls.py, thp_knobs.py); THP `enabled` as the kernel was built
+    (CONFIG_TRANSPARENT_HUGEPAGE_ALWAYS / _MADVISE / _NEVER, mm/Kconfig), `shmem_enabled`
+    too where it was built otherwise (CONFIG_TRANSPARENT_HUGEPAGE_SHMEM_HUGE_*, mm/Kconfig)."""
+    config = kernel_config(sr) or ""
+    out = [Setter(KnobId.sysctl(s.name).key, str(s.default), "kernel default (" +
+                  s.default_source.split(",")[0] + ")", -1) for s in PLANNED]
+    for t in DECLARED_THP.values():
+        built = [m for m in t.words if t.config and f"{t.config}{m.upper()}=y" in config]
+        value = built[-1] if built else t.default
+        if value is not None:
+            out.append(Setter(KnobId.thp(t.file).key, value, "kernel default (" + (
+                f"CONFIG_TRANSPARENT_HUGEPAGE_{value.upper()}" if built and t.default is None
+                else t.default_source) + ")", -1))
     return out
 
 

@@ -4,10 +4,11 @@ the values it takes, its finding, and the rule that decides the value a plan wan
 
 Everything else is derived from a declaration: check reads every declared setting
 (`HostFacts.sysctls`), the boot reader recognises it in sysctl files and `sysctl -w` lines, the
-plan changes it (a "sysctl" Change; planning/sysctl_plan.py applies the rule), apply sets,
-verifies and restores it (changes.actions.Sysctl) and persists it in hpadvise's sysctl.d
-drop-in, rollback puts it back, the boot view shows it now, at the next boot and planned, the
-metrics export it (hpadvise_sysctl), and a profile sets it in its [sysctl] section.
+plan decides it (planning/sysctl_plan.py applies the rule: `Report.sysctls`, and a "sysctl"
+Change where it differs now), apply sets, verifies and restores it (changes.actions.Sysctl)
+and persists it in hpadvise's sysctl.d drop-in, rollback puts it back, the boot view shows it
+now, at the next boot and planned where the plan manages it, the metrics export it
+(hpadvise_sysctl), and a profile sets it in its [sysctl] section.
 
 Adding a setting: declare it in SYSCTLS (a rule if a plan may change it), give the shipped
 profiles its value, and test it (docs/writing-an-engine.md, "Adding a kernel setting").
@@ -70,7 +71,8 @@ class Case:
 
 @dataclass(frozen=True)
 class Want:
-    """A rule's decision: the value (None: leave it), why, and how much it matters."""
+    """A rule's decision: the value the plan wants (it persists it, and changes it where it
+    differs now), or None where no value is right (the finding says what to do), with why."""
     value: int | None
     why: str
     evidence: str
@@ -106,7 +108,7 @@ def _zone_reclaim(c: Case) -> Want | None:
     # node's memory; "for file servers or workloads that benefit from having their data
     # cached, zone_reclaim_mode should be left disabled". A database's buffers and the page
     # cache it reads through are such data. One node: there is no other node to spare.
-    if c.wanted == "keep" or c.now is None or c.now == c.wanted or len(c.numa_nodes) < 2:
+    if c.wanted == "keep" or c.now is None or len(c.numa_nodes) < 2:
         return None
     return Want(int(c.wanted), "With zone_reclaim_mode on, an allocation on a full node "
                 "reclaims that node's page cache (and with bits 2 and 4 writes dirty pages out "
@@ -116,24 +118,38 @@ def _zone_reclaim(c: Case) -> Want | None:
 
 
 def _shm_group(c: Case) -> Want | None:
-    if c.wanted == "keep" or c.now is None:
-        return None
-    users = [u for u in c.shm_users if not u.cred.ipc_lock and c.now not in u.cred.groups]
-    if not users:
+    """The group every SysV huge page user without CAP_IPC_LOCK is in: kept where it admits
+    them all, set where it is root's (0, nobody's choice) and they share one, never moved
+    from a group someone chose (it may admit others hpadvise does not know of)."""
+    users = [u for u in c.shm_users if not u.cred.ipc_lock]
+    if c.wanted == "keep" or c.now is None or not users:
         return None
     names = ", ".join(u.instance for u in users)
+    groups = "; ".join(f"{u.instance}: " + " ".join(map(str, sorted(u.cred.groups)))
+                       for u in users)
+    if all(c.now in u.cred.groups for u in users):
+        return Want(c.now, "It admits every server that creates its huge pages as SysV "
+                    "shared memory.", f"vm.hugetlb_shm_group = {c.now}; {groups}")
+    if c.now != 0:
+        names = ", ".join(u.instance for u in users if c.now not in u.cred.groups)
+        return Want(None, f"vm.hugetlb_shm_group is {c.now}, a group someone chose (it may "
+                    f"admit others), and the kernel refuses SysV huge pages to servers outside it "
+                    f"without CAP_IPC_LOCK: {names}. Add them to that group, or give "
+                    "them CAP_IPC_LOCK; hpadvise does not move it.",
+                    f"vm.hugetlb_shm_group = {c.now}; {groups}",
+                    title=f"vm.hugetlb_shm_group {c.now} does not admit {names}")
     common = frozenset.intersection(*(u.cred.groups for u in users))
     if not common:
         return Want(None, "The servers that create their huge pages as SysV shared memory "
                     "share no group, and vm.hugetlb_shm_group names one: give them a common "
-                    "group (or CAP_IPC_LOCK) first.", f"{names}: groups " + "; ".join(
-                        " ".join(map(str, sorted(u.cred.groups))) for u in users),
+                    "group (or CAP_IPC_LOCK) first.", groups,
                     title="No one group admits every SysV huge page user")
     own = {u.cred.gid for u in users}
     gid = next(iter(own)) if len(own) == 1 and own <= common else min(common)
     return Want(gid, "The kernel refuses a SysV shared memory segment on huge pages (shmget "
                 "SHM_HUGETLB) to a process without CAP_IPC_LOCK whose groups do not include "
-                "vm.hugetlb_shm_group; the server then runs on normal pages.",
+                "vm.hugetlb_shm_group; the server then runs on normal pages. Restart it after "
+                "apply: a server asks for its segment when it starts.",
                 f"vm.hugetlb_shm_group = {c.now}; {names} run as group {gid}, without "
                 "CAP_IPC_LOCK")
 
@@ -149,7 +165,7 @@ CODES = {c.code: c for c in (
 SYSCTLS: tuple[Sysctl, ...] = (
     Sysctl("vm.zone_reclaim_mode", 0, "mm/vmscan.c node_reclaim_mode, zero-initialised; since "
            "Linux 3.16 (\"mm: disable zone_reclaim_mode by default\") nothing turns it on "
-           "where nodes are far apart", tuple(range(8)), 0,
+           "where nodes are far apart", (0,), 0,
            CODES["kernel.zone_reclaim_mode"], _zone_reclaim),
     Sysctl("vm.hugetlb_shm_group", 0, "fs/hugetlbfs/inode.c sysctl_hugetlb_shm_group, "
            "zero-initialised (root's group)",

@@ -125,10 +125,6 @@ CORE = Codes(
     Code("thp.conflict", "warn", "Instances need different THP values", TRANSHUGE),
     Code("thp.resolved", "info", "THP value chosen so that every instance can live with it",
          TRANSHUGE),
-    Code("thp.enabled", "info", "THP enabled differs from the profile", TRANSHUGE, ("warn",)),
-    Code("thp.defrag", "info", "THP defrag differs from the profile", TRANSHUGE, ("warn",)),
-    Code("thp.shmem_enabled", "info", "THP shmem_enabled differs from the profile", TRANSHUGE,
-         ("warn",)),
     Code("thp.unavailable", "info", "THP knobs not readable", TRANSHUGE),
     Code("thp.per_process", "info", "A server gets a THP mode of its own (prctl at its "
          "restart) where the host-wide mode gives it more than it wants", "prctl(2) "

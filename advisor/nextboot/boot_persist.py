@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..facts.boot import Boot, Setter
+from ..facts.thp_knobs import THP
 from ..kit.knob_id import KnobId
 
 
@@ -48,8 +49,8 @@ class Persistence:
 def persistence(b: Boot, plan: dict[str, str], default_kb: int | None) -> Persistence:
     """Decide where each planned knob goes: the default size's pool and the declared sysctls
     in a sysctl drop-in named to sort after every sysctl file that sets them, THP knobs in a
-    unit or on the kernel command line; under TuneD, what TuneD would overwrite goes into a child profile of the
-    active one. A competitor that applies later and cannot be outranked (procps reads
+    unit or on the kernel command line; under TuneD, what TuneD would overwrite goes into a
+    child profile of the active one. A competitor that applies later and cannot be outranked (procps reads
     /etc/sysctl.conf last; a unit or rc.local whose order is not fixed) blocks that knob."""
     p = Persistence()
     default = KnobId.pool(default_kb or 2048).key
@@ -75,10 +76,9 @@ def persistence(b: Boot, plan: dict[str, str], default_kb: int | None) -> Persis
             p.sysctl[knob] = value
         elif b.tuned_profile is None or not thp:
             # a unit where systemd runs, else a kernel parameter where GRUB is configured
-            # (THP enabled and shmem_enabled have one, defrag and other pool sizes do not
-            # here: hugepagesz= pools are whole-boot reservations apply does not write)
-            if b.systemd or (b.grub and KnobId.parse(knob) in (KnobId.thp("enabled"),
-                                                                KnobId.thp("shmem_enabled"))):
+            # (a THP file that has one, thp_knobs.py; other pool sizes have none here:
+            # hugepagesz= pools are whole-boot reservations apply does not write)
+            if b.systemd or (b.grub and thp and not k.per_size and THP[k.file].cmdline):
                 p.other[knob] = value
         later = [s for s in rivals if s.stage >= 2]
         for s in later:

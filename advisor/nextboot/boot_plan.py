@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from .boot_persist import after_apply, persistence
 from ..kit.findings import CORE
 from ..facts.host import HostFacts
+from ..facts.sysctls import PLANNED
 from ..kit.knob_id import THP_FILES, KnobId
 from ..kit.sizing import counted, fmt_page
 
@@ -23,8 +24,8 @@ def plan_knobs(r: Report) -> dict[str, str]:
            if not pp.per_node}
     thp = {c.knob: c.recommended for c in r.changes if c.kind == "thp"}
     p = r.profile
-    for knob, want in (("enabled", p.thp_enabled), ("defrag", p.thp_defrag),
-                       ("shmem_enabled", p.thp_shmem_enabled)):
+    for knob in THP_FILES:
+        want = p.thp_wants(knob)
         value = thp.get(knob) or getattr(r.host.thp, knob).value
         if want != "keep" and value:
             out[KnobId.thp(knob).key] = str(value)
@@ -39,8 +40,8 @@ def plan_knobs(r: Report) -> dict[str, str]:
             if v is not None and s is not None and s.value != v:
                 sizes.setdefault(KnobId.thp(k, kb), v)
     out.update({k.key: str(v) for k, v in sizes.items() if k is not None})
-    out.update({KnobId.sysctl(c.knob).key: str(c.recommended) for c in r.changes
-                if c.kind == "sysctl"})  # declared settings (facts/sysctls.py)
+    # the declared settings the plan manages (facts/sysctls.py), changed now or not
+    out.update({KnobId.sysctl(n).key: str(v) for n, v in r.sysctls.items()})
     return out
 
 
@@ -119,7 +120,8 @@ def findings(r: Report) -> None:
                 "A value set by hand now is not what boot sets.", f"now {now}; at next boot "
                 f"{at_boot} from {s.source if s else 'nothing (the kernel starts with none)'}",
                 title=f"{knob_name(knob)} is {now} now and {at_boot} after a reboot"))
-    for knob in (KnobId.thp(k).key for k in THP_FILES):
+    for knob in [KnobId.thp(k).key for k in THP_FILES] + [  # and the declared sysctls
+            KnobId.sysctl(d.name).key for d in PLANNED]:
         s, now = b.at_boot(knob), knob_now(host, knob)
         if s is not None and now is not None and s.value != now and knob not in plan:
             r.findings.append(CORE["boot.differs"](

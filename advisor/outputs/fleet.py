@@ -125,8 +125,9 @@ def row(source: str, d: dict) -> Row:
         time_from = "file"
     to_set = [f"{_fmt_kb(pp['size_kb'])} pool = {pp['target_pages']}"
               for pp in plan.get("pools") or [] if pp["target_pages"] != pp["current_pages"]]
-    to_set += [f"THP {c['knob']} = {c['recommended']}" for c in plan.get("changes") or []
-               if c.get("kind") == "thp" and c.get("recommended") != c.get("current")]
+    to_set += [(f"THP {c['knob']}" if c["kind"] == "thp" else c["knob"])
+               + f" = {c['recommended']}" for c in plan.get("changes") or []
+               if c.get("kind") in ("thp", "sysctl") and c.get("recommended") != c.get("current")]
     return Row(name, source, [i["id"] for i in insts], len(running),
                sum(1 for i in running if i.get("backing") == "hugetlb"),
                "; ".join(parts) or ("ok" if plan.get("pools") else "none"), short, unused,

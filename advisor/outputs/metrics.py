@@ -9,6 +9,7 @@ Metric names are part of hpadvise's interface (docs/prometheus.md). Every sample
 from __future__ import annotations
 
 from ..facts.sysctls import PLANNED
+from ..facts.thp_knobs import THP
 from ..kit.findings import SEVERITIES
 from ..planning.plan import Report
 
@@ -70,8 +71,7 @@ def to_prometheus(r: Report, duration_s: float, now: float) -> str:
              [(_size(p.size_kb), p.target_pages) for p in r.pools])
 
     thp = []
-    for knob, k in (("enabled", h.thp.enabled), ("defrag", h.thp.defrag),
-                    ("shmem_enabled", h.thp.shmem_enabled)):
+    for knob, k in ((f, getattr(h.thp, f)) for f in THP):  # the THP files (thp_knobs.py)
         for choice in k.choices:
             thp.append(({"knob": knob, "mode": choice}, 1 if choice == k.value else 0))
     o.family("hpadvise_thp_mode", "Transparent huge page modes: 1 for the active one", thp)

@@ -10,6 +10,7 @@ from ..nextboot.boot_plan import view as boot_view
 from ..facts.dists import version
 from ..facts.cgroups import workload
 from ..planning.plan import SCHEMA_VERSION, Report
+from ..kit.knob_id import THP_FILES
 from ..kit.sizing import counted, fmt_bytes, fmt_page, pool_label
 from ..kit.unknown import Unknown, known
 
@@ -203,9 +204,8 @@ def render(r: Report, console, verbose: bool = False) -> None:
 
     th = h.thp
     t = table("THP", "knob", "value")
-    t.add_row("enabled", _n(th.enabled.value))
-    t.add_row("defrag", _n(th.defrag.value))
-    t.add_row("shmem_enabled", _n(th.shmem_enabled.value))
+    for f in THP_FILES:
+        t.add_row(f, _n(getattr(th, f).value))
     t.add_row("khugepaged", ", ".join(f"{k}={_n(v)}" for k, v in th.khugepaged.items()))
     if th.mthp:
         groups: dict[str, list[str]] = {}

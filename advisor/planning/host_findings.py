@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..kit.knob_id import THP_FILES
+from ..facts.thp_knobs import THP
 from ..facts.cgroups import size_name, workload
 from ..facts.cgroups import verdict as cgroup_verdict
 from ..kit.findings import CORE
@@ -20,24 +21,6 @@ from .thp_policy import (kept_by_itself, own_mode, own_modes, plan_sizes, proces
 if TYPE_CHECKING:
     from ..api.engines import Engine
     from ..api.model import Report
-
-
-_THP_WHY = {
-    "enabled": "governs private anonymous memory; with madvise only processes that ask for THP "
-               "get it (transhuge.rst), and Redis logs a latency warning at start when it is "
-               "always",
-    "defrag": "with madvise only processes that asked for THP stall in direct compaction",
-    "shmem_enabled": "governs shared anonymous memory, i.e. PostgreSQL's shared buffers when "
-                     "they are not on static huge pages",
-}
-
-
-# When the profile's THP value does not suit an instance, the value chosen among those every
-# instance accepts, in this order of preference (madvise serves a JVM's or MongoDB's madvise()
-# while leaving everything else on small pages; transhuge.rst).
-_THP_PREFER = {"enabled": ("madvise", "never", "always"),
-               "defrag": ("madvise", "defer+madvise", "defer", "never", "always"),
-               "shmem_enabled": ("never", "advise", "within_size", "always", "deny", "force")}
 
 
 def thp(r: Report, engines: dict[str, Engine] | None = None) -> None:
@@ -67,7 +50,7 @@ def thp(r: Report, engines: dict[str, Engine] | None = None) -> None:
         needs.setdefault("shmem_enabled", []).append(shmem)
     planned: dict[str, str | None] = {}
     for knob in THP_FILES:
-        want, cur = getattr(p, f"thp_{knob}"), getattr(t, knob).value
+        want, cur = p.thp_wants(knob), getattr(t, knob).value
         if cur is None:
             continue
         if knob in needs:
@@ -81,7 +64,7 @@ def thp(r: Report, engines: dict[str, Engine] | None = None) -> None:
                             if "always" not in a):
                 # the servers that object to more THP get a mode of their own instead
                 pick = base if base in others else next(
-                    v for v in _THP_PREFER[knob] + tuple(sorted(others)) if v in others)
+                    v for v in THP[knob].prefer + tuple(sorted(others)) if v in others)
                 r.findings.append(CORE["thp.resolved"](
                     f"{pick} is what the servers that need THP need; the others get a THP "
                     "mode of their own (below).", why,
@@ -93,7 +76,7 @@ def thp(r: Report, engines: dict[str, Engine] | None = None) -> None:
                     "Consider separate hosts, or static huge pages for one of them.", why,
                     title=f"Instances need different THP {knob} values"))
             elif base not in ok:
-                pick = next(v for v in _THP_PREFER[knob] + tuple(sorted(ok)) if v in ok)
+                pick = next(v for v in THP[knob].prefer + tuple(sorted(ok)) if v in ok)
                 r.findings.append(CORE["thp.resolved"](
                     f"{pick} is what every instance here can live with.", why,
                     title=f"THP {knob}: {pick} instead of {base}"))
@@ -102,10 +85,10 @@ def thp(r: Report, engines: dict[str, Engine] | None = None) -> None:
         if want == "keep" or cur == want:
             continue
         r.changes.append(Change("thp", f"transparent_hugepage/{knob}", cur, want,
-                                _THP_WHY[knob], knob=knob))
+                                THP[knob].why, knob=knob))
         sev = "warn" if cur in ("always", "force") else "info"
-        r.findings.append(CORE[f"thp.{knob}"](
-            _THP_WHY[knob], f"{THP_DIR}/{knob} = {cur}",
+        r.findings.append(THP[knob].code(
+            THP[knob].why, f"{THP_DIR}/{knob} = {cur}",
             title=f"THP {knob} is {cur}; profile {p.name} wants {want}", severity=sev))
     plan_sizes(r, planned)
     if planned.get("enabled"):

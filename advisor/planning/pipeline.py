@@ -69,14 +69,14 @@ def inspect(sr: SysRoot, profile_name: str = "oltp", targets: Targets | None = N
                 if inst.running and (gives or not scratch) else None
             if smaps and not scratch:
                 smaps_of[id(inst)] = smaps
-            inst.thp_mode = process_mode(sr.read(f"/proc/{inst.pid}/status", quiet_missing=True),
-                                         smaps, gives, facts.thp.pmd_size_kb)
+            status = sr.read(f"/proc/{inst.pid}/status", quiet_missing=True)
+            inst.thp_mode = process_mode(status, smaps, gives, facts.thp.pmd_size_kb)
             inst.thp_unadvised_kb = unadvised_thp_kb(smaps) if smaps and gives else None
-            if inst.shm_sysv:  # who it creates its SysV huge pages as (sysctls.py)
-                ns = sr.readlink(f"/proc/{inst.pid}/ns/user")
-                inst.shm_cred = shm_cred(sr.read_kv(f"/proc/{inst.pid}/status", quiet_missing=True)
-                                         or {}, ns is not None and ns != sr.readlink(
-                                             "/proc/1/ns/user"))
+            if inst.shm_sysv and status:  # who it creates its SysV huge pages as (sysctls.py)
+                ns, init = sr.readlink(f"/proc/{inst.pid}/ns/user"), sr.readlink(
+                    "/proc/1/ns/user")  # unreadable (not root): taken to be the host's
+                inst.shm_cred = shm_cred(dict(ln.split(":", 1) for ln in status.splitlines()
+                                              if ":" in ln), bool(ns and init and ns != init))
     if sr.live and any(i.pid and i.thp_mode is None for i in instances):
         from ..ledger.journal import journal_dir
         from ..facts.procs import start_time

@@ -1,6 +1,7 @@
 """The declared kernel settings in the plan (facts/sysctls.py): each one's rule, given the
-setting now, the profile's value and what the planned instances need, decides the value; a
-value that differs from now is a "sysctl" Change, with its declared finding."""
+setting now, the profile's value and what the planned instances need, decides the value the
+plan wants (`Report.sysctls`, which apply persists); one that differs from now is a "sysctl"
+Change, with its declared finding, as is a case no value suits."""
 
 from __future__ import annotations
 
@@ -17,6 +18,9 @@ def plan(r: Report) -> None:
         if want is None:
             continue
         if want.value is not None:
+            r.sysctls[s.name] = want.value
+            if want.value == now:
+                continue
             r.changes.append(Change("sysctl", s.name, now, want.value, want.why, knob=s.name))
         r.findings.append(s.code(
             want.why, want.evidence, severity=want.severity,

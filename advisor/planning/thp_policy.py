@@ -45,7 +45,7 @@ def plan_sizes(r: Report, planned: dict[str, str | None]) -> None:
     t, p = r.host.thp, r.profile
     for knob in SIZE_FILES:
         top = planned.get(knob)
-        want_top = getattr(p, f"thp_{knob}")
+        want_top = p.thp_wants(knob)
         rank = RANK[knob]
         if top is None or want_top == "keep" or top not in rank:
             continue

@@ -35,6 +35,7 @@ from hpadvise.api.face import (ADVISED, Change, Demand, Engine, EngineOption, Fi
 from . import findings as _findings
 from .findings import CODES, THP_ENABLED
 from .flags import (DOCS, KNOWN, MiB, JvmFlags, jcmd_flags, java_home, java_major, layout,  # noqa: F401
+                    sysv_large_pages,
                     probe, read_flags, reservations, split)
 from .state import Jvm
 from .thp import HEAP_MEMFD, heap_on_thp, read_release, stack_risk
@@ -113,10 +114,7 @@ class JvmEngine(Engine):
                             "run as root or as its owner" if sr.live else ""),
                         settings={k: v for k, v in settings.items() if v is not None},
                         state=j)
-        # JDK 21 and older put -XX:+UseLargePages in SysV shared memory with -XX:+UseSHM
-        # (os_linux.cpp, shmget SHM_HUGETLB); JDK 22 made the flag obsolete (JDK-8261894)
-        inst.shm_sysv = bool(f.large_pages and not f.thp and f.last.get("UseSHM")
-                             and major is not None and major < 22)
+        inst.shm_sysv = sysv_large_pages(f, major)
         maps = p.smaps
         if maps is None:
             j.observe_note = f"smaps unreadable: run as root or as {owner}"

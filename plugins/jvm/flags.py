@@ -237,6 +237,15 @@ def _page(nbytes: int, sizes_kb: tuple[int, ...], large_kb: int, aligned: bool,
     return None
 
 
+def sysv_large_pages(f: JvmFlags, major: int | None) -> bool:
+    """Whether the JVM puts its large pages in SysV shared memory (shmget SHM_HUGETLB): JDK 21
+    and older with -XX:+UseSHM, which turns large pages on by itself, unless -XX:-UseLargePages,
+    THP or -XX:+UseHugeTLBFS (tried first) takes them (os_linux.cpp large_page_init,
+    setup_large_page_type); JDK 22 made the flag obsolete (JDK-8261894)."""
+    return bool(f.last.get("UseSHM") and f.large_pages is not False and not f.thp
+                and not f.last.get("UseHugeTLBFS") and major is not None and major < 22)
+
+
 def layout(f: JvmFlags, heap: int, major: int | None, large_kb: int,
            sizes_kb: tuple[int, ...], heap_on_large: bool = True) -> list[tuple[str, int, int | None]]:
     """Each region -XX:+UseLargePages reserves as (what, bytes, page size in kB or None for
@@ -270,8 +279,8 @@ def layout(f: JvmFlags, heap: int, major: int | None, large_kb: int,
     # CodeCache::page_size: at least 8 pages of the size it takes (codeCache.cpp); with
     # -XX:+UseSHM (JDK 21 and older) none: os_linux.cpp can_execute_large_page_memory() is
     # UseTransparentHugePages || UseHugeTLBFS (measured on 17.0.15: CodeHeap page_size=4K)
-    shm = f.last.get("UseSHM") and (major or 17) < 22
-    out.append(("code cache", code, None if shm else _page(code, sizes_kb, large_kb, True, 8)))
+    out.append(("code cache", code, None if sysv_large_pages(f, major)
+                else _page(code, sizes_kb, large_kb, True, 8)))
     side: list[tuple[str, int]] = []
     if f.gc == "G1":
         side = [("block offset table", h // 512), ("card table", h // 512)]

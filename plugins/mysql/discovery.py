@@ -347,6 +347,8 @@ class Discovery:
             s.observe_note = f"smaps unreadable: run as root or as {s.owner}"
         else:
             s.huge_maps = [m for m in maps if m.hugetlb]
+            # a release the rules do not place there (early 8.0) seen doing it: SysV segments
+            inst.shm_sysv = inst.shm_sysv or any(m.path.startswith("/SYSV") for m in s.huge_maps)
             b = backing_of(maps, host.thp.pmd_size_kb, host.base_page_bytes // 1024)
             inst.backing, inst.backing_page_kb = b.kind, b.page_kb
             s.anon_huge_kb = sum(m.anon_huge_kb for m in maps)

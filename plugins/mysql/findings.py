@@ -142,8 +142,8 @@ def findings(inst: Instance, s: Server, host: HostFacts) -> list[Finding]:
             f"SysV shared memory on huge pages ({what}) is refused unless the server has "
             "CAP_IPC_LOCK or its group is vm.hugetlb_shm_group (Linux hugetlbfs, SHM_HUGETLB; "
             "a memory-lock limit no longer admits it); it then falls back to normal pages. "
-            "The plan sets the group where the server lacks the capability.",
-            f"vm.hugetlb_shm_group={gid}, memlock {host.memlock_soft}/{host.memlock_hard}"
+            "The plan's kernel.hugetlb_shm_group says whether it sets the group.",
+            f"vm.hugetlb_shm_group = {'unknown' if gid is None else gid}"
             + (f"; {len(seen)} SysV huge page segments mapped" if seen else ""), iid,
             severity="warn" if str(gid) in ("0", "None") else "info"))
     if inst.running and s.next_start is not None:

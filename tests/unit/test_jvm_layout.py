@@ -27,3 +27,30 @@ def test_zgc_heap_on_2m_pages_only():
     odd = layout(f, 1001 * MiB, 21, 2048, BOTH)
     assert odd[0] == ("heap", 1002 * MiB, 2048)
     assert layout(f, GiB, 21, 1048576, (1048576,))[0] == ("heap", GiB, None)
+
+
+def _flags(*args):
+    f = JvmFlags()
+    for a in args:
+        f.apply(a)
+    return f
+
+
+def test_sysv_large_pages_as_hotspot_chooses_them():
+    """-XX:+UseSHM puts large pages in SysV shared memory up to JDK 21 (turning them on by
+    itself), unless they are off, on THP, or hugetlbfs (tried first) takes them; its code cache
+    then stays on 4 KiB pages (measured on 17.0.15)."""
+    from hpadvise.plugins.jvm.flags import sysv_large_pages
+    assert sysv_large_pages(_flags("-XX:+UseSHM"), 17)
+    assert sysv_large_pages(_flags("-XX:+UseLargePages", "-XX:+UseSHM"), 21)
+    assert not sysv_large_pages(_flags("-XX:+UseLargePages", "-XX:+UseSHM"), 22)
+    assert not sysv_large_pages(_flags("-XX:-UseLargePages", "-XX:+UseSHM"), 17)
+    assert not sysv_large_pages(_flags("-XX:+UseSHM", "-XX:+UseHugeTLBFS"), 17)
+    assert not sysv_large_pages(_flags("-XX:+UseSHM", "-XX:+UseTransparentHugePages"), 17)
+    assert not sysv_large_pages(_flags("-XX:+UseSHM"), None)
+    f = _flags("-XX:+UseLargePages", "-XX:+UseSHM", "-Xmx256m")
+    regions = {w: kb for w, _, kb in layout(f, 256 << 20, 17, 2048, (2048, 1048576))}
+    assert regions["heap"] == 2048 and regions["code cache"] is None
+    f = _flags("-XX:+UseLargePages", "-Xmx256m")
+    assert dict((w, kb) for w, _, kb in layout(f, 256 << 20, 17, 2048, (2048,)))[
+        "code cache"] == 2048

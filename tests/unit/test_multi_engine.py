@@ -228,7 +228,7 @@ def test_a_plan_that_lowers_always_names_who_loses_thp(hosts):
     [t] = [x for x in r.findings if x.code == "thp.taken"]
     assert t.instance == "redis:6379" and "8 MiB of THP" in t.rationale
     # a plan that keeps always takes nothing
-    keep = dataclasses.replace(prof(), thp_enabled="keep")
+    keep = dataclasses.replace(prof(), thp={**prof().thp, "enabled": "keep"})
     r = plan.build(facts(hosts, "thp-always"), [_inst("mongodb", "mongodb:1", "8.0.4"), held],
                    keep, {"mongodb": kv.MongoEngine()})
     assert not [x for x in r.findings if x.code == "thp.taken"]

@@ -20,7 +20,7 @@ def test_shipped_profiles_load():
 
 def test_oltp_values():
     p = profiles.load("oltp", registry.profile_schemas())
-    assert (p.thp_enabled, p.thp_defrag, p.thp_shmem_enabled) == ("madvise", "madvise", "never")
+    assert p.thp == {"enabled": "madvise", "defrag": "madvise", "shmem_enabled": "never"}
     assert p.engine("postgres")["huge_pages"] == "on"
     assert p.os_floor(24 << 30) == int((24 << 30) * 0.2)
     assert p.os_floor(4 << 30) == 2 << 30

@@ -30,7 +30,7 @@ def test_every_planned_setting_is_declared_whole():
         assert s.path == "/proc/sys/" + s.name.replace(".", "/")
         assert KnobId.parse(KnobId.sysctl(s.name).key) == KnobId.sysctl(s.name)
         for name, p in shipped.items():  # each shipped profile says its value (a comment
-            text = (Path(profiles._shipped_dir()) / f"{name}.toml").read_text()
+            text = (profiles._shipped_dir() / f"{name}.toml").read_text()
             assert f"\n{s.key} = " in text, (name, s.key)  # above it says why)
             assert p.wants(s.name) != "keep"
 
@@ -61,7 +61,7 @@ def test_zone_reclaim_mode_rule():
     rule = _rule("vm.zone_reclaim_mode")
     assert rule(Case(1, 0, (0, 1), ())).value == 0
     assert rule(Case(1, 0, (0,), ())) is None  # one node: nothing to spare elsewhere
-    assert rule(Case(0, 0, (0, 1), ())) is None
+    assert rule(Case(0, 0, (0, 1), ())).value == 0  # managed (persisted), nothing to change
     assert rule(Case(1, "keep", (0, 1), ())) is None
 
 
@@ -69,7 +69,7 @@ def test_hugetlb_shm_group_rule():
     rule = _rule("vm.hugetlb_shm_group")
     nobody = ShmUser("jvm:1", ShmCred(65534, frozenset({65534, 27}), False))
     assert rule(Case(0, "auto", (0,), (nobody,))).value == 65534
-    assert rule(Case(27, "auto", (0,), (nobody,))) is None  # a group of its already
+    assert rule(Case(27, "auto", (0,), (nobody,))).value == 27  # a group of its: kept
     locked = ShmUser("jvm:2", ShmCred(100, frozenset({100}), True))
     assert rule(Case(0, "auto", (0,), (locked,))) is None  # CAP_IPC_LOCK needs none
     assert rule(Case(0, "keep", (0,), (nobody,))) is None
@@ -78,6 +78,9 @@ def test_hugetlb_shm_group_rule():
     apart = ShmUser("mysql:3307", ShmCred(102, frozenset({102}), False))
     w = rule(Case(0, "auto", (0,), (nobody, apart)))
     assert w.value is None and "share no group" in w.why
+    # a group someone chose admits one server and not the other: never moved away from it
+    w = rule(Case(101, "auto", (0,), (other, nobody)))
+    assert w.value is None and "jvm:1" in w.title and "mysql:3306" not in w.title
 
 
 def _tree(tmp_path, src: Path, files: dict[str, str]) -> Path:
@@ -136,3 +139,29 @@ def test_sysctl_action(tmp_path):
     f.write_text("x\n")
     with pytest.raises(ActionError, match="not a number"):
         a.get()
+
+
+def test_every_apply_persists_what_the_plan_manages(tmp_path):
+    """vm.zone_reclaim_mode already 0 on two nodes: no change, yet the plan manages it, so an
+    apply (of the pool here) writes it into the drop-in beside the pool, and a second apply
+    does not drop the line an earlier one wrote."""
+    from hpadvise.act.apply import prepare
+    from hpadvise.changes.actions import File
+    from hpadvise.nextboot.boot_plan import plan_knobs, view
+    root = _tree(tmp_path, GUESTS / "amd64-2node-membind", {"/proc/sys/vm/zone_reclaim_mode": "0\n"})
+    r = pipeline.inspect(SysRoot(str(root)), engine_names=["postgres"])
+    assert r.sysctls == {"vm.zone_reclaim_mode": 0}  # no SysV user: the group is not managed
+    assert not [c for c in r.changes if c.kind == "sysctl"]
+    assert "kernel.zone_reclaim_mode" not in {f.code for f in r.findings}
+    key = KnobId.sysctl("vm.zone_reclaim_mode").key
+    assert plan_knobs(r)[key] == "0"
+    [row] = [v for v in view(r) if v["knob"] == key]
+    assert (row["name"], row["now"], row["at_boot"], row["plan"]) == (
+        "vm.zone_reclaim_mode", "0", "0", "0")
+    out = tmp_path / "persist"
+    (out / "etc/sysctl.d").mkdir(parents=True)
+    p = prepare(r, r.engines, restart=False, persist=True, read_only=True, persist_root=str(out))
+    [step] = [s for s in p.steps if str(getattr(s.action, "path", "")).endswith(
+        "/etc/sysctl.d/60-hpadvise.conf")]
+    lines = File.decode(step.new).splitlines()
+    assert "vm.zone_reclaim_mode = 0" in lines, lines

@@ -47,7 +47,7 @@ def prepare(report: Report, engines: dict[str, Engine], *, restart: bool, persis
                 f"refusing to shrink the {fmt_page(pp.size_kb)} pool to {pp.target_pages}: "
                 f"{claimed} pages are in use or reserved by running processes")
         if pp.target_pages > (pp.current_pages or 0):
-            ap.steps.append(Step(Compact(f"{sys_root}/proc/sys/vm/compact_memory"), True,
+            ap.steps.append(Step(Compact(sys_root + Compact.PATH), True,
                                  "free contiguous memory first", "runtime", old=None))
         why = c.reason if (c := report.pool_change(pp.size_kb)) else ""
         if pp.per_node:  # NUMA: each node's pool, read back per node

@@ -88,8 +88,9 @@ class Compact(PathAction):
     contiguous blocks huge pages need (Documentation/admin-guide/sysctl/vm.rst). Not a
     setting, so there is nothing to restore."""
     kind = "compact"
+    PATH = "/proc/sys/vm/compact_memory"
 
-    def __init__(self, path: str = "/proc/sys/vm/compact_memory"):
+    def __init__(self, path: str = PATH):
         super().__init__(path)
 
     @property

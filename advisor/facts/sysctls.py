@@ -17,8 +17,7 @@ vm.nr_hugepages is not planned here: it is the default size's pool (kit/knob_id.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from ..kit.findings import Code
 
@@ -26,8 +25,7 @@ from ..kit.findings import Code
 CAP_IPC_LOCK = 14
 
 
-@dataclass(frozen=True)
-class ShmCred:
+class ShmCred(NamedTuple):
     """What the kernel asks of a process that creates a SysV segment on huge pages
     (shmget SHM_HUGETLB; fs/hugetlbfs/inode.c can_do_hugetlb_shm: CAP_IPC_LOCK in the initial
     user namespace, or vm.hugetlb_shm_group among its groups, in_group_p: fsgid and
@@ -51,16 +49,14 @@ def shm_cred(status: dict[str, str], own_userns: bool) -> ShmCred | None:
     return ShmCred(gid, frozenset(groups | {gid}), bool(cap >> CAP_IPC_LOCK & 1) and not own_userns)
 
 
-@dataclass(frozen=True)
-class ShmUser:
+class ShmUser(NamedTuple):
     """An instance whose server creates its huge pages as SysV shared memory (its engine says
     so), with the credentials of its process."""
     instance: str
     cred: ShmCred
 
 
-@dataclass(frozen=True)
-class Case:
+class Case(NamedTuple):
     """What a rule decides from: the setting now, the profile's value, the host's NUMA nodes,
     and the SysV huge page users among the planned instances."""
     now: int | None
@@ -69,8 +65,7 @@ class Case:
     shm_users: tuple[ShmUser, ...]
 
 
-@dataclass(frozen=True)
-class Want:
+class Want(NamedTuple):
     """A rule's decision: the value the plan wants (it persists it, and changes it where it
     differs now), or None where no value is right (the finding says what to do), with why."""
     value: int | None
@@ -80,8 +75,7 @@ class Want:
     title: str | None = None
 
 
-@dataclass(frozen=True)
-class Sysctl:
+class Sysctl(NamedTuple):
     name: str  # "vm.zone_reclaim_mode"
     # a plannable setting: the kernel's default and its source, the profile's values, the
     # finding, and the rule; a setting only read (for other findings) has none of these

@@ -12,7 +12,8 @@ words or defaults again. The per-size files (hugepages-<kB>kB/enabled) are thp_r
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+
+from typing import NamedTuple
 
 from ..kit.findings import Code, Codes
 from ..kit.knob_id import THP_FILES
@@ -20,8 +21,7 @@ from ..kit.knob_id import THP_FILES
 TRANSHUGE = "Documentation/admin-guide/mm/transhuge.rst"
 
 
-@dataclass(frozen=True)
-class ThpFile:
+class ThpFile(NamedTuple):
     file: str  # under transparent_hugepage/
     words: tuple[str, ...]  # the kernel's choices (transhuge.rst, "Global THP controls")
     prefer: tuple[str, ...]  # the plan's order when the profile's value does not suit all

@@ -6,8 +6,9 @@ for its heap as a SysV segment on huge pages (shmget SHM_HUGETLB), which the ker
 back and persists both; the JVM started again takes exactly those pages through SysV shared
 memory; rollback puts the setting, the drop-in and the pool back.
 
-vm.zone_reclaim_mode on this one-node host: set by hand, check leaves it alone (the two-node
-guest proves the plan that changes it)."""
+vm.zone_reclaim_mode on this one-node host: set by hand, check leaves it alone and says the
+next boot gives the kernel's default back (the two-node guest proves the plan that changes
+it)."""
 
 import os
 import pwd
@@ -125,3 +126,7 @@ def test_zone_reclaim_mode_on_one_node_is_left_alone(knobs):
     assert not [c for c in report["plan"]["changes"] if c["kind"] == "sysctl"
                 and c["target"] == "vm.zone_reclaim_mode"]
     assert "kernel.zone_reclaim_mode" not in {f["code"] for f in report["findings"]}
+    # set by hand, persisted nowhere: the next boot gives the kernel's default back
+    assert [f["title"] for f in report["findings"] if f["code"] == "boot.differs"
+            and "vm.zone_reclaim_mode" in f["title"]] == [
+        "vm.zone_reclaim_mode is 1 now and 0 after a reboot"]

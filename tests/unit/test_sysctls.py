@@ -165,3 +165,26 @@ def test_every_apply_persists_what_the_plan_manages(tmp_path):
         "/etc/sysctl.d/60-hpadvise.conf")]
     lines = File.decode(step.new).splitlines()
     assert "vm.zone_reclaim_mode = 0" in lines, lines
+
+
+def test_under_tuned_that_does_not_reapply_sysctl_files_the_child_profile_says_it(tmp_path):
+    """TuneD's profile sets vm.zone_reclaim_mode = 1 and, with reapply_sysctl = 0, applies it
+    after every sysctl file: the drop-in cannot win, so the plan's 0 goes into hpadvise's
+    child profile's [sysctl] section, and the drop-in leaves it out."""
+    from hpadvise.act.apply import prepare
+    from hpadvise.changes.actions import File
+    root = _tree(tmp_path, GUESTS / "amd64-2node-membind", {
+        "/proc/sys/vm/zone_reclaim_mode": "1\n", "/usr/sbin/tuned": "",
+        "/etc/tuned/active_profile": "numa\n", "/etc/tuned/tuned-main.conf": "reapply_sysctl = 0\n",
+        "/usr/lib/tuned/numa/tuned.conf": "[sysctl]\nvm.zone_reclaim_mode=1\n"})
+    r = pipeline.inspect(SysRoot(str(root)), engine_names=["postgres"])
+    key = KnobId.sysctl("vm.zone_reclaim_mode").key
+    assert r.host.boot.at_boot(key).source.startswith("TuneD [sysctl]")
+    out = tmp_path / "persist"
+    (out / "etc/sysctl.d").mkdir(parents=True)
+    p = prepare(r, r.engines, restart=False, persist=True, read_only=True, persist_root=str(out))
+    files = {str(s.action.path).split("/persist", 1)[-1]: File.decode(s.new) for s in p.steps
+             if isinstance(s.action, File) and s.new is not None}
+    assert "[sysctl]" in files["/etc/tuned/hpadvise/tuned.conf"]
+    assert "vm.zone_reclaim_mode=0" in files["/etc/tuned/hpadvise/tuned.conf"].splitlines()
+    assert "zone_reclaim_mode" not in files.get("/etc/sysctl.d/60-hpadvise.conf", "")

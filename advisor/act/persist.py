@@ -12,8 +12,8 @@ import re
 from dataclasses import dataclass
 
 from ..changes.actions import File, Symlink
-from ..nextboot.boot_persist import (SYSCTL_LATE, SYSCTL_NAME, TUNED_PROFILE, UNIT_NAME,
-                           persistence)
+from ..nextboot.boot_persist import (SYSCTL_LATE, SYSCTL_NAME, TUNED_PROFILE, UNIT_NAME, own,
+                                     persistence)
 from ..kit.knob_id import THP_FILES, KnobId
 from ..nextboot.boot_plan import plan_knobs
 from ..facts.host import CMDLINE_SETS_BOOT
@@ -58,6 +58,11 @@ def persist_steps(ap: ApplyPlan, root: str) -> None:
     # the declared sysctls the plan sets (facts/sysctls.py), in the same drop-in
     sysctl_lines += [f"{KnobId.parse(n).file} = {v}" for n, v in knobs.items()
                      if KnobId.parse(n).is_sysctl and not (per and n in per.tuned)]
+    # and those an earlier apply persisted that this plan does not decide (an apply for other
+    # instances than the SysV huge page users): kept, not dropped from the rewritten drop-in
+    sysctl_lines += [f"{KnobId.parse(s.knob).file} = {s.value}" for s in (
+        host.boot.setters if host.boot else ()) if own(s) and s.stage == 1
+        and KnobId.parse(s.knob).is_sysctl and s.knob not in knobs]
     p = report.profile
     changing = {c.knob for c in report.changes if c.kind == "thp"}
     tuned = dict(per.tuned) if per else {}

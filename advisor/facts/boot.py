@@ -346,7 +346,7 @@ def _kernel_defaults(sr: SysRoot) -> list[Setter]:
         value = built[-1] if built else t.default
         if value is not None:
             out.append(Setter(KnobId.thp(t.file).key, value, "kernel default (" + (
-                f"CONFIG_TRANSPARENT_HUGEPAGE_{value.upper()}" if built and t.default is None
+                f"{t.config}{value.upper()}" if built and t.default is None
                 else t.default_source) + ")", -1))
     return out
 

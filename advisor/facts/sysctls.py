@@ -46,7 +46,8 @@ def shm_cred(status: dict[str, str], own_userns: bool) -> ShmCred | None:
         cap = int(status.get("CapEff", "0"), 16)
     except (KeyError, IndexError, ValueError):
         return None
-    return ShmCred(gid, frozenset(groups | {gid}), bool(cap >> CAP_IPC_LOCK & 1) and not own_userns)
+    ipc_lock = bool(cap >> CAP_IPC_LOCK & 1) and not own_userns
+    return ShmCred(gid, frozenset(groups | {gid}), ipc_lock)
 
 
 class ShmUser(NamedTuple):
@@ -58,11 +59,13 @@ class ShmUser(NamedTuple):
 
 class Case(NamedTuple):
     """What a rule decides from: the setting now, the profile's value, the host's NUMA nodes,
-    and the SysV huge page users among the planned instances."""
+    the SysV huge page users among the planned instances, and whether the value the next
+    boot gives is hpadvise's own (an earlier apply's drop-in)."""
     now: int | None
     wanted: object  # the profile's value ("keep" leaves the setting alone)
     numa_nodes: tuple[int, ...]
     shm_users: tuple[ShmUser, ...]
+    own: bool = False
 
 
 class Want(NamedTuple):
@@ -113,8 +116,9 @@ def _zone_reclaim(c: Case) -> Want | None:
 
 def _shm_group(c: Case) -> Want | None:
     """The group every SysV huge page user without CAP_IPC_LOCK is in: kept where it admits
-    them all, set where it is root's (0, nobody's choice) and they share one, never moved
-    from a group someone chose (it may admit others hpadvise does not know of)."""
+    them all, set where it is root's (0, nobody's choice) or an earlier apply's and they share
+    one, never moved from a group someone chose (it may admit others hpadvise does not know
+    of)."""
     users = [u for u in c.shm_users if not u.cred.ipc_lock]
     if c.wanted == "keep" or c.now is None or not users:
         return None
@@ -124,7 +128,7 @@ def _shm_group(c: Case) -> Want | None:
     if all(c.now in u.cred.groups for u in users):
         return Want(c.now, "It admits every server that creates its huge pages as SysV "
                     "shared memory.", f"vm.hugetlb_shm_group = {c.now}; {groups}")
-    if c.now != 0:
+    if c.now != 0 and not c.own:
         names = ", ".join(u.instance for u in users if c.now not in u.cred.groups)
         return Want(None, f"vm.hugetlb_shm_group is {c.now}, a group someone chose (it may "
                     f"admit others), and the kernel refuses SysV huge pages to servers outside it "

@@ -71,8 +71,20 @@ def findings(r: Report) -> None:
     per = persistence(b, plan, host.default_hugepage_kb)
     after = after_apply(b, per)
     blocked = {k: (s, why) for k, s, why in per.blocked}
+    changed = {c.boot_knob for c in r.changes if c.boot_knob}
     for knob, value in plan.items():
         s = after.at_boot(knob)
+        kept = KnobId.parse(knob).is_sysctl and knob not in changed  # a sysctl as it is now
+        if kept and (was := b.at_boot(knob)) is not None and was.value != value:
+            # right now, persisted nowhere (or by a rival that wins): the next boot differs
+            r.findings.append(CORE["boot.differs"](
+                "A value set by hand now is not what boot sets. " + (
+                    "apply persists it." if s is not None and s.value == value else
+                    f"{s.source if s else 'Nothing'} sets it at boot after hpadvise's "
+                    "drop-in: remove that setting, or make it the value now."),
+                f"now {value}; at next boot {was.value} from {was.source}",
+                title=f"{knob_name(knob)} is {value} now and {was.value} after a reboot"))
+            continue
         if s is not None and s.value == value:
             continue
         if s is None or s.stage < 0:  # THP without systemd, GRUB or TuneD to persist it

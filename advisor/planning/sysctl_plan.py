@@ -7,14 +7,19 @@ from __future__ import annotations
 
 from ..api.model import Change, Report
 from ..facts.sysctls import PLANNED, Case, ShmUser
+from ..kit.knob_id import KnobId
+from ..nextboot.boot_persist import own
 
 
 def plan(r: Report) -> None:
     users = tuple(ShmUser(i.id, i.shm_cred) for i in r.instances
                   if i.running and i.shm_sysv and i.shm_cred is not None)
+    b = r.host.boot
     for s in PLANNED:
         now = r.host.sysctls.get(s.name)
-        want = s.rule(Case(now, r.profile.wants(s.name), r.host.numa_nodes, users))
+        at = b.at_boot(KnobId.sysctl(s.name).key) if b else None
+        want = s.rule(Case(now, r.profile.wants(s.name), r.host.numa_nodes, users,
+                           at is not None and own(at)))
         if want is None:
             continue
         if want.value is not None:

@@ -138,14 +138,17 @@ def findings(inst: Instance, s: Server, host: HostFacts) -> list[Finding]:
     if m.sysv or seen or key_cache:
         gid = host.sysctls.get("vm.hugetlb_shm_group")
         what = "its large pages" if m.sysv or len(seen) > 1 else "its key cache's large pages"
+        c = inst.shm_cred  # its process's groups and capability (the core reads them)
+        admitted = c is not None and (c.ipc_lock or gid in c.groups)
         f.append(CODES["my.sysv_shm"](
             f"SysV shared memory on huge pages ({what}) is refused unless the server has "
             "CAP_IPC_LOCK or its group is vm.hugetlb_shm_group (Linux hugetlbfs, SHM_HUGETLB; "
             "a memory-lock limit no longer admits it); it then falls back to normal pages. "
-            "The plan's kernel.hugetlb_shm_group says whether it sets the group.",
+            + ("Its process is admitted now." if admitted else "Its process is not admitted "
+               "now: check's plan sets the group where it can (kernel.hugetlb_shm_group)."),
             f"vm.hugetlb_shm_group = {'unknown' if gid is None else gid}"
             + (f"; {len(seen)} SysV huge page segments mapped" if seen else ""), iid,
-            severity="warn" if str(gid) in ("0", "None") else "info"))
+            severity="info" if admitted else "warn"))
     if inst.running and s.next_start is not None:
         pending = []
         for k in SIZED:

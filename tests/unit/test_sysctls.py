@@ -188,3 +188,40 @@ def test_under_tuned_that_does_not_reapply_sysctl_files_the_child_profile_says_i
     assert "[sysctl]" in files["/etc/tuned/hpadvise/tuned.conf"]
     assert "vm.zone_reclaim_mode=0" in files["/etc/tuned/hpadvise/tuned.conf"].splitlines()
     assert "zone_reclaim_mode" not in files.get("/etc/sysctl.d/60-hpadvise.conf", "")
+
+
+def test_a_managed_setting_the_plan_leaves_as_it_is_never_blocks_apply(tmp_path):
+    """Two nodes, vm.zone_reclaim_mode 0 now and rc.local sets 1 at boot: nothing to change,
+    so apply is not refused; boot.differs says the next boot undoes it."""
+    root = _tree(tmp_path, GUESTS / "amd64-2node-membind", {
+        "/proc/sys/vm/zone_reclaim_mode": "0\n",
+        "/etc/rc.local": "#!/bin/sh\necho 1 > /proc/sys/vm/zone_reclaim_mode\n"})
+    (root / "etc/rc.local").chmod(0o755)
+    r = pipeline.inspect(SysRoot(str(root)), engine_names=["postgres"])
+    assert not [b for b in r.blocked if "zone_reclaim_mode" in b]
+    [f] = [f for f in r.findings if f.code == "boot.differs" and "zone_reclaim" in f.title]
+    assert f.title == "vm.zone_reclaim_mode is 0 now and 1 after a reboot"
+    assert "/etc/rc.local:2" in f.evidence and "remove that setting" in f.rationale
+
+
+def test_a_later_apply_keeps_what_an_earlier_one_persisted(tmp_path):
+    """hpadvise's drop-in holds vm.hugetlb_shm_group = 1001 from an earlier apply; a plan
+    that does not decide it (no SysV user among its instances) rewrites the drop-in for its
+    pool and keeps that line; and the group an earlier apply chose may be moved."""
+    from hpadvise.act.apply import prepare
+    from hpadvise.changes.actions import File
+    root = _tree(tmp_path, GUESTS / "amd64-2node-membind", {
+        "/proc/sys/vm/hugetlb_shm_group": "1001\n",
+        "/etc/sysctl.d/60-hpadvise.conf": "vm.nr_hugepages = 1\nvm.hugetlb_shm_group = 1001\n"})
+    r = pipeline.inspect(SysRoot(str(root)), engine_names=["postgres"])
+    assert "vm.hugetlb_shm_group" not in r.sysctls
+    out = tmp_path / "persist"
+    (out / "etc/sysctl.d").mkdir(parents=True)
+    p = prepare(r, r.engines, restart=False, persist=True, read_only=True, persist_root=str(out))
+    [step] = [s for s in p.steps if str(getattr(s.action, "path", "")).endswith(
+        "/etc/sysctl.d/60-hpadvise.conf")]
+    assert "vm.hugetlb_shm_group = 1001" in File.decode(step.new).splitlines()
+    rule = sysctls.BY_NAME["vm.hugetlb_shm_group"].rule
+    nobody = ShmUser("jvm:1", ShmCred(65534, frozenset({65534}), False))
+    assert rule(Case(1001, "auto", (0,), (nobody,), own=True)).value == 65534
+    assert rule(Case(1001, "auto", (0,), (nobody,), own=False)).value is None

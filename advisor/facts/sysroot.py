@@ -50,6 +50,16 @@ def snapshot_root(root: str) -> str:
     return snapshot_top(root)
 
 
+def parse_kv(text: str) -> dict[str, str]:
+    """``Key: value`` lines (meminfo, status, smaps_rollup) as a dict of strings."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            out[key.strip()] = value.strip()
+    return out
+
+
 class SysRoot:
     def __init__(self, root: str | os.PathLike = "/", *, record: bool = False):
         self.root = Path(root)
@@ -139,14 +149,7 @@ class SysRoot:
     def read_kv(self, p: str, *, quiet_missing: bool = False) -> dict[str, str] | None:
         """Parse ``Key: value`` lines (meminfo, status, smaps_rollup) into a dict of strings."""
         text = self.read(p, quiet_missing=quiet_missing)
-        if text is None:
-            return None
-        out: dict[str, str] = {}
-        for line in text.splitlines():
-            key, sep, value = line.partition(":")
-            if sep:
-                out[key.strip()] = value.strip()
-        return out
+        return None if text is None else parse_kv(text)
 
     def listdir(self, p: str, *, quiet_missing: bool = True) -> list[str]:
         try:

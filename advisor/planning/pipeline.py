@@ -23,7 +23,7 @@ from ..facts.procs import ProcTable
 from ..facts.thp_exec import process_mode, unadvised_thp_kb
 from ..facts.thp_rules import thp_sizes
 from .thp_regions import attach as attach_regions
-from ..facts.sysroot import SysRoot
+from ..facts.sysroot import SysRoot, parse_kv
 from ..facts.sysctls import shm_cred
 
 
@@ -75,8 +75,7 @@ def inspect(sr: SysRoot, profile_name: str = "oltp", targets: Targets | None = N
             if inst.shm_sysv and status:  # who it creates its SysV huge pages as (sysctls.py)
                 ns, init = sr.readlink(f"/proc/{inst.pid}/ns/user"), sr.readlink(
                     "/proc/1/ns/user")  # unreadable (not root): taken to be the host's
-                inst.shm_cred = shm_cred(dict(ln.split(":", 1) for ln in status.splitlines()
-                                              if ":" in ln), bool(ns and init and ns != init))
+                inst.shm_cred = shm_cred(parse_kv(status), bool(ns and init and ns != init))
     if sr.live and any(i.pid and i.thp_mode is None for i in instances):
         from ..ledger.journal import journal_dir
         from ..facts.procs import start_time

@@ -122,15 +122,21 @@ def test_audit_check_mode_apply_idempotent_rollback(sshd, knobs, pg_factory, tmp
     assert host_state(c, "/etc/sysctl.d") == before  # check mode changed nothing
     assert not jdir.exists() or not list(jdir.glob("*.jsonl"))
 
-    r, recap = playbook(inv, "apply", "--diff", *common)
-    assert recap["failed"] == 0 and recap["changed"] == 1, r.stdout[-3000:]
-    report, _ = check_json("--db", "postgres")
-    assert instance(report, c.datadir)["backing"] == "hugetlb"
-    r, recap = playbook(inv, "apply", *common)
-    assert recap["failed"] == 0 and recap["changed"] == 0, r.stdout[-3000:]
+    rolled = False
+    try:
+        r, recap = playbook(inv, "apply", "--diff", *common)
+        assert recap["failed"] == 0 and recap["changed"] == 1, r.stdout[-3000:]
+        report, _ = check_json("--db", "postgres")
+        assert instance(report, c.datadir)["backing"] == "hugetlb"
+        r, recap = playbook(inv, "apply", "--diff", *common)  # a change would show its diff
+        assert recap["failed"] == 0 and recap["changed"] == 0, r.stdout[-3000:]
 
-    r, recap = playbook(inv, "apply", "-e", "hpadvise_state=rolled_back", *common)
-    assert recap["failed"] == 0 and recap["changed"] == 1, r.stdout[-3000:]
+        r, recap = playbook(inv, "apply", "-e", "hpadvise_state=rolled_back", *common)
+        rolled = recap["failed"] == 0
+        assert rolled and recap["changed"] == 1, r.stdout[-3000:]
+    finally:
+        if not rolled:  # whatever failed, the applies' files do not outlive the test
+            run_cli("rollback", "--yes", "--journal-dir", str(jdir))
     report, _ = check_json("--db", "postgres")
     assert instance(report, c.datadir)["backing"] == "4k"
     assert host_state(c, "/etc/sysctl.d") == before

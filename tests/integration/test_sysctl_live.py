@@ -64,7 +64,7 @@ def as_nobody():
 
 def test_hugetlb_shm_group_for_a_jvm_on_sysv_huge_pages(as_nobody, knobs, tmp_path):
     start, gid = as_nobody
-    flags = ("-XX:+UseLargePages", "-XX:+UseSHM", "-Xmx256m", "-Xms256m")
+    flags = ("-XX:+UseLargePages", "-XX:+UseSHM", "-XX:-UsePerfData", "-Xmx256m", "-Xms256m")
     knobs.set(GROUP, 0)
     knobs.pool(2048, 0)
     p = start(*flags)

@@ -1,7 +1,7 @@
 """`apply` as a whole, without the command line: the plan for the instances asked for (one
-pipeline: inspect, select, plan for them, prepare the steps), running it under the journal,
-and the printed and JSON forms of both. The CLI parses options and confirms; the Ansible
-modules and tests can drive the same functions."""
+pipeline: survey, select, plan for them (built once), prepare the steps), running it under
+the journal, and the printed and JSON forms of both. The CLI parses options and confirms;
+the Ansible modules and tests can drive the same functions."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from ..ledger import journal as jr
 from ..kit.errors import InputError
 from ..ledger.stacked import refuse_stacked
 from ..api.model import Targets
-from ..planning.pipeline import inspect, plan_for, select
+from ..planning.pipeline import plan_of, select, survey
 from ..changes.actions import Action, File
 from .steps import ApplyPlan, Result
 from ..facts.sysroot import SysRoot, planning_snapshot, snapshot_root, snapshot_top
@@ -55,25 +55,33 @@ def plan(req: Request) -> ApplyPlan:
     if not live and req.restart:
         raise InputError("--restart restarts servers, and a snapshot's are not this host's: "
                          "leave out --restart")
-    # a snapshot's own pools and knobs are the values before (its journal is not read)
-    report = inspect(SysRoot(root), req.profile, Targets(), None, journal=req.journal_dir)
-    names = sorted(report.engines) if req.engines is None else req.engines
-    selected = select(report, names, req.instances)
+    # a snapshot's own pools and knobs are the values before (its journal is not read); every
+    # engine's instances are read (a stopped one of another engine keeps its pages), and the
+    # plan is built once, for the selection
+    seen = survey(SysRoot(root), req.profile, Targets(), None, journal=req.journal_dir)
+    names = sorted(seen.engines) if req.engines is None else req.engines
+    selected = select(seen, names, req.instances)
     if not selected:
         raise InputError(f"no running or named {'/'.join(names)} instance found; "
                          "`hpadvise check` shows what is there")
     # An instance that cannot be planned (check reports an error for it, or cannot size it
     # as this user) is named and left out; the others are planned without it.
     why = {i.id: "; ".join(i.errors) for i in selected if i.errors}
-    why.update({i.id: "cannot size it as this user, its configuration is unreadable (run as "
-                "root or as the server's owner)" for i in selected
-                if i.id not in why and report.placements[i.id].status == "unsized"})
-    if why and len(why) == len(selected):
+    unsized: dict[str, str] = {}
+    if len(why) < len(selected):
+        report = plan_of(seen, [i for i in selected if i.id not in why])
+        unsized = {i.id: "cannot size it as this user, its configuration is unreadable (run "
+                   "as root or as the server's owner)" for i in selected
+                   if i.id not in why and report.placements[i.id].status == "unsized"}
+        why.update(unsized)
+    if len(why) == len(selected):
         raise InputError("nothing can be planned: " + "; ".join(
             f"{i}: {w}" for i, w in why.items()))
+    if unsized:  # planned again without them (their settings are not to be changed)
+        report = plan_of(seen, [i for i in selected if i.id not in why])
     # a snapshot's servers' files (their settings before) read inside it
     with contextlib.nullcontext() if live else planning_snapshot(root):
-        p = ap.prepare(plan_for(report, [i for i in selected if i.id not in why]),
+        p = ap.prepare(report,
                        report.engines, restart=req.restart, persist=req.persist,
                        persist_root=req.persist_root if live else root,
                        read_only=os.geteuid() != 0 or not live, sys_root="" if live else root)

@@ -12,13 +12,14 @@ from ..api import profiles
 from ..facts.cgroups import limits as cgroup_limits
 from ..facts.cgroups import memory_limit
 from ..facts.cgroups import mounts as cgroup_mounts
-from ..api.engines import error_line, registry
+from ..api.engines import Engine, error_line, registry
 from ..kit.errors import InputError
 from ..kit.findings import CORE
 from ..facts.host import HostFacts
-from ..api.model import SCRATCH_MARK, Instance, Targets
+from ..api.model import SCRATCH_MARK, Instance, Recorded, Targets
+from ..api.profiles import Profile
 from ..facts.numa import binding
-from .plan import Report, build
+from .plan import Report, build, keeps_pages
 from ..facts.procs import ProcTable
 from ..facts.thp_exec import process_mode, unadvised_thp_kb
 from ..facts.thp_rules import thp_sizes
@@ -35,6 +36,31 @@ def inspect(sr: SysRoot, profile_name: str = "oltp", targets: Targets | None = N
     are left out unless `scratch` (validate planning for them). `measure_limits`: inside a
     cgroup namespace, fault free huge pages in a child process to find the limits above
     (limitprobe.py), then plan again with what it found."""
+    return report_of(survey(sr, profile_name, targets, engine_names, scratch, journal),
+                     measure_limits=measure_limits)
+
+
+@dataclasses.dataclass
+class Survey:
+    """What was read before any plan: the host, the profile, the engines and their instances
+    (IDs settled, cgroups, NUMA bindings and process THP modes read), what the active
+    applies recorded, and what could not be read. `report_of` plans all of it (check),
+    `plan_of` some of the instances (apply)."""
+    sr: SysRoot
+    facts: HostFacts
+    profile: Profile
+    engines: dict[str, Engine]
+    instances: list[Instance]
+    recorded: dict[str, Recorded]
+    smaps_of: dict[int, str]  # by id(instance): its main process's mappings, for thp_regions
+    left_out: list[Instance]  # validate's scratch servers
+    failed: list[tuple[str, str]]  # (engine, what went wrong)
+
+
+def survey(sr: SysRoot, profile_name: str = "oltp", targets: Targets | None = None,
+           engine_names: list[str] | None = None, scratch: bool = False,
+           journal: str | None = None) -> Survey:
+    """Everything inspect reads, without the plan."""
     engines = {e.name: e for e in (registry.all() if not engine_names
                                    else [registry.get(n) for n in engine_names])}
     profile = profiles.load(profile_name, registry.profile_schemas())
@@ -92,15 +118,37 @@ def inspect(sr: SysRoot, profile_name: str = "oltp", targets: Targets | None = N
         from ..ledger.journal import journal_dir
         from ..ledger.recorded import absent
         instances += absent(journal_dir(journal), instances, engines)
-    recorded = _recorded(sr, journal, instances, engines)
-    report = build(facts, instances, profile, engines, recorded)
+    return Survey(sr, facts, profile, engines, instances,
+                  _recorded(sr, journal, instances, engines), smaps_of, left_out, failed)
+
+
+def _notes(s: Survey) -> list[str]:
+    return [str(n) for n in s.sr.notes] + [
+        f"{i.id}: a scratch server of a running `hpadvise validate`, left out"
+        for i in s.left_out]
+
+
+def plan_of(s: Survey, selected: list[Instance]) -> Report:
+    """The plan for some of the surveyed instances (what `apply` acts on), built once: they,
+    and the stopped instances nobody named whose pages the pools keep for their next start
+    (plan.keeps_pages: the "kept" of check's plan). Running ones left out hold their pages
+    as in use by others, as plan_for has them."""
+    kept = [i for i in s.instances if i not in selected
+            and keeps_pages(i, s.engines.get(i.engine))]
+    out = build(s.facts, selected + kept, s.profile, s.engines, s.recorded)
+    out.notes = _notes(s)
+    return out
+
+
+def report_of(s: Survey, measure_limits: bool = False) -> Report:
+    """The plan for every surveyed instance, with what could not be read: check's report."""
+    facts, failed = s.facts, s.failed
+    report = build(facts, s.instances, s.profile, s.engines, s.recorded)
     if measure_limits and facts.cgroup_hidden:
         facts = dataclasses.replace(facts, limit_measured=measured_limits(report))
-        report = build(facts, instances, profile, engines, recorded)
-    attach_regions(report, smaps_of)
-    report.notes = [str(n) for n in sr.notes] + [
-        f"{i.id}: a scratch server of a running `hpadvise validate`, left out"
-        for i in left_out]
+        report = build(facts, s.instances, s.profile, s.engines, s.recorded)
+    attach_regions(report, s.smaps_of)
+    report.notes = _notes(s)
     if measure_limits and not facts.cgroup_hidden:
         report.notes.append("--measure-limits: nothing to measure, no cgroup's limits are out "
                             "of sight here (outside a cgroup namespace every level is read)")
@@ -210,8 +258,8 @@ def own_cgroups(facts: HostFacts, instances: list[Instance]) -> None:
 
 
 def plan_for(report: Report, selected: list[Instance]) -> Report:
-    """The plan for some of a report's instances only (what `apply --instance` acts on, what
-    validate switches one server to): the same host and profile, no second inspection. The
+    """The plan for some of a report's instances only (what validate switches one server to):
+    the same host and profile, no second inspection. The
     pages of stopped instances kept for their next start stay in the pools (pages running
     ones hold count as in use by others)."""
     kept = [i for i in report.instances if i not in selected
@@ -222,7 +270,7 @@ def plan_for(report: Report, selected: list[Instance]) -> Report:
     return out
 
 
-def select(report: Report, engines: list[str] | None, wanted: list[str] | None
+def select(report: Report | Survey, engines: list[str] | None, wanted: list[str] | None
            ) -> list[Instance]:
     """The instances named (by ID or by any reference their engine declares: data directory,
     port, socket ...), or, with none named, every instance of these engines (`apply --db
@@ -247,7 +295,7 @@ def select(report: Report, engines: list[str] | None, wanted: list[str] | None
     return [i for i in cands if not i.found]  # stopped ones nobody named: kept, not changed
 
 
-def _refers(report: Report, inst: Instance, name: str) -> bool:
+def _refers(report: Report | Survey, inst: Instance, name: str) -> bool:
     """Whether `name` names this instance: its ID, the part after "engine:", or one of the
     references its engine declares (a path compares by its real path)."""
     if name in (inst.id, inst.id.split(":", 1)[-1]):

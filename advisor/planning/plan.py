@@ -95,14 +95,23 @@ def build(host: HostFacts, instances: list[Instance], profile: Profile,
     return r
 
 
+def keeps_pages(inst: Instance, eng: Engine | None) -> bool:
+    """A stopped instance found but not named (not changed) whose next start takes huge
+    pages: the pools keep them for it (Placement "kept")."""
+    if not inst.found or inst.running:
+        return False
+    d = inst.demand
+    # one only a journal knows (recorded.absent): what that apply planned is what it takes
+    journaled = inst.state is None and d is not None
+    return not (d is None or eng is None or not (journaled or eng.needs_pages_at_start(inst))
+                or d.page_kb not in d.pages)
+
+
 def _place(r: Report, inst: Instance, eng: Engine | None) -> Placement:
     """Where the instance's memory goes: the one place this is decided."""
     if inst.found and not inst.running:  # stopped, found but not named: kept, not changed
         d = inst.demand
-        # one only a journal knows (recorded.absent): what that apply planned is what it takes
-        journaled = inst.state is None and d is not None
-        if d is None or eng is None or not (journaled or eng.needs_pages_at_start(inst)) \
-                or d.page_kb not in d.pages:
+        if not keeps_pages(inst, eng):
             return Placement(inst.id, "stopped", None, 0, f"stopped (found: {inst.found}); it "
                              "takes no huge pages when it starts, so none are kept for it")
         return Placement(inst.id, "kept", d.page_kb, d.pages[d.page_kb],

@@ -119,3 +119,32 @@ def test_a_restart_of_a_snapshots_servers_is_refused(tmp_path):
     tree, _ = _tree(CELLS[IDS[0]], tmp_path)
     r = run_cli("apply", "--db", "postgres", "--root", str(tree), "--dry-run", "--restart")
     assert r.returncode == 2 and "leave out --restart" in r.stderr and r.stdout == "", r.stderr
+
+
+@pytest.mark.parametrize("cid", IDS)
+def test_apply_builds_the_plan_once_the_same_as_checks_plan_narrowed(cid, tmp_path,
+                                                                      monkeypatch):
+    """apply reads every engine's instances and builds one plan, for its selection and the
+    stopped instances the pools keep pages for; it is the plan check's report narrowed to the
+    same selection gives (pipeline.plan_for), change for change."""
+    from hpadvise.act import applying
+    from hpadvise.act.apply import prepare
+    from hpadvise.api.model import Targets
+    from hpadvise.facts.sysroot import SysRoot, planning_snapshot, snapshot_root
+    from hpadvise.planning import pipeline
+    cell = CELLS[cid]
+    tree, _ = _tree(cell, tmp_path)
+    built = []
+    real = pipeline.build
+    monkeypatch.setattr(pipeline, "build", lambda *a, **k: built.append(a[1]) or real(*a, **k))
+    p = applying.plan(applying.Request([cell.engine], root=str(tree), read_only=True))
+    assert len(built) == 1, [[i.id for i in b] for b in built]
+    assert {i.engine for i in built[0] if i.running} == {cell.engine}
+    root = snapshot_root(str(tree))
+    report = pipeline.inspect(SysRoot(root), "oltp", Targets(), None)
+    with planning_snapshot(root):
+        old = prepare(pipeline.plan_for(report, pipeline.select(report, [cell.engine], None)),
+                      report.engines, restart=False, persist=True, persist_root=root,
+                      read_only=True, sys_root=root)
+    assert applying.plan_json(p, root) == applying.plan_json(old, root)
+    assert p.changes and len(p.changes) == len(old.changes)

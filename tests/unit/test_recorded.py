@@ -91,8 +91,17 @@ def test_a_stopped_instance_keeps_what_the_active_apply_recorded(hosts, toy):
     # without the record: its files' count, as before
     assert build(hosts, [a, b], toy).pools[0].demand_pages == 72 + 72
     # what apply --instance plans for another instance keeps it too
-    from hpadvise.planning.pipeline import plan_for
+    from hpadvise.planning.pipeline import Survey, plan_for, plan_of
     assert plan_for(r, [b]).pools[0].demand_pages == 537 + 72
+    # and apply's plan, built once from what was read (no report of every instance first)
+    s = Survey(SysRoot(hosts / "no-pools"), r.host, r.profile, toy, [a, b], rec, {}, [], [])
+    once = plan_of(s, [b])
+    assert once.pools[0].demand_pages == 537 + 72 and once.placements[a.id].status == "kept"
+    # a stopped instance whose start takes no huge pages is left out of it altogether
+    c = inst("toy:/data/c", "/data/c", 0, False, found="its data directory")
+    c.demand = None
+    assert [i.id for i in plan_of(Survey(s.sr, r.host, r.profile, toy, [a, b, c], rec, {},
+                                         [], []), [b]).instances] == [b.id, a.id]
 
 
 def test_only_a_stopped_instance_below_its_record(hosts, toy):

@@ -1,0 +1,140 @@
+#!/usr/bin/env python3
+"""Are validate's intervals honest across repeated runs of one command?
+
+    python3 lab/validate_repeat.py RUN1.json RUN2.json ...   (`validate --json --output`)
+
+For the first comparison of every result (the card's "Apply the plan?": current over
+recommended), each run's estimate, 95% interval, half-width, verdict and epoch ratios; then,
+over the runs:
+
+- the pooled effect: the mean of all runs' epoch log ratios (every epoch weighs the same);
+- coverage: how many runs' intervals hold the pooled effect, and (stricter, since the pooled
+  effect includes the run itself) the pooled effect of the *other* runs;
+- heterogeneity: Cochran's Q of the run estimates with weights 1/se^2 (se = half-width / t),
+  its p-value from the chi-square with k-1 df, and I^2 = (Q - (k-1)) / Q (Higgins and
+  Thompson 2002, Stat Med 21:1539). Intervals that are honest about their run leave Q near
+  k-1 and I^2 near 0; a run-to-run component the interval does not see shows as I^2 > 0;
+- verdicts: how many runs said each word, against how many would say "improved" if the
+  pooled effect were the truth and each run's estimate scattered by its own se (normal
+  approximation, the band as validate applies it).
+
+Standard library only."""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import sys
+
+
+def epoch_ratios(d: dict) -> list[float]:
+    """The first comparison's per-epoch log ratios, as validate pairs them (stats.effects):
+    the geometric mean of each variant's runs in the epoch."""
+    e = d["effects"][0]
+    out = []
+    for ep in sorted({s["epoch"] for s in d["samples"] if s["epoch"] is not None}):
+        a = [math.log(s["tps"]) for s in d["samples"]
+             if s["epoch"] == ep and s["variant"] == e["a"] and s["tps"] > 0]
+        b = [math.log(s["tps"]) for s in d["samples"]
+             if s["epoch"] == ep and s["variant"] == e["b"] and s["tps"] > 0]
+        if a and b and len(a) == len(b):
+            out.append(statistics.fmean(b) - statistics.fmean(a))
+    return out
+
+
+def t975(df: int) -> float:
+    # NIST/SEMATECH e-Handbook 1.3.6.7.2, two-sided 95%
+    table = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306,
+             9: 2.262, 10: 2.228, 11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131,
+             16: 2.120, 17: 2.110, 18: 2.101, 19: 2.093, 20: 2.086}
+    return table.get(df, 2.0)
+
+
+def chi2_sf(q: float, k: int) -> float:
+    """P(X > q) for chi-square with k degrees of freedom (series of the regularized lower
+    incomplete gamma function, Numerical Recipes 6.2)."""
+    a, x = k / 2, q / 2
+    if x <= 0:
+        return 1.0
+    term = total = 1 / a
+    n = 1
+    while abs(term) > 1e-12 * abs(total) and n < 1000:
+        term *= x / (a + n)
+        total += term
+        n += 1
+    return max(0.0, 1 - total * math.exp(-x + a * math.log(x) - math.lgamma(a)))
+
+
+def pct(v: float) -> float:
+    return (math.exp(v) - 1) * 100
+
+
+def main(paths: list[str]) -> int:
+    runs = []
+    for p in paths:
+        d = json.loads(open(p).read())
+        e = d["effects"][0]
+        lr = epoch_ratios(d)
+        n = len(lr)
+        m = statistics.fmean(lr)
+        se = statistics.stdev(lr) / math.sqrt(n)
+        runs.append({"path": p, "lr": lr, "m": m, "se": se, "t": t975(n - 1), "e": e,
+                     "band": d["meta"].get("band_pct", 1.0),
+                     "measured": d["meta"].get("measured_s"),
+                     "elapsed": d["meta"].get("elapsed_s")})
+    print("| run | epochs | B over A, 95% CI | half-width | verdict | measured | epoch ratios |")
+    print("|---|---:|---|---:|---|---:|---|")
+    for i, r in enumerate(runs, 1):
+        e = r["e"]
+        share = (f"{r['measured'] / r['elapsed']:.0%}" if r["measured"] and r["elapsed"]
+                 else "-")
+        print(f"| {i} | {len(r['lr'])} | {e['pct']:+.1f}%, {e['lo_pct']:+.1f} .. "
+              f"{e['hi_pct']:+.1f} | {e['half_width_pct']:.1f}% | {e['verdict']} | {share} | "
+              + " ".join(f"{math.exp(x):.3f}" for x in r["lr"]) + " |")
+    k = len(runs)
+    if k < 2:
+        return 0
+    every = [x for r in runs for x in r["lr"]]
+    pooled = statistics.fmean(every)
+    print(f"\npooled over {k} runs, {len(every)} epochs: {pct(pooled):+.2f}%")
+    hold = sum(r["m"] - r["t"] * r["se"] <= pooled <= r["m"] + r["t"] * r["se"] for r in runs)
+    loo = 0
+    for i, r in enumerate(runs):
+        others = [x for j, o in enumerate(runs) if j != i for x in o["lr"]]
+        loo += r["m"] - r["t"] * r["se"] <= statistics.fmean(others) <= r["m"] + r["t"] * r["se"]
+    print(f"intervals holding the pooled effect: {hold} of {k}; "
+          f"the pooled effect of the other runs: {loo} of {k}")
+    w = [1 / r["se"] ** 2 for r in runs]
+    mw = sum(wi * r["m"] for wi, r in zip(w, runs)) / sum(w)
+    q = sum(wi * (r["m"] - mw) ** 2 for wi, r in zip(w, runs))
+    i2 = max(0.0, (q - (k - 1)) / q) if q > 0 else 0.0
+    print(f"heterogeneity: Q = {q:.1f} on {k - 1} df (p = {chi2_sf(q, k - 1):.3f}), "
+          f"I^2 = {i2:.0%}; sd of the run estimates {statistics.stdev(r['m'] for r in runs) * 100:.2f}"
+          f"% against a median se of {statistics.median(r['se'] for r in runs) * 100:.2f}%")
+    words = {}
+    for r in runs:
+        words[r["e"]["verdict"]] = words.get(r["e"]["verdict"], 0) + 1
+    expect = 0.0
+    for r in runs:
+        # improved: the estimate above both t*se (the interval clears 0) and the band
+        cut = max(r["t"] * r["se"], math.log(1 + r["band"] / 100))
+        z = (cut - pooled) / r["se"]
+        expect += 0.5 * math.erfc(z / math.sqrt(2))
+    print("verdicts: " + ", ".join(f"{v} {n}" for v, n in sorted(words.items()))
+          + f"; expected 'improved' if the pooled effect is true: {expect:.1f} of {k}")
+    lag = []
+    for r in runs:
+        x = r["lr"]
+        mx = statistics.fmean(x)
+        den = sum((v - mx) ** 2 for v in x)
+        if len(x) >= 3 and den:
+            lag.append(sum((x[j] - mx) * (x[j + 1] - mx) for j in range(len(x) - 1)) / den)
+    if lag:
+        print(f"lag-1 autocorrelation of the epoch ratios, mean over runs: "
+              f"{statistics.fmean(lag):+.2f} (independent epochs: about -1/n)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]) if sys.argv[1:] else (print(__doc__) or 2))

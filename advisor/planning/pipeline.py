@@ -259,9 +259,8 @@ def own_cgroups(facts: HostFacts, instances: list[Instance]) -> None:
 
 def plan_for(report: Report, selected: list[Instance]) -> Report:
     """The plan for some of a report's instances only (what validate switches one server to):
-    the same host and profile, no second inspection. The
-    pages of stopped instances kept for their next start stay in the pools (pages running
-    ones hold count as in use by others)."""
+    the same host and profile, no second inspection. The pages of stopped instances kept for
+    their next start stay in the pools (pages running ones hold count as in use by others)."""
     kept = [i for i in report.instances if i not in selected
             and report.placements.get(i.id) is not None
             and report.placements[i.id].status == "kept"]

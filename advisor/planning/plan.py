@@ -98,13 +98,11 @@ def build(host: HostFacts, instances: list[Instance], profile: Profile,
 def keeps_pages(inst: Instance, eng: Engine | None) -> bool:
     """A stopped instance found but not named (not changed) whose next start takes huge
     pages: the pools keep them for it (Placement "kept")."""
-    if not inst.found or inst.running:
-        return False
     d = inst.demand
+    if not inst.found or inst.running or d is None or eng is None or d.page_kb not in d.pages:
+        return False
     # one only a journal knows (recorded.absent): what that apply planned is what it takes
-    journaled = inst.state is None and d is not None
-    return not (d is None or eng is None or not (journaled or eng.needs_pages_at_start(inst))
-                or d.page_kb not in d.pages)
+    return inst.state is None or eng.needs_pages_at_start(inst)
 
 
 def _place(r: Report, inst: Instance, eng: Engine | None) -> Placement:

@@ -133,10 +133,17 @@ def plan_of(s: Survey, selected: list[Instance]) -> Report:
     and the stopped instances nobody named whose pages the pools keep for their next start
     (plan.keeps_pages: the "kept" of check's plan). Running ones left out hold their pages
     as in use by others, as plan_for has them."""
-    kept = [i for i in s.instances if i not in selected
-            and keeps_pages(i, s.engines.get(i.engine))]
-    out = build(s.facts, selected + kept, s.profile, s.engines, s.recorded)
-    out.notes = _notes(s)
+    return _narrowed(s.facts, s.instances, selected, s.profile, s.engines, s.recorded,
+                     _notes(s))
+
+
+def _narrowed(host, instances: list[Instance], selected: list[Instance], profile, engines,
+              recorded, notes: list[str]) -> Report:
+    """The plan for `selected` and for the stopped instances left out whose pages the pools
+    keep (plan.keeps_pages), built once: plan_of's and plan_for's one way."""
+    kept = [i for i in instances if i not in selected and keeps_pages(i, engines.get(i.engine))]
+    out = build(host, selected + kept, profile, engines, recorded)
+    out.notes = notes
     return out
 
 
@@ -261,12 +268,8 @@ def plan_for(report: Report, selected: list[Instance]) -> Report:
     """The plan for some of a report's instances only (what validate switches one server to):
     the same host and profile, no second inspection. The pages of stopped instances kept for
     their next start stay in the pools (pages running ones hold count as in use by others)."""
-    kept = [i for i in report.instances if i not in selected
-            and report.placements.get(i.id) is not None
-            and report.placements[i.id].status == "kept"]
-    out = build(report.host, selected + kept, report.profile, report.engines, report.recorded)
-    out.notes = report.notes
-    return out
+    return _narrowed(report.host, report.instances, selected, report.profile, report.engines,
+                     report.recorded, report.notes)
 
 
 def select(report: Report | Survey, engines: list[str] | None, wanted: list[str] | None

@@ -130,18 +130,10 @@ fi
 # Two workers (pytest-xdist): the tests that own the host (pools, THP, cgroups, servers every
 # check sees) run one at a time in one of them, in file order, under the host's lock
 # (tests/hostlock.py; the scheduler in tests/conftest.py); the contained tests (unit tests,
-# captured trees, a root's private namespaces) run beside them in the other. As root, each
-# worker runs in a PID namespace of its own with its own /proc (tests/lane_init.py is its
-# PID 1), so neither sees the other's servers and guests, and the tests apart (servers
-# without huge pages, the two-node guest) run beside the host's too. `-n 0` runs everything
-# in one process.
-py=$venv/bin/python
-workers=(-n 2)
-if [ "$(id -u)" = 0 ] && unshare --pid --fork --mount-proc true 2>/dev/null; then
-  workers=(--dist load --tx "2*popen//python=unshare --pid --fork --mount-proc $py $repo/tests/lane_init.py $py")
-fi
+# captured trees, a root's private namespaces) run beside them in the other. `-n 0` runs
+# everything in one process.
 set +e
-"$py" -m pytest -q -rs -p no:cacheprovider "${workers[@]}" "$@"
+"$venv/bin/python" -m pytest -q -rs -p no:cacheprovider -n 2 "$@"
 rc=$?
 set -e
 # pytest exits 5 when it collected nothing: that is a failure here, not a pass.

@@ -25,29 +25,19 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if hostlock.contained(item.nodeid):
             item.add_marker(pytest.mark.contained)
-        elif hostlock.apart(item.nodeid):
-            item.add_marker(pytest.mark.apart)
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
     """pytest-xdist's scheduling by scope, with every test that owns the host in one scope: one
     worker runs them all, in file order (module fixtures once), while the contained tests go
-    to whichever worker is free, and so do the tests apart, a module at a time, where every
-    worker has a PID namespace of its own (tests/lane_init.py, started by scripts/test.sh).
-    The largest scope goes out first, so the host's tests start at once."""
+    to whichever worker is free. The largest scope goes out first, so the host's tests start
+    at once."""
     from xdist.scheduler import LoadScopeScheduling
-    lanes = any("lane_init.py" in str(tx) for tx in config.getvalue("tx") or ())
 
     class HostInOneWorker(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            if lanes and nodeid.startswith(hostlock.GUEST_IMAGE):
-                return hostlock.APART[0]  # built before the two-node guest boots, in its unit
-            if hostlock.contained(nodeid):
-                return nodeid
-            if lanes and hostlock.apart(nodeid):
-                return nodeid.split("::", 1)[0] + "::"
-            return "the host"
+            return nodeid if hostlock.contained(nodeid) else "the host"
     return HostInOneWorker(config, log)
 
 
@@ -61,9 +51,6 @@ def host_lock(request):
     if contained and (os.environ.get("PYTEST_XDIST_WORKER") or os.environ.get(hostlock.BESIDE)):
         yield  # the host's tests change it meanwhile, in another worker
         return
-    if request.node.get_closest_marker("apart") is not None and hostlock.in_own_lane():
-        yield  # its processes are out of the other worker's sight; it changes nothing
-        return
     if not (os.geteuid() == 0 and os.path.isdir("/run")):
         yield  # an unprivileged run changes nothing of the host's
         return
@@ -76,26 +63,11 @@ def host_lock(request):
                     "changed: " + "; ".join(left), pytrace=False)
 
 
-def owns_host(request, what: str, apart_ok: bool = False) -> None:
-    """The fixtures that change the host refuse a test marked contained, and those that change
-    a knob a test marked apart (hostlock.APART) too."""
-    for mark, ok in (("contained", False), ("apart", apart_ok)):
-        if not ok and request.node.get_closest_marker(mark) is not None:
-            pytest.fail(f"{request.node.nodeid} is marked {mark} but asks for {what}, which "
-                        "changes the host: take it out of tests/hostlock.py's list",
-                        pytrace=False)
-
-
-def apart_without_huge_pages(request, settings: dict | None, key: str, off: str) -> dict:
-    """A server of a test apart takes no page of the pools, which the host's tests size for
-    their own servers meanwhile: `key` is `off` unless the test asks otherwise, which fails."""
-    settings = dict(settings or {})
-    if request.node.get_closest_marker("apart") is None:
-        return settings
-    if settings.setdefault(key, off) != off:
-        pytest.fail(f"{request.node.nodeid} is marked apart but sets {key} = {settings[key]}: "
-                    "its server would take pages of the host's pools", pytrace=False)
-    return settings
+def owns_host(request, what: str) -> None:
+    """The fixtures that change the host refuse a test marked contained."""
+    if request.node.get_closest_marker("contained") is not None:
+        pytest.fail(f"{request.node.nodeid} is marked contained but asks for {what}, which "
+                    "changes the host: drop the mark", pytrace=False)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -152,7 +124,7 @@ def knobs(request):
 @pytest.fixture
 def my_factory(request):
     """Throwaway MariaDB servers (never the system's service), destroyed in teardown."""
-    owns_host(request, "my_factory", apart_ok=True)
+    owns_host(request, "my_factory")
     from hpadvise.plugins.mysql.validate.bench import ScratchMaria, maria_bindir
     if maria_bindir() is None:
         pytest.fail("MariaDB server binaries not found: run scripts/test.sh, which installs them")
@@ -162,8 +134,7 @@ def my_factory(request):
 
     def make(settings=None, kind=None):
         """kind: a subclass of ScratchMaria that starts it another way (mysqld_safe)."""
-        m = (kind or ScratchMaria)(apart_without_huge_pages(request, settings, "large-pages",
-                                                            "OFF"))
+        m = (kind or ScratchMaria)(settings)
         made.append(m)
         return m
 
@@ -198,7 +169,7 @@ def pg_factory(request, pg_template):
     """Throwaway PostgreSQL clusters (never the system's service), destroyed in teardown:
     each a copy of its major's template, with its own port, socket and settings."""
     from hpadvise.benchmarks.face import check_run
-    owns_host(request, "pg_factory", apart_ok=True)
+    owns_host(request, "pg_factory")
     if pg_bindir() is None:
         pytest.fail("PostgreSQL server binaries not found: run scripts/test.sh, which installs them")
     if os.geteuid() != 0 and os.environ.get("USER") != "postgres":
@@ -211,8 +182,7 @@ def pg_factory(request, pg_template):
                       fill=lambda d: check_run(["cp", "-a", tpl.datadir, d]),
                       prepare=lambda c: c.configure({
                           "port": str(c.port), "unix_socket_directories": f"'{c.tmp}'",
-                          "listen_addresses": "''",
-                          **apart_without_huge_pages(request, settings, "huge_pages", "off")}))
+                          "listen_addresses": "''", **(settings or {})}))
         made.append(c)
         return c
 

@@ -7,9 +7,7 @@ found it when they end: pools, THP knobs, cgroups, /etc/sysctl.d, hugetlbfs and 
 The contained tests (CONTAINED: the unit tests, and what runs only on captured trees, in a
 root's private namespaces or in a scratch directory) take no lock and may run beside them in a
 second worker: scripts/test.sh runs pytest-xdist with two, and its scheduler (conftest.py)
-gives every test that owns the host to one worker, in file order, as one unit of work. The
-tests apart (APART) start processes of their own but touch no knob: they run beside the host's
-tests too where each worker has a PID namespace of its own.
+gives every test that owns the host to one worker, in file order, as one unit of work.
 """
 
 from __future__ import annotations
@@ -41,35 +39,6 @@ CONTAINED = (
 
 def contained(nodeid: str) -> bool:
     return nodeid.startswith(CONTAINED)
-
-
-# The tests apart, by node id prefix: they start processes of their own (a guest with a kernel
-# of its own, servers that take no huge page) but change no knob and assert nothing a knob
-# decides. Where every worker has a PID namespace of its own (scripts/test.sh starts them
-# through tests/lane_init.py), no `check` in the other worker sees their processes, so they
-# run beside the host's tests, without its lock, one module at a time; elsewhere (one
-# process, or workers without namespaces) they own the host like every other test.
-APART = (
-    "tests/integration/test_numa_guest.py::",
-    # MariaDB's buffer pool is private memory; PostgreSQL's shared memory would go on THP
-    # while a host's test sets shmem_enabled, whose host-wide ShmemHugePages it measures
-    "tests/integration/test_tpcc.py::test_tpcc_mariadb",
-    "tests/integration/test_tpcc.py::test_tpcc_without_a_transactional_engine",
-)
-# the test that builds the guests' image, which the two-node guest boots
-GUEST_IMAGE = "tests/integration/test_guest_image.py::"
-# set by tests/lane_init.py for the worker it starts in a PID namespace of its own
-LANE = "HPADVISE_TESTS_LANE"
-
-
-def apart(nodeid: str) -> bool:
-    return nodeid.startswith(APART)
-
-
-def in_own_lane() -> bool:
-    """This worker runs in a PID namespace of its own (tests/lane_init.py is its PID 1)."""
-    return os.environ.get(LANE) == "1" and os.getpid() != 1 and \
-        b"lane_init.py" in Path("/proc/1/cmdline").read_bytes()
 
 
 LOCK = "/run/hpadvise-tests.lock"

@@ -2,9 +2,8 @@
 Debian's kernel and initrd beside a root file system holding systemd, PostgreSQL 15 and the
 lab's own unit. Building touches nothing of the host's (debootstrap runs in namespaces of its
 own, the files go to the cache only), so this test is contained: it runs in the worker
-beside the host's tests, and the two-node guest's test later finds the image made (where the
-workers have PID namespaces of their own, the two run one after the other in the same unit of
-work: tests/conftest.py)."""
+beside the host's tests, early in the run, and the two-node guest's test later finds the
+image made instead of building it on the host's time."""
 
 import os
 import shutil

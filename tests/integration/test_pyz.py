@@ -70,9 +70,7 @@ def test_it_unpacks_once_into_a_private_cache(pyz, tmp_path):
     assert r.returncode == 0 and not (tmp_path / "none").exists(), r.stderr
 
 
-def test_size_and_a_dry_run_apply_on_this_host(pyz, pg_factory):
-    c = pg_factory({"shared_buffers": "64MB"})
-    c.start()
+def test_size_and_a_dry_run_apply_on_this_host(pyz):
     a = host_run(pyz, "size", "postgres", "shared_buffers=1GB", "--json")
     b = run_cli("size", "postgres", "shared_buffers=1GB", "--json")
     assert a.returncode == b.returncode == 0, a.stderr
@@ -80,7 +78,7 @@ def test_size_and_a_dry_run_apply_on_this_host(pyz, pg_factory):
     r = host_run(pyz, "check", "--db", "postgres", "--format", "json")
     assert r.returncode in (0, 2), r.stderr
     ids = {i["id"] for i in json.loads(r.stdout)["instances"]}
-    assert f"postgres:{c.port}" in ids, ids  # found from the archive as installed
+    assert any(i.startswith("postgres:") for i in ids), ids  # the system's own cluster
     r = host_run(pyz, "apply", "--db", "postgres", "--dry-run", "--json")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["dry_run"] is True

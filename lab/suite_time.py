@@ -3,9 +3,7 @@
 test's time being its setup, call and teardown together): the slowest tests, and the time by
 kind of work (the kinds are told apart by the test's file). Prints Markdown for
 lab/suite-time.md:
-    python3 lab/suite_time.py [--lanes] RUN.xml [LABEL]
---lanes: the run's workers had PID namespaces of their own (scripts/test.sh as root, since
-they do), so the tests apart ran beside the host's too.
+    python3 lab/suite_time.py RUN.xml [LABEL]
 """
 
 from __future__ import annotations
@@ -45,21 +43,19 @@ def nodeid(classname: str, name: str) -> str:
     return classname.replace(".", "/") + ".py::" + name
 
 
-def contained(node: str, lanes: bool = False) -> bool:
-    """Whether the test ran beside the host's: contained, or apart where the workers had
-    namespaces of their own."""
+def contained(node: str) -> bool:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
     import hostlock
-    return hostlock.contained(node) or (lanes and hostlock.apart(node))
+    return hostlock.contained(node)
 
 
-def main(xml: str, label: str = "", lanes: bool = False) -> str:
+def main(xml: str, label: str = "") -> str:
     cases, side = [], {}
     for tc in ET.parse(xml).getroot().iter("testcase"):
         name = f"{tc.get('classname', '')}.{tc.get('name', '')}"
         failed = tc.find("failure") is not None or tc.find("error") is not None
         cases.append((float(tc.get("time") or 0), name, failed))
-        own = contained(nodeid(tc.get("classname", ""), tc.get("name", "")), lanes)
+        own = contained(nodeid(tc.get("classname", ""), tc.get("name", "")))
         side[own] = side.get(own, 0.0) + cases[-1][0]
     total = sum(t for t, _, _ in cases)
     by: dict[str, list[float]] = {}
@@ -74,7 +70,6 @@ def main(xml: str, label: str = "", lanes: bool = False) -> str:
                    f"{100 * sum(ts) / total:.0f}% |")
     out += ["", "The tests that own the host run one at a time, in one worker: "
             f"{side.get(False, 0) / 60:.1f} min, the run's critical path; the contained ones "
-            + ("and those apart " if lanes else "") +
             f"beside them: {side.get(True, 0) / 60:.1f} min."]
     out += ["", "| the 30 slowest tests | seconds |", "|---|---:|"]
     for t, name, _ in sorted(cases, reverse=True)[:30]:
@@ -83,7 +78,4 @@ def main(xml: str, label: str = "", lanes: bool = False) -> str:
 
 
 if __name__ == "__main__":
-    args = [a for a in sys.argv[1:] if a != "--lanes"]
-    if not args:
-        sys.exit("usage: lab/suite_time.py [--lanes] RUN.xml [LABEL]")
-    print(main(*args[:2], lanes="--lanes" in sys.argv[1:]))
+    print(main(*sys.argv[1:3]))

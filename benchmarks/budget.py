@@ -31,6 +31,30 @@ START_S = 12
 START_S_PER_GIB = 1.5
 
 
+def default_rounds(design: str, n: int, trades: bool) -> int:
+    """Runs of every variant per epoch when --rounds is not given.
+
+    Simultaneous, the servers trading CPUs within each run (`trades`): one. Each run already spends equal
+    time on every CPU group, and what is left between the servers is a level each start
+    carries: at 128MB the two rounds of one epoch differed by sd 0.35-0.54% while the
+    epochs' means spread by 1.6%, and at 8 GB the start-to-start part was ~0.0003 of an
+    epoch variance of 0.00046 (lab/README.md, "One round per epoch" and "Trading CPUs within
+    a run"). A second round narrows the epoch's mean by little, where a second start halves
+    the variance the interval carries. Simultaneous without trading: one round per server,
+    so each starts once on every CPU group (variants.group_of). Resident: two, ABBA within
+    the epoch."""
+    if design == "simultaneous":
+        return 1 if trades else n
+    return 2
+
+
+def swap_seconds(run_s: float, n: int) -> float:
+    """The simultaneous design's trading period: `run_s` cut into a multiple of n pieces of
+    about 3 s (options.check's comment says why), so each server spends equal time on every
+    CPU."""
+    return run_s / (n * max(1, round(run_s / (3 * n))))
+
+
 def start_seconds(o: Options) -> float:
     """The seconds one server start costs an epoch (o.start_s, set by check from the
     buffers; START_S before that)."""

@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import replace
 
 from hpadvise.api.face import InputError
 
+from .budget import swap_seconds
 from .measure import RunOverrun, run_clients
 
 
@@ -28,18 +30,18 @@ def resets(driver) -> bool:
 def calibrate(v) -> None:
     """Replay once on the target, unmeasured: sets the runs' length from it, no warm-up, one
     round per epoch, and a grace for a slower variant; and what a server's reset, start and
-    prewarm cost an epoch (o.start_s), timed on the way. `v` is the Validation."""
+    prewarm cost an epoch (start_s), timed on the way: `v.o` becomes a new Options with
+    them. `v` is the Validation."""
     o, t, d = v.o, v.target, v.bench
     refuse_unfit(o, d)
     v._update(phase=UNMEASURED)
     began = time.monotonic()
     t.prewarm()
     prewarm_s = time.monotonic() - began
-    run_s, warm_s, grace_s = o.run_s, o.warm_s, o.run_grace_s
     # the unmeasured replay ends at the whole budget, no grace beyond it
-    o.run_s, o.warm_s, o.run_grace_s = o.duration_s, 0, 0
+    whole = replace(o, run_s=o.duration_s, warm_s=0, run_grace_s=0)
     try:
-        run_clients(o, v.sr, "not counted in the unmeasured replay", [(d, None, None)],
+        run_clients(whole, v.sr, "not counted in the unmeasured replay", [(d, None, None)],
                     o.clients, [t.pid()], unmeasured(v._update))
     except RunOverrun:
         raise InputError(f"one replay of the log did not end within the whole budget of "
@@ -49,26 +51,24 @@ def calibrate(v) -> None:
                          "log") from None
     except RuntimeError as exc:  # the replay tool failed on this data (not our fault)
         raise InputError(f"the log does not replay on {t.label}: {exc}") from None
-    finally:
-        o.run_s, o.warm_s, o.run_grace_s = run_s, warm_s, grace_s
     took = d.last.seconds
     v.calibration = {"seconds": took, "statements": d.last.statements,
                      "errors": d.last.errors, "connections": d.last.connections}
-    o.run_s, o.warm_s, o.rounds = max(1, math.ceil(took)), 0, 1
+    run_s = max(1, math.ceil(took))
     # a variant may replay slower: a run ends when its replay does, bounded by twice the
-    # unmeasured replay's time or a minute more, whichever is longer
-    o.run_grace_s = max(o.run_grace_s, o.run_s)
-    if v.design == "simultaneous":  # trades within a run, as options.check cuts them
-        n = len(v.side_by_side)
-        o.swap_s = o.run_s / (n * max(1, round(o.run_s / (3 * n))))
+    # unmeasured replay's time or a minute more, whichever is longer; side by side, trades
+    # within a run as options.check cuts them
+    o = replace(o, run_s=run_s, warm_s=0, rounds=1, run_grace_s=max(o.run_grace_s, run_s),
+                swap_s=swap_seconds(run_s, len(v.side_by_side))
+                if v.design == "simultaneous" else o.swap_s)
     began = time.monotonic()
     t.stop()
     t.reset_data()
     t.restart()
     # every epoch resets, starts and prewarms each server as this one just was: the budget
     # note counts with that, not with a generated load's estimate (budget.START_S)
-    o.start_s = round(time.monotonic() - began + prewarm_s, 1)
-    v.calibration["start_s"] = o.start_s
+    v.o = replace(o, start_s=round(time.monotonic() - began + prewarm_s, 1))
+    v.calibration["start_s"] = v.o.start_s
 
 
 # What the progress says while the log replays once before the runs: nothing is measured.
@@ -111,7 +111,7 @@ def budget_note(v, n: int, phases: list[str]) -> None:
         what = (f"{o.min_blocks} cycles (an epoch in each of its {len(phases)} THP phases: "
                 f"{o.min_blocks * len(phases)} epochs)" if phases
                 else f"{o.min_blocks} epochs")
-        o.default_notes.append(
+        v.o = o.noted(
             f"one replay takes {o.run_s} s and a server's reset, start and prewarm "
             f"{start_seconds(o):g} s: {o.duration_s} s holds fewer than {what}; --duration "
             f"{math.ceil(need / 60)}m holds them")

@@ -1,5 +1,5 @@
 """validate's options: checked, and their defaults filled in from the host, before anything
-changes; and the choice of design (docs/design.md, "Validating")."""
+changes (the design is chosen in design.py; docs/design.md, "Validating")."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from hpadvise.api.face import (counted, fmt_bytes, InputError, parse_bytes, read_meminfo,
@@ -15,22 +15,23 @@ from hpadvise.api.face import (counted, fmt_bytes, InputError, parse_bytes, read
 from hpadvise.act.face import inspect, registry, select, sysfs_pool
 
 from .budget import (MIN_RUN_S, MIN_SCALE_SHARE, START_S, START_S_PER_GIB, default_clients,
-                     disk_need, duration_for, fitting_scale, run_seconds)
+                     default_rounds, disk_need, duration_for, fitting_scale, run_seconds,
+                     swap_seconds)
 from .drivers import BENCHMARKS
+from .design import choose_design
 from .own import check_own
-from .variants import VARIANTS, host_wide, kind, labels_for, phases_for
+from .variants import VARIANTS, host_wide, kind, labels_for
 
-DESIGNS = ("auto", "restart", "resident", "simultaneous")
-# What "auto" picks where the variants allow it: the design with the narrowest CI in the
-# side-by-side series in lab/README.md ("Designs of a validate run").
-AUTO_DESIGN = "simultaneous"
 # The scratch server's buffers when neither --buffers nor a running instance says.
 DEFAULT_BUFFERS = "1GB"
 
 
-@dataclass
+@dataclass(frozen=True)
 class Options:
-    variants: list[str]
+    """What validate runs, as given (the CLI) and then as settled (check: a new value with
+    every default filled in). Never changed in place: a value derived later (a replay's run
+    length, the variants a host cannot run) is a new Options, `dataclasses.replace`."""
+    variants: tuple[str, ...]
     duration_s: int
     db: str  # the engine (its plugin provides the server under test)
     bench: str = ""  # one of drivers.BENCHMARKS (the engine's first when empty)
@@ -68,11 +69,11 @@ class Options:
     dropped: dict[str, str] = field(default_factory=dict)
     # the engine's running instances, inspected once by validate itself before the engine
     # builds its server (see()): engines are handed them, and never inspect the host
-    seen: list = field(default_factory=list, repr=False)
+    seen: tuple = field(default=(), repr=False)
     found: Any = field(default=None, repr=False)  # the running instance --instance names
     # why the defaults became what they are where the host decided (clients, scale), for
     # the report
-    default_notes: list[str] = field(default_factory=list)
+    default_notes: tuple[str, ...] = ()
     start_s: float | None = None  # seconds a server start costs an epoch (budget.start_seconds)
     # the user's own workload and data (benchmarks/own.py)
     script: str | None = None  # a pgbench script or sysbench Lua script
@@ -83,19 +84,28 @@ class Options:
     script_hash: str | None = None
     replay_hash: str | None = None
 
+    def __post_init__(self):
+        for name in ("variants", "seen", "default_notes"):  # sequences as tuples: no append
+            object.__setattr__(self, name, tuple(getattr(self, name)))
 
-def check(o: Options, sr: SysRoot):
+    def noted(self, why: str, **changes) -> Options:
+        """A new value with `changes` and a note on a default the host decided."""
+        return replace(self, default_notes=(*self.default_notes, why), **changes)
+
+
+def check(given: Options, sr: SysRoot):
     """Every option checked and every default filled in before anything changes: returns
-    the engine, its benchmark server (constructed: checks only), the design and why, and
-    where the buffer size came from. Bad input is an InputError."""
-    o.variants = labels_for(o.variants)
+    the settled options (a new value: `given` stays as the user gave it), the engine, its
+    benchmark server (constructed: checks only), the design and why, and where the buffer
+    size came from. Bad input is an InputError."""
+    o = replace(given, variants=labels_for(given.variants))
     bad = [v for v in o.variants if kind(v) not in VARIANTS]
     if bad:
         raise InputError(f"unknown variant {bad[0]!r}; choose from {', '.join(VARIANTS)}")
     if len(o.variants) < 2:
         raise InputError("give at least two variants to compare")
     engine = registry.get(o.db)
-    check_own(o)
+    o = check_own(o)
     if not engine.benches:
         raise InputError(f"validate does not support engine {o.db}; engines with "
                          "benchmarks: " + ", ".join(e.name for e in registry.all() if e.benches))
@@ -103,12 +113,12 @@ def check(o: Options, sr: SysRoot):
         able = ", ".join(e.name for e in registry.all() if "replay" in e.benches)
         raise InputError(f"--replay runs on {able} only; for --db {o.db} give --script FILE "
                          "(a sysbench Lua script)")
-    o.bench = o.bench or engine.benches[0]
+    o = replace(o, bench=o.bench or engine.benches[0])
     if o.bench not in engine.benches:
         raise InputError(f"--bench {o.bench} does not run on --db {o.db}; use "
                          f"{' or '.join(engine.benches)}")
     b = BENCHMARKS[o.bench]
-    o.workload = o.workload or b.workloads[0]
+    o = replace(o, workload=o.workload or b.workloads[0])
     if o.workload not in b.workloads:
         raise InputError(f"--workload {o.workload}: {o.bench} runs "
                          f"{' or '.join(b.workloads)}")
@@ -118,36 +128,38 @@ def check(o: Options, sr: SysRoot):
     if b.needs and shutil.which(b.needs[0]) is None:
         raise InputError(f"{b.needs[0]} not found; install it (Debian: apt-get install "
                          f"{b.needs[1]})")
-    given = o.buffers is not None
-    o.buffers = o.buffers or DEFAULT_BUFFERS
+    given_buffers = o.buffers is not None
+    o = replace(o, buffers=o.buffers or DEFAULT_BUFFERS)
     parse_bytes(o.buffers, "--buffers")
-    see(o, engine, sr)
+    o = see(o, engine, sr)
     target = engine.bench_target(o)  # checks only: binaries, the instance
     source = getattr(target, "source", None)
     if source is not None:  # a copy runs with its source's buffers unless given
-        if not given:
-            o.buffers = target.buffers = source.buffers
-        buffers_source = "given" if given else f"the source's own ({source.label})"
-    elif given or o.instance:
-        buffers_source = "given" if given else "the instance's own"
+        if not given_buffers:
+            o = replace(o, buffers=source.buffers)
+            target.buffers = o.buffers
+        buffers_source = "given" if given_buffers else f"the source's own ({source.label})"
+    elif given_buffers or o.instance:
+        buffers_source = "given" if given_buffers else "the instance's own"
     else:
-        o.buffers, buffers_source = default_buffers(o, target, sr)
+        buffers, buffers_source = default_buffers(o, target, sr)
+        o = replace(o, buffers=buffers)
         target.buffers = o.buffers
     sb = target.buffers_bytes()
     per_mb = b.mb_per_unit
     scale_given = o.scale is not None
     copied = getattr(target, "data_bytes", None)  # the user's data: its size, not a scale
     if copied is not None:
-        o.scale = 0
-    elif o.scale is None:
-        o.scale = max(1, int(sb * 0.75 / (per_mb << 20)))  # the data fits in the buffers
+        o = replace(o, scale=0)
+    elif o.scale is None:  # the data fits in the buffers
+        o = replace(o, scale=max(1, int(sb * 0.75 / (per_mb << 20))))
     if o.scale < 1 and copied is None:
         raise InputError(f"--scale {o.scale}: give at least 1")
     if o.clients is None and o.replay:
-        o.clients = 1  # a replay's sessions are the log's (its report says so)
+        o = replace(o, clients=1)  # a replay's sessions are the log's (its report says so)
     if o.clients is None:
-        o.clients, why = default_clients()
-        o.default_notes.append(why)
+        clients, why = default_clients()
+        o = o.noted(why, clients=clients)
     if o.clients < 1:
         raise InputError(f"--clients {o.clients}: give at least 1")
     if o.run_s is not None and o.run_s < 1:
@@ -160,15 +172,15 @@ def check(o: Options, sr: SysRoot):
                          f"server with these buffers and 2 GiB for its clients needs "
                          f"{fmt_bytes(sb + (2 << 30))}, {fmt_bytes(avail)} is available; "
                          "give smaller --buffers")
-    o.start_s = max(START_S, START_S_PER_GIB * sb / (1 << 30))
+    o = replace(o, start_s=max(START_S, START_S_PER_GIB * sb / (1 << 30)))
     if o.warm_s is None:
         # With 4 KiB pages every backend faults the shared buffers into its own page tables
         # as its reads reach them: at shared_buffers=8GB, 16 clients, TPS started at 50-60%
         # and was at ~90% of the run's mean after 10 s, the rest of the ramp lasting tens of
         # seconds (lab/README.md). ~1 s per GiB of buffers, 3..20 s.
-        o.warm_s = max(3, min(20, round(3 + sb / (1 << 30))))
+        o = replace(o, warm_s=max(3, min(20, round(3 + sb / (1 << 30)))))
     if not o.variants_given:
-        o.variants += gigantic_variant(o, sb, sr, target)
+        o = gigantic_variant(o, sb, sr, target)
     design, design_reason, phases = choose_design(o, target, sb, sr)
     n = len(o.variants) - len([v for v in phases if host_wide(v)])  # servers side by side
     servers = 1 if design == "restart" or (o.instance and not o.copy) else n
@@ -194,11 +206,10 @@ def check(o: Options, sr: SysRoot):
         # rather than refusing the command a user typed without a scale
         fit = fitting_scale(free, per_mb, servers, target.wal_bytes)
         if fit >= MIN_SCALE_SHARE * o.scale:
-            o.default_notes.append(
-                f"{b.unit} {fit} instead of {o.scale}: {counted(servers, 'server')} with "
-                f"{fmt_bytes(sb)} of buffers would hold ~{fmt_bytes(need)} of data and WAL, "
-                f"{fmt_bytes(free)} is free in {tempfile.gettempdir()} (TMPDIR)")
-            o.scale = fit
+            o = o.noted(f"{b.unit} {fit} instead of {o.scale}: {counted(servers, 'server')} "
+                        f"with {fmt_bytes(sb)} of buffers would hold ~{fmt_bytes(need)} of "
+                        f"data and WAL, {fmt_bytes(free)} is free in "
+                        f"{tempfile.gettempdir()} (TMPDIR)", scale=fit)
             need = disk_need(o.scale, per_mb, servers, target.wal_bytes)
     if need > free:
         raise InputError(f"{counted(servers, 'server')} at scale {o.scale} need "
@@ -207,20 +218,18 @@ def check(o: Options, sr: SysRoot):
                                                    if servers > 1 else ""))
     rounds_given = o.rounds is not None
     if o.rounds is None:
-        # simultaneous: every server once on every CPU group per epoch (the CPUs' own
-        # differences cancel within an epoch); resident: two rounds, ABBA within the epoch
-        o.rounds = n if design == "simultaneous" else 2
+        o = replace(o, rounds=default_rounds(design, n, trades(o)))
     if o.rounds < 1:
         raise InputError(f"--rounds {o.rounds}: give at least 1")
     if o.swap_s is not None and not (math.isfinite(o.swap_s) and o.swap_s >= 0):
         raise InputError(f"--swap-seconds {o.swap_s}: give 0 (no swapping within a run) "
                          "or more")
     if o.run_s is None and o.replay:
-        o.run_s = MIN_RUN_S  # until the unmeasured replay says how long one takes (fixed.py)
+        o = replace(o, run_s=MIN_RUN_S)  # until the unmeasured replay says (fixed.py)
     if o.run_s is None:
         per = run_seconds(o, design, n, phases)
         if per < MIN_RUN_S and phases and not o.variants_given:
-            phases, n = drop_phases(o, design, n, phases, rounds_given)
+            o, phases, n = drop_phases(o, design, n, phases, rounds_given)
             design_reason = design_reason.split("; ")[0]  # no THP phases to explain
             per = run_seconds(o, design, n, phases)
         if per < MIN_RUN_S:
@@ -228,11 +237,10 @@ def check(o: Options, sr: SysRoot):
             # runs on 16 CPUs: half-width 5% in 5 minutes); the interval shows the fewer
             # epochs, and the report says which budget holds min_blocks of them
             keeps = math.ceil(duration_for(o, design, n, phases, MIN_RUN_S) / 60)
-            o.default_notes.append(
-                f"runs of {MIN_RUN_S} s, the shortest that says something: {o.duration_s} s "
-                f"holds fewer than {o.min_blocks} epochs of them; --duration {keeps}m holds "
-                f"{o.min_blocks}")
-        o.run_s = max(MIN_RUN_S, min(30, int(per)))
+            o = o.noted(f"runs of {MIN_RUN_S} s, the shortest that says something: "
+                        f"{o.duration_s} s holds fewer than {o.min_blocks} epochs of them; "
+                        f"--duration {keeps}m holds {o.min_blocks}")
+        o = replace(o, run_s=max(MIN_RUN_S, min(30, int(per))))
     if o.swap_s is None:
         # Simultaneous: pinned for a whole run, a run's ln ratio carried a level of its own
         # (sd ~0.06 between the rounds of one epoch, not the CPUs' lasting difference and
@@ -242,9 +250,8 @@ def check(o: Options, sr: SysRoot):
         # ~3 s: the per-second ratio's autocorrelation is gone after 2-3 s, and a trade
         # moves every thread of a server and its clients. The run is cut into a multiple
         # of n pieces, so each server spends equal time on every CPU group.
-        pieces = n * max(1, round(o.run_s / (3 * n)))
-        o.swap_s = o.run_s / pieces if design == "simultaneous" else 0
-    return engine, target, design, design_reason, phases, buffers_source
+        o = replace(o, swap_s=swap_seconds(o.run_s, n) if design == "simultaneous" else 0)
+    return o, engine, target, design, design_reason, phases, buffers_source
 
 
 # Buffers from which the default run compares 1 GiB pages too: production sizes, where the
@@ -253,60 +260,68 @@ def check(o: Options, sr: SysRoot):
 GIGANTIC_VARIANT_MIN = 16 << 30
 
 
-def gigantic_variant(o: Options, buffers: int, sr: SysRoot, target) -> list[str]:
-    """["hugepages-1g"] where the default variants should compare 1 GiB pages as well: the
-    buffers are at production size, the CPU and kernel offer 1 GiB pages, and memory and
-    disk hold one more server side by side at the default scale; else [] (with the reason
-    in o.dropped where only memory or disk kept it out)."""
+def gigantic_variant(o: Options, buffers: int, sr: SysRoot, target) -> Options:
+    """The options with "hugepages-1g" added to the default variants where 1 GiB pages should
+    be compared as well: the buffers are at production size, the CPU and kernel offer 1 GiB
+    pages, and memory and disk hold one more server side by side at the default scale;
+    else as they were (with the reason in dropped where only memory or disk kept it out)."""
     if buffers < GIGANTIC_VARIANT_MIN or "hugepages-1g" in map(kind, o.variants):
-        return []
+        return o
     cpu = sr.read("/proc/cpuinfo", quiet_missing=True, limit=1 << 16) or ""
     if " pdpe1gb" not in cpu or not sr.exists(sysfs_pool(1 << 20).rsplit("/", 1)[0]):
-        return []
+        return o
     servers = len([v for v in o.variants if not host_wide(v)]) + 1
     avail = (read_meminfo(sr).available_kb or 0) * 1024
-    if buffers * servers + (2 << 30) > avail:
-        o.dropped["hugepages-1g"] = (f"{servers} servers with {fmt_bytes(buffers)} of buffers "
-                                     f"do not fit in {fmt_bytes(avail)} of available memory")
-        return []
     need = disk_need(o.scale, BENCHMARKS[o.bench].mb_per_unit, servers, target.wal_bytes)
     free = shutil.disk_usage(tempfile.gettempdir()).free
-    if need > free:
-        o.dropped["hugepages-1g"] = (f"a third server needs disk: {servers} at scale "
-                                     f"{o.scale} take ~{fmt_bytes(need)}, {fmt_bytes(free)} "
-                                     f"is free in {tempfile.gettempdir()} (TMPDIR); give "
-                                     "--variants current,hugepages-1g to compare it alone")
-        return []
-    return ["hugepages-1g"]
+    if buffers * servers + (2 << 30) > avail:
+        why = (f"{servers} servers with {fmt_bytes(buffers)} of buffers do not fit in "
+               f"{fmt_bytes(avail)} of available memory")
+    elif need > free:
+        why = (f"a third server needs disk: {servers} at scale {o.scale} take "
+               f"~{fmt_bytes(need)}, {fmt_bytes(free)} is free in {tempfile.gettempdir()} "
+               "(TMPDIR); give --variants current,hugepages-1g to compare it alone")
+    else:
+        return replace(o, variants=(*o.variants, "hugepages-1g"))
+    return replace(o, dropped={**o.dropped, "hugepages-1g": why})
 
 
 def drop_phases(o: Options, design: str, n: int, phases: list[str],
-                rounds_given: bool) -> tuple[list[str], int]:
+                rounds_given: bool) -> tuple[Options, list[str], int]:
     """The default THP phases double the epochs a budget must hold; where that would cut
-    the runs below MIN_RUN_S (3 s on 16 CPUs with 8 GB in 5 minutes), they go, and the
-    plan's comparison keeps runs long enough to say something. Returns (no phases, the
-    servers left side by side)."""
+    the runs below MIN_RUN_S (5 s with 8 GB in 4 minutes), they go, and the
+    plan's comparison keeps runs long enough to say something. Returns the options without
+    them, no phases, and the servers left side by side."""
     keeps = math.ceil(duration_for(o, design, n, phases, MIN_RUN_S) / 60)
-    for v in [v for v in o.variants if host_wide(v)]:
-        o.variants.remove(v)
-        o.dropped[v] = (f"a budget of {o.duration_s} s holds too few epochs of "
-                        f"{MIN_RUN_S} s runs with THP phases; --duration {keeps}m keeps them")
+    gone = [v for v in o.variants if host_wide(v)]
+    why = (f"a budget of {o.duration_s} s holds too few epochs of {MIN_RUN_S} s runs with "
+           f"THP phases; --duration {keeps}m keeps them")
+    o = replace(o, variants=tuple(v for v in o.variants if v not in gone),
+                dropped={**o.dropped, **{v: why for v in gone}})
     n = len(o.variants)
     if not rounds_given:
-        o.rounds = n if design == "simultaneous" else 2
-    return [], n
+        o = replace(o, rounds=default_rounds(design, n, trades(o)))
+    return o, [], n
 
 
-def see(o: Options, engine, sr: SysRoot) -> None:
-    """The engine's running instances (o.seen) and the one --instance names (o.found), from
-    one inspection of the host by validate: what an engine's server is built from. An
-    --instance that names none: one line, with what the engine knows of a stopped one."""
+def trades(o: Options) -> bool:
+    """Whether simultaneous servers will trade CPUs within a run: pinned, and --swap-seconds
+    not 0 (measure.py trades only pinned servers)."""
+    return o.pin_cpus and o.swap_s != 0
+
+
+def see(o: Options, engine, sr: SysRoot) -> Options:
+    """The options with the engine's running instances (seen) and the one --instance names
+    (found), from one inspection of the host by validate: what an engine's server is built
+    from. An --instance that names none: one line, with what the engine knows of a stopped
+    one."""
     report = inspect(sr, o.profile, Targets(), [o.db])
-    o.seen = [i for i in report.instances if i.running and i.engine == o.db]
+    o = replace(o, seen=tuple(i for i in report.instances
+                              if i.running and i.engine == o.db))
     if not o.instance:
-        return
+        return o
     try:
-        o.found = select(report, [o.db], [o.instance])[0]
+        return replace(o, found=select(report, [o.db], [o.instance])[0])
     except InputError:
         if stopped := engine.not_running(o.instance):
             raise InputError(f"{stopped}; start it, or leave out --instance to use a scratch "
@@ -345,48 +360,3 @@ def default_buffers(o: Options, target, sr: SysRoot) -> tuple[str, str]:
         return text, (f"{setting} of {iid} ({fmt_bytes(size)}), capped by the "
                       f"{fmt_bytes(avail)} of available memory")
     return text, f"follows {setting} of {iid}"
-
-def choose_design(o: Options, target, buffers: int, sr: SysRoot
-                  ) -> tuple[str, str, list[str]]:
-    """The design to run, why, and its THP phases (variants.phases_for: THP variants as
-    phases of a side-by-side run, so that the comparisons between per-server variants still
-    run side by side). Restart wherever the others cannot measure the variants: host-wide
-    knobs with no side-by-side comparison to keep, a real instance, too few CPUs or too
-    little memory."""
-    if o.design not in DESIGNS:
-        raise InputError(f"unknown design {o.design!r}; choose from {', '.join(DESIGNS)}")
-    if o.design == "restart":
-        return "restart", "asked for", []
-    want = AUTO_DESIGN if o.design == "auto" else o.design
-    phases = phases_for(o.variants)
-    servers = [v for v in o.variants if not host_wide(v)] if phases else o.variants
-    n = len(servers)
-    host = [v for v in o.variants if host_wide(v)]
-    avail = read_meminfo(sr).available_kb
-    why = None
-    if host and not phases:
-        why = (f"{', '.join(host)} change{'s' if len(host) == 1 else ''} host-wide THP "
-               "knobs and no comparison of per-server settings with current runs beside "
-               "them, so every variant needs the host to itself")
-    elif o.instance and not o.copy:  # copies of it can be doubled
-        why = "--instance measures one running server, which cannot be doubled"
-    elif isinstance(blocker := target.twin_blocker(), str):
-        why = blocker
-    elif want == "simultaneous" and n > len(os.sched_getaffinity(0)):
-        why = f"{n} servers ({', '.join(servers)}) need {n} CPUs to run side by side; " \
-              f"this host gives us {len(os.sched_getaffinity(0))}"
-    elif avail is not None and buffers * n + (2 << 30) > avail * 1024:
-        # every server's buffers at once (a pool's pages come out of MemAvailable too),
-        # and 2 GiB for the clients, page tables and the page cache
-        why = (f"{n} servers with {buffers >> 20} MiB of buffers each do not fit in "
-               f"{avail >> 10} MiB of available memory")
-    if why is None:
-        said = "the variants are per-server settings" if o.design == "auto" else "asked for"
-        if phases:
-            said += (f"; {', '.join(p for p in phases if host_wide(p))} change host-wide THP "
-                     "knobs, so they are phases: the THP setting changes from epoch to epoch "
-                     f"while {', '.join(servers)} run side by side in each")
-        return want, said, phases
-    if o.design != "auto":
-        raise InputError(f"--design {o.design}: {why}; use --design restart")
-    return "restart", why, []

@@ -10,6 +10,7 @@ import hashlib
 import math
 import os
 import stat
+from dataclasses import replace
 
 from hpadvise.api.face import InputError
 
@@ -39,9 +40,10 @@ def file_hash(path: str, what: str) -> str:
     return h.hexdigest()[:HASH_CHARS]
 
 
-def check_own(o) -> None:
+def check_own(o):
     """The user's workload and data options, checked together (Options fields script, copy,
-    replay, replay_speed, database); sets o.bench for a replay."""
+    replay, replay_speed, database): returns the options with a replay's bench, the files'
+    hashes and their absolute paths."""
     if o.script and o.replay:
         raise InputError("--script and --replay exclude each other: a run measures one "
                          "workload")
@@ -73,16 +75,16 @@ def check_own(o) -> None:
         if o.bench not in ("", "replay"):
             raise InputError(f"--bench {o.bench} and --replay exclude each other: the "
                              "replay is the workload")
-        o.bench = "replay"
-        if not os.path.isdir(o.replay):
-            o.replay_hash = file_hash(o.replay, "--replay")
-        o.replay = os.path.abspath(o.replay)
+        o = replace(o, bench="replay", replay=os.path.abspath(o.replay),
+                    replay_hash=None if os.path.isdir(o.replay)
+                    else file_hash(o.replay, "--replay"))
     if o.script:
-        o.script_hash = file_hash(o.script, "--script")
-        o.script = os.path.abspath(o.script)
+        o = replace(o, script_hash=file_hash(o.script, "--script"),
+                    script=os.path.abspath(o.script))
     if o.replay and o.instance and not o.copy:
         raise InputError("--replay writes: it runs on copies only; add --copy to replay on a "
                          f"copy of {o.instance}")
+    return o
 
 
 def origins(o, target, driver) -> dict:

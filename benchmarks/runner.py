@@ -12,7 +12,7 @@ Three designs (docs/design.md, "Validating"; measured side by side in lab/README
   restarted at every epoch so restart-to-restart variation is still sampled.
 - simultaneous: as resident, but the servers are measured at the same time, each server and its
   clients pinned to its own CPU, the servers trading CPUs every few seconds within a run and
-  the starting CPUs rotating between the rounds of an epoch, so time-varying noise (a VM's
+  the starting CPUs rotating from block to block, so time-varying noise (a VM's
   steal, one vCPU slower than the other for a while) hits every variant alike.
 Side by side, THP variants are phases (variants.phase_at): each epoch runs under one THP
 setting, the per-server variants side by side in it, so the plan's comparison keeps the
@@ -37,7 +37,7 @@ import shutil
 import signal
 import tempfile
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Callable
 
 from hpadvise.act.face import GIB_KB, pmu_state, Pool, read_choice, SysfsChoice
@@ -87,7 +87,7 @@ class Validation(SideBySide):
 
     # ---- checks before anything changes
     def preflight(self) -> None:
-        (self.engine, self.target, self.design, self.design_reason, self.phases,
+        (self.o, self.engine, self.target, self.design, self.design_reason, self.phases,
          self.buffers_source) = check(self.o, self.sr)
         self.sw.refuse_stacked()
 
@@ -123,9 +123,9 @@ class Validation(SideBySide):
         o, t, sw = self.o, self.target, self.sw
         self._update(phase="saving the host's knobs")
         sw.save_baseline()
-        t.setup(lambda text: self._update(phase=text))
+        t.setup(o, lambda text: self._update(phase=text))
         self.skipped = {**o.dropped, **sw.skips(t, o.variants)}
-        o.variants = [v for v in o.variants if v not in self.skipped]
+        self.o = o = replace(o, variants=tuple(v for v in o.variants if v not in self.skipped))
         if len(o.variants) < 2:
             raise InputError("fewer than two variants can run on this server: " + "; ".join(
                 f"{v}: {why}" for v, why in self.skipped.items()))
@@ -139,6 +139,7 @@ class Validation(SideBySide):
             # in memory the load and the 4 KiB runs have fragmented: hold it from the start
             if self._reserve(only_kb=GIB_KB) and t.restart_starts:
                 t.restart()  # a scratch server may have been stopped to free memory
+        o = self.o  # less what the pools could not hold
         b = BENCHMARKS[o.bench]
         self._update(phase=b.loading(o.scale))
         loading = time.time()
@@ -155,6 +156,7 @@ class Validation(SideBySide):
         if resets(self.bench):
             budget_note(self, len(self.side_by_side), self.phases)
         defrag = read_choice(self.sr.read(f"{THP}/defrag", quiet_missing=True) or "").chosen
+        o = self.o  # with a replay's timings and notes
         self.meta = {"skipped": self.skipped, "design": self.design,
                      "design_reason": self.design_reason,
                      "rounds": o.rounds if self.design != "restart" else None,
@@ -165,9 +167,9 @@ class Validation(SideBySide):
                      "buffers_source": self.buffers_source,
                      "scale": o.scale, "db": o.db, "bench": o.bench, "target": t.label,
                      "workload": o.workload, "workload_about": b.about(o.workload),
-                     "clients": o.clients, "default_notes": o.default_notes,
+                     "clients": o.clients, "default_notes": list(o.default_notes),
                      "run_s": o.run_s, "warm_s": o.warm_s,
-                     "variants": o.variants, "pairs": pairs_for(o.variants),
+                     "variants": list(o.variants), "pairs": pairs_for(o.variants),
                      "phases": self.phases, "side_by_side": self.side_by_side
                      if self.design != "restart" else None,
                      "server_version": t.server(), "server_binary": t.binary,
@@ -181,9 +183,8 @@ class Validation(SideBySide):
 
     def _reserve(self, only_kb: int | None = None) -> bool:
         touched, dropped = self.sw.reserve_pools(self.o.variants, self.target, only_kb)
-        for v, why in dropped.items():
-            self.skipped[v] = why
-            self.o.variants.remove(v)
+        self.skipped.update(dropped)
+        self.o = replace(self.o, variants=tuple(v for v in self.o.variants if v not in dropped))
         return touched
 
     def _hold_pools(self) -> None:

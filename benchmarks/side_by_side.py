@@ -55,7 +55,7 @@ class SideBySide:
     def _room_for_a_held_pool(self) -> bool:
         """Whether a 1 GiB pool for the server's buffers can be held while a 4 KiB variant's
         server runs: the buffers in whole GiB, the buffers again and 2 GiB for the rest, as
-        options.choose_design asks of two servers side by side."""
+        design.choose_design asks of two servers side by side."""
         avail = read_meminfo(self.sr).available_kb
         b = self.target.buffers_bytes()
         return avail is not None and -(-b >> 30) * (1 << 30) + b + (2 << 30) <= avail * 1024
@@ -83,7 +83,8 @@ class SideBySide:
                 for r in range(o.rounds):
                     blk = epoch * o.rounds + r
                     if self.design == "simultaneous":
-                        # each server meets every CPU group over the rounds of an epoch
+                        # the starting CPU group rotates from block to block (and the
+                        # servers trade CPUs within the run: measure.py)
                         jobs = [(v, *self.servers[v], groups[group_of(i, blk, n)])
                                 for i, v in enumerate(sbs)]
                         self._update(variant="all at once", block=blk + 1)

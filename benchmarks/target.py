@@ -5,7 +5,7 @@ BenchTarget from `Engine.bench_target(opts)`: a scratch server it creates, or a 
 instance (`opts.instance`). The runner knows nothing else of the engine: it switches the host's
 knobs, asks the target to restart, prewarm and run the driver, and reads the backing it reports.
 Constructing a target only checks (binaries, the instance, permissions) and changes nothing;
-`setup()` creates what it needs, `destroy()` removes it.
+`setup(o, progress)` creates what it needs from the settled options, `destroy()` removes it.
 """
 
 from __future__ import annotations
@@ -46,8 +46,10 @@ class BenchTarget:
         from hpadvise.api.face import parse_bytes
         return parse_bytes(self.buffers, self.buffers_setting)
 
-    def setup(self, progress) -> None:
-        """Create the server and the benchmark database; `progress(text)` says what is going on."""
+    def setup(self, o, progress) -> None:
+        """Create the server and the benchmark database from the settled options `o` (check's
+        result; those bench_target was given are an earlier value, before the host decided
+        the scale, clients and timings); `progress(text)` says what is going on."""
         raise NotImplementedError
 
     def server(self) -> str:

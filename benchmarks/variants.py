@@ -141,6 +141,9 @@ def phase_at(epoch: int, phases: list[str]) -> str | None:
 
 
 def group_of(i: int, r: int, n: int) -> int:
-    """Simultaneous design: the CPU group server i starts on in round r of n groups; over n
-    rounds each server starts once on every group."""
+    """Simultaneous design: the CPU group the i-th variant side by side starts on in block r,
+    of n groups; over n blocks each variant starts once on every group. With one round per
+    epoch, a server starts on the same group every epoch (the variants turn among the
+    servers alike); the trades within each run give every server equal time on every
+    group."""
     return (i + r) % n

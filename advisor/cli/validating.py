@@ -46,7 +46,8 @@ def validate(
              "run side by side in every epoch.")] = "auto",
     rounds: Annotated[Optional[int], typer.Option(
         help="Runs of every variant per server start, resident and simultaneous designs "
-             "[default: 2, or one per variant when simultaneous].")] = None,
+             "[default: 1 when simultaneous, one per server side by side if they never "
+             "trade CPUs (--swap-seconds 0), 2 resident].")] = None,
     swap_seconds: Annotated[Optional[float], typer.Option(
         help="Simultaneous design: the servers trade CPUs this often within a run, 0 never "
              "[default: about 3, cutting the run into equal pieces on every CPU].")] = None,

@@ -120,15 +120,17 @@ def test_the_default_scale_follows_the_disk(monkeypatch, free_gib, scale, refuse
             v.preflight()
         return
     v.preflight()
+    assert o.scale is None and not o.default_notes  # the given options stay as given
+    o = v.o  # settled
     fit = budget.fitting_scale(free_gib << 30, 15, 2, 4 << 30)
     assert o.scale == (scale or fit), o.default_notes
     if scale:
         assert not o.default_notes
     else:
-        assert o.scale < 409 and o.default_notes == [
+        assert o.scale < 409 and o.default_notes == (
             f"scale {fit} instead of 409: 2 servers with 8 GiB of buffers would hold "
             f"~{options.fmt_bytes(budget.disk_need(409, 15, 2, 4 << 30))} of data and WAL, "
-            f"{free_gib} GiB is free in {options.tempfile.gettempdir()} (TMPDIR)"]
+            f"{free_gib} GiB is free in {options.tempfile.gettempdir()} (TMPDIR)",)
 
 
 def test_the_scratch_servers_run_as_said_and_one_that_fails_to_stop_costs_no_knob(knobs):

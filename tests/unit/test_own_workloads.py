@@ -166,8 +166,9 @@ def test_own_files_checked(tmp_path):
     log.write_text(STDERR)
     with pytest.raises(InputError, match="runs on copies only"):
         check_own(opts(replay=str(log), instance="main"))
-    o = opts(replay=str(log))
-    check_own(o)
+    given = opts(replay=str(log))
+    o = check_own(given)
+    assert given.bench == "" and given.replay_hash is None  # a new value, the given unchanged
     assert o.bench == "replay" and o.replay_hash == file_hash(str(log), "--replay")
     assert len(o.replay_hash) == 12
 
@@ -175,8 +176,7 @@ def test_own_files_checked(tmp_path):
 def test_the_report_names_the_origins(tmp_path):
     sql = tmp_path / "orders.sql"
     sql.write_text("SELECT 1;\n")
-    o = opts(script=str(sql), bench="pgbench", scale=5)
-    check_own(o)
+    o = check_own(opts(script=str(sql), bench="pgbench", scale=5))
     target = type("T", (), {"source": None})()
     got = origins(o, target, None)
     assert got == {"workload_origin": f"script {sql} (sha256 {o.script_hash}) run by pgbench",

@@ -94,7 +94,7 @@ def test_the_unmeasured_replay_ends_at_the_whole_budget(hosts):
     with pytest.raises(InputError, match="did not end within the whole budget of 1 s"):
         fixed.calibrate(v)
     assert time.monotonic() - began < 15  # not the budget and the measured runs' minute
-    assert (v.o.run_s, v.o.warm_s, v.o.run_grace_s) == (10, 0, 60)  # put back
+    assert (v.o.run_s, v.o.warm_s, v.o.run_grace_s) == (10, 0, 60)  # as they were
 
 
 def test_a_log_whose_pace_outlasts_the_budget_is_refused_before_it_replays(hosts):
@@ -120,6 +120,8 @@ def test_the_budget_note_agrees_with_the_epochs_the_runner_runs(design, rounds, 
                 bench="replay", run_s=2, warm_s=0, rounds=rounds, start_s=start_s)
     v = SimpleNamespace(o=o, design=design)
     fixed.budget_note(v, 2, phases)
+    assert o.default_notes == ()  # the note is on a new value
+    o = v.o
     epoch = (2 * (o.run_s + start_s) if design == "restart"
              else 2 * start_s + (1 if design == "simultaneous" else 2) * o.run_s)
     held = math.floor(o.duration_s / epoch)
@@ -140,9 +142,9 @@ def test_the_measured_start_is_what_the_note_counts_with():
     did)."""
     o = Options(variants=["current", "recommended"], duration_s=120, db="postgres",
                 bench="replay", run_s=2, warm_s=0, rounds=1, start_s=5.0)
-    fixed.budget_note(SimpleNamespace(o=o, design="simultaneous"), 2,
-                      ["thp-never", "thp-always"])
-    assert o.default_notes == []
+    v = SimpleNamespace(o=o, design="simultaneous")
+    fixed.budget_note(v, 2, ["thp-never", "thp-always"])
+    assert v.o.default_notes == ()
 
 
 def test_progress_names_what_is_loaded():

@@ -62,29 +62,31 @@ def big_host(hosts):
 def test_1g_variant_where_memory_and_disk_hold_a_third_server(big_host, monkeypatch):
     o = _opts(1228)  # 24 GB of buffers at 3/4: ~18 GB of data a server
     free_disk(monkeypatch, 200)
-    assert gigantic_variant(o, 24 * GIB, big_host, _Target()) == ["hugepages-1g"]
-    assert not o.dropped
+    got = gigantic_variant(o, 24 * GIB, big_host, _Target())
+    assert got.variants == (*o.variants, "hugepages-1g") and not got.dropped
+    assert "hugepages-1g" not in o.variants  # the options it was given stay as they were
 
 
 def test_1g_variant_dropped_with_the_reason_on_a_small_disk(big_host, monkeypatch):
     o = _opts(1228)
     free_disk(monkeypatch, 60)
-    assert gigantic_variant(o, 24 * GIB, big_host, _Target()) == []
-    why = o.dropped["hugepages-1g"]
+    got = gigantic_variant(o, 24 * GIB, big_host, _Target())
+    assert got.variants == o.variants and not o.dropped
+    why = got.dropped["hugepages-1g"]
     assert "3 at scale 1228" in why and "60 GiB is free" in why and "--variants" in why
 
 
 def test_1g_variant_dropped_where_memory_does_not_hold_it(big_host, monkeypatch):
     o = _opts(3000)
     free_disk(monkeypatch, 2000)
-    assert gigantic_variant(o, 48 * GIB, big_host, _Target()) == []
-    assert "do not fit in" in o.dropped["hugepages-1g"]
+    got = gigantic_variant(o, 48 * GIB, big_host, _Target())
+    assert got.variants == o.variants
+    assert "do not fit in" in got.dropped["hugepages-1g"]
 
 
 def test_no_1g_variant_below_production_buffers(big_host):
     o = _opts(400)
-    assert gigantic_variant(o, 8 * GIB, big_host, _Target()) == []
-    assert not o.dropped
+    assert gigantic_variant(o, 8 * GIB, big_host, _Target()) == o
 
 
 class _Copy:
@@ -112,7 +114,7 @@ def test_a_small_disk_for_copies_names_only_what_was_not_given(hosts, monkeypatc
     engine = type("Eng", (), {"name": "postgres", "benches": ("pgbench", "tpcc"),
                               "bench_target": staticmethod(_Copy)})()
     monkeypatch.setattr(options.registry, "get", lambda name: engine)
-    monkeypatch.setattr(options, "see", lambda o, eng, sr: None)  # no instance "main" here
+    monkeypatch.setattr(options, "see", lambda o, eng, sr: o)  # no instance "main" here
     monkeypatch.setattr(options.os, "geteuid", lambda: 0)
     free_disk(monkeypatch, 1)  # 1 GiB free: no copy of 1 GiB of data and its WAL fits
     script = tmp_path / "ok.sql"

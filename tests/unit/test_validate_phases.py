@@ -3,6 +3,7 @@ on every CPU group and in every phase alike, the comparisons over epochs and cyc
 samples with known answers), the choice of design, and the report's first words."""
 
 import math
+from dataclasses import replace
 import os
 
 import pytest
@@ -47,15 +48,18 @@ def test_phase_order_is_a_latin_square(phases):
 
 
 def test_every_server_alike_on_every_cpu_group_and_in_every_phase():
-    """The simultaneous schedule over k cycles of the default run: each per-server variant
-    starts a round on every CPU group equally often within every epoch, runs in every THP
-    phase in the same number of epochs, and holds every position of a cycle equally."""
+    """The simultaneous schedule over k cycles of the default run: one round per epoch (the
+    servers trade CPUs within it), each per-server variant starting on every CPU group
+    equally often in every THP phase, running in every phase in the same number of epochs,
+    and every phase holding every position of a cycle equally."""
+    from hpadvise.benchmarks.budget import default_rounds
     names = variants.labels_for(DEFAULT)
     phases = variants.phases_for(names)
     servers = [v for v in names if not variants.host_wide(v)]
     n, k = len(servers), len(phases)
-    rounds = n  # the simultaneous default (options.check)
-    on_group: dict[tuple[str, int, int], int] = {}
+    rounds = default_rounds("simultaneous", n, trades=True)
+    assert rounds == 1 and default_rounds("simultaneous", n, trades=False) == n
+    on_group: dict[tuple[str, str, int], int] = {}
     in_phase: dict[tuple[str, str], int] = {}
     position: dict[tuple[str, int], int] = {}
     for epoch in range(k * k):
@@ -64,9 +68,9 @@ def test_every_server_alike_on_every_cpu_group_and_in_every_phase():
             in_phase[(v, ph)] = in_phase.get((v, ph), 0) + 1
             position[(ph, epoch % k)] = position.get((ph, epoch % k), 0) + 1
             for r in range(rounds):
-                g = variants.group_of(i, r, n)
-                on_group[(v, epoch, g)] = on_group.get((v, epoch, g), 0) + 1
-    assert set(on_group.values()) == {1} and len(on_group) == n * k * k * n
+                g = variants.group_of(i, epoch * rounds + r, n)
+                on_group[(v, ph, g)] = on_group.get((v, ph, g), 0) + 1
+    assert set(on_group.values()) == {1} and len(on_group) == n * k * n
     assert set(in_phase.values()) == {k} and len(in_phase) == n * k
     assert len(set(position.values())) == 1 and len(position) == k * k
     assert len(cpus.cpu_groups(n)) == n
@@ -197,8 +201,8 @@ def test_the_report_leads_with_the_plans_answer(verdict, lo, hi, words):
 
 
 @pytest.mark.parametrize("duration_s,warm_s,dropped", [
-    (300, 11, True),    # 5 minutes at 8 GB: 2 s runs with THP phases; 27 s without
-    (600, 11, False),   # 10 minutes: 15 s runs with the phases, which stay
+    (240, 11, True),    # 4 minutes at 8 GB: 5 s runs with THP phases; 45 s without
+    (600, 11, False),   # 10 minutes: 65 s runs with the phases, which stay
     (600, 3, False),
 ])
 def test_a_short_budget_drops_the_default_thp_phases(duration_s, warm_s, dropped):
@@ -208,24 +212,26 @@ def test_a_short_budget_drops_the_default_thp_phases(duration_s, warm_s, dropped
     from hpadvise.benchmarks.budget import MIN_RUN_S, run_seconds
     from hpadvise.benchmarks.options import drop_phases
     o = Options(variants=list(DEFAULT), duration_s=duration_s, db="postgres", warm_s=warm_s,
-                rounds=2, variants_given=False)
+                rounds=1, variants_given=False)  # the simultaneous default
     phases = variants.phases_for(o.variants)
     per = run_seconds(o, "simultaneous", 2, phases)
     assert (per < MIN_RUN_S) == dropped
     if not dropped:
         return
-    left, n = drop_phases(o, "simultaneous", 2, phases, rounds_given=False)
-    assert left == [] and o.variants == ["current", "recommended"] and n == 2
+    given = o
+    o, left, n = drop_phases(o, "simultaneous", 2, phases, rounds_given=False)
+    assert left == [] and o.variants == ("current", "recommended") and n == 2
+    assert given.variants == tuple(DEFAULT) and not given.dropped  # a new value
     assert set(o.dropped) == {"thp-never", "thp-always"}
     assert run_seconds(o, "simultaneous", n, left) >= MIN_RUN_S
     # the budget it names keeps the phases at MIN_RUN_S, and a minute less would not
     said = o.dropped["thp-never"]
     assert said.startswith(f"a budget of {duration_s} s holds too few epochs")
     minutes = int(said.split("--duration ")[1].split("m keeps")[0])
-    o.duration_s = minutes * 60
-    assert run_seconds(o, "simultaneous", 2, phases) >= MIN_RUN_S
-    o.duration_s = (minutes - 1) * 60
-    assert run_seconds(o, "simultaneous", 2, phases) < MIN_RUN_S
+    assert run_seconds(replace(o, duration_s=minutes * 60), "simultaneous", 2,
+                       phases) >= MIN_RUN_S
+    assert run_seconds(replace(o, duration_s=(minutes - 1) * 60), "simultaneous", 2,
+                       phases) < MIN_RUN_S
 
 
 @pytest.mark.parametrize("state,buffers_gib,added", [
@@ -241,4 +247,4 @@ def test_one_gib_pages_join_the_default_run_at_production_size(hosts, state, buf
                 scale=1, variants_given=False)  # scale 1: the disk holds it anywhere
     target = type("T", (), {"wal_bytes": 0})()
     got = gigantic_variant(o, buffers_gib << 30, SysRoot(hosts / state), target)
-    assert got == (["hugepages-1g"] if added else [])
+    assert got.variants == o.variants + (("hugepages-1g",) if added else ())

@@ -155,11 +155,12 @@ class MariaTarget(BenchTarget):
             raise InputError("--copy and --replay run on PostgreSQL only: MariaDB/MySQL "
                              "copies are not made yet, and Debian has no tool that replays "
                              "a general log; use --script FILE (a sysbench Lua script)")
-        self.o = opts
+        self.o = None  # the settled options, from setup on
         self.buffers = opts.buffers
         self.m: ScratchMaria | None = None
 
-    def setup(self, progress) -> None:
+    def setup(self, o, progress) -> None:
+        self.o = o  # settled: the buffers, clients and script as validate will run them
         progress("creating the scratch MariaDB server")
         self.m = ScratchMaria({"innodb-buffer-pool-size": self.o.buffers,
                                "max-connections": str(max_connections(self.o.clients)),

@@ -120,7 +120,7 @@ class PgTarget(BenchTarget):
     def __init__(self, opts):
         from hpadvise.benchmarks.face import followed
         from ..binaries import client_tool, for_scratch
-        self.o = opts
+        self.o = None  # the settled options, from setup on
         from .sources import CopySource, find_instance
         self.c: ScratchCluster | RunningCluster | None = None
         self.running = None
@@ -171,8 +171,8 @@ class PgTarget(BenchTarget):
                                   "wait for a disk, the same saving is a smaller share of "
                                   "each transaction), loaded with wal_level = minimal")
 
-    def setup(self, progress) -> None:
-        o = self.o
+    def setup(self, o, progress) -> None:
+        self.o = o  # settled: the buffers, clients and files as validate will run them
         self._progress = progress
         if self.source is not None:
             progress(f"making {self.source.label}")

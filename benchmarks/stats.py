@@ -42,6 +42,8 @@ class Effect:
     lo_pct: float
     hi_pct: float
     verdict: str
+    # the server placements the interval was stratified by (paired_effect); 1: none
+    strata: int = 1
 
     @property
     def half_width_pct(self) -> float:
@@ -60,21 +62,49 @@ def verdict(pct: float, lo: float, hi: float, band: float) -> str:
     return "inconclusive"
 
 
-def paired_effect(a: list[float], b: list[float], band_pct: float = 1.0) -> Effect:
+def paired_effect(a: list[float], b: list[float], band_pct: float = 1.0,
+                  strata: list | None = None) -> Effect:
+    """B over A from paired TPS: the mean of ln(b/a) with a Student t 95% interval.
+
+    `strata` (one key per pair: which server each side ran on, side by side) is a factor the
+    design balances by turning the servers from epoch to epoch. A server faster than the
+    other (the loaded original against its copy, the placement of its memory) then moves
+    every epoch's ratio by the same amount in turn: the plain mean cancels it, but its
+    interval counts it as noise. Where every stratum holds at least two pairs, the effect is
+    the mean of the strata's means (each placement weighted alike) and the interval takes
+    the pooled within-stratum variance on n - k degrees of freedom: the ln ratios as a
+    one-way layout by placement, the effect a contrast of its means with variance
+    s^2 / k^2 x sum(1 / n_i) (Montgomery, Design and Analysis of Experiments, 8th ed., 3.5;
+    lab/README.md, "Server placement as strata", simulates its coverage). Otherwise, or with
+    one stratum, the plain paired t."""
     if len(a) != len(b):
         raise ValueError("paired samples need equal lengths")
-    d = [math.log(y / x) for x, y in zip(a, b) if x > 0 and y > 0]
+    keys = strata if strata is not None else [None] * len(a)
+    d = [(k, math.log(y / x)) for x, y, k in zip(a, b, keys) if x > 0 and y > 0]
     n = len(d)
     if n == 0:
         return Effect(0, math.nan, math.nan, math.nan, "inconclusive")
-    mean = sum(d) / n
+    mean = sum(x for _, x in d) / n
     if n < 2:
         pct = (math.exp(mean) - 1) * 100
         return Effect(n, pct, -math.inf, math.inf, "inconclusive")
-    sd = math.sqrt(sum((x - mean) ** 2 for x in d) / (n - 1))
-    h = t975(n - 1) * sd / math.sqrt(n)
+    groups: dict = {}
+    for k, x in d:
+        groups.setdefault(k, []).append(x)
+    k = len(groups)
+    if k > 1 and all(len(g) >= 2 for g in groups.values()):
+        means = {key: sum(g) / len(g) for key, g in groups.items()}
+        mean = sum(means.values()) / k
+        ss = sum((x - means[key]) ** 2 for key, g in groups.items() for x in g)
+        sd, df = math.sqrt(ss / (n - k)), n - k
+        se = sd / k * math.sqrt(sum(1 / len(g) for g in groups.values()))
+    else:
+        k, df = 1, n - 1
+        sd = math.sqrt(sum((x - mean) ** 2 for _, x in d) / df)
+        se = sd / math.sqrt(n)
+    h = t975(df) * se
     pct, lo, hi = ((math.exp(v) - 1) * 100 for v in (mean, mean - h, mean + h))
-    return Effect(n, pct, lo, hi, verdict(pct, lo, hi, band_pct))
+    return Effect(n, pct, lo, hi, verdict(pct, lo, hi, band_pct), strata=k)
 
 
 def geomean(values: list[float]) -> float:
@@ -132,15 +162,23 @@ def effects(samples: list, pairs: list[tuple[str, str]], band_pct: float
     out = {}
     epochs = sorted({unit(s) for s in samples})
     for a, b in pairs:
-        ta, tb = [], []
+        ta, tb, placed = [], [], []
         for ep in epochs:
-            sa = [s.tps for s in samples if unit(s) == ep and s.variant == a]
-            sb = [s.tps for s in samples if unit(s) == ep and s.variant == b]
+            sa = [s for s in samples if unit(s) == ep and s.variant == a]
+            sb = [s for s in samples if unit(s) == ep and s.variant == b]
             if sa and sb and len(sa) == len(sb):
-                ta.append(geomean(sa))
-                tb.append(geomean(sb))
-        out[(a, b)] = paired_effect(ta, tb, band_pct)
+                ta.append(geomean([s.tps for s in sa]))
+                tb.append(geomean([s.tps for s in sb]))
+                placed.append(placement(sa, sb))
+        out[(a, b)] = paired_effect(ta, tb, band_pct, placed)
     return out
+
+
+def placement(sa: list, sb: list) -> tuple:
+    """Which servers A's and B's runs of one unit ran on (side by side; (None, None) where
+    each run restarts the one server): the stratum of the unit's ratio (paired_effect)."""
+    return (tuple(sorted({s.server for s in sa}, key=str)),
+            tuple(sorted({s.server for s in sb}, key=str)))
 
 
 def phase_samples(samples: list, phases: list[str]) -> list:

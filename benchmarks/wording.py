@@ -59,8 +59,19 @@ def answer(result: dict) -> list[str]:
     unit = e.get("unit") or "epoch"
     how = (f"Measured {design_of(e, m)}, {e['n']} {unit}s"
            + (" side by side" if design_of(e, m) in ("simultaneous", "resident") else "")
-           + f", {m.get('workload')} workload, {buffers_word(m)} {m.get('shared_buffers')}.")
+           + f", {m.get('workload')} workload, {buffers_word(m)} {m.get('shared_buffers')}."
+           + strata_words(e))
     return [head, how]
+
+
+def strata_words(e: dict) -> str:
+    """How the interval was made where the server placements were strata (stats.paired_effect),
+    else nothing: the plain paired t needs no words."""
+    k = e.get("strata") or 1
+    if k < 2:
+        return ""
+    return (f" Its interval is a paired t stratified by server placement ({k} placements, "
+            "weighted alike), so a server faster than its twin does not widen it.")
 
 
 def phase_lines(result: dict) -> list[str]:
@@ -193,7 +204,8 @@ def design_line(m: dict) -> str:
             "resident": "one server per variant, resident at once, alternating runs",
             "simultaneous": "one server per variant, measured at the same time on their own "
                             "CPUs, rotating"}.get(d, d)
-    rounds = f", {m['rounds']} rounds per epoch" if m.get("rounds") else ""
+    r = m.get("rounds")
+    rounds = f", {r} round{'' if r == 1 else 's'} per epoch" if r else ""
     if m.get("swap_s"):
         rounds += f", trading CPUs every {m['swap_s']:g} s"
     why = f" ({m['design_reason']})" if m.get("design_reason") else ""

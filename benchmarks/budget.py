@@ -34,13 +34,14 @@ START_S_PER_GIB = 1.5
 def default_rounds(design: str, n: int, trades: bool) -> int:
     """Runs of every variant per epoch when --rounds is not given.
 
-    Simultaneous, the servers trading CPUs within each run (`trades`): one. Each run already spends equal
-    time on every CPU group, and what is left between the servers is a level each start
-    carries: at 128MB the two rounds of one epoch differed by sd 0.35-0.54% while the
-    epochs' means spread by 1.6%, and at 8 GB the start-to-start part was ~0.0003 of an
-    epoch variance of 0.00046 (lab/README.md, "One round per epoch" and "Trading CPUs within
-    a run"). A second round narrows the epoch's mean by little, where a second start halves
-    the variance the interval carries. Simultaneous without trading: one round per server,
+    Simultaneous, the servers trading CPUs within each run (`trades`): one. Each run already
+    spends equal time on every CPU group, and what is left between the servers is mostly a
+    level each start carries: at 128MB on a quiet evening the two rounds of one epoch
+    differed by sd 0.35-0.54% where starts added 1.5-1.6%, and in each of 18 recorded
+    two-round runs (128MB to 8 GB, 5 to 60 minutes) one round per epoch projects an interval
+    as narrow or narrower in the same time (lab/README.md, "One round per epoch"). A second
+    round narrows the epoch's mean by little, where a second start halves the variance the
+    interval carries. Simultaneous without trading: one round per server,
     so each starts once on every CPU group (variants.group_of). Resident: two, ABBA within
     the epoch."""
     if design == "simultaneous":

@@ -15,6 +15,7 @@ taken from this environment do too."""
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import shutil
 import subprocess
@@ -75,9 +76,14 @@ def build(output: Path) -> Path:
     with tempfile.TemporaryDirectory(prefix="hpadvise-pyz-") as tmp:
         tmp = Path(tmp)
         wheel_dir, root = tmp / "wheel", tmp / "root"
-        r = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
-                            "--disable-pip-version-check", "-w", str(wheel_dir), str(REPO)],
-                           capture_output=True, text=True)
+        # pip builds in the checkout (its build/ directory): one build of it at a time, or
+        # two at once (scripts/field.sh takes the same lock) trip over each other's files
+        (REPO / "build").mkdir(exist_ok=True)
+        with open(REPO / "build" / ".wheel.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            r = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
+                                "--disable-pip-version-check", "-w", str(wheel_dir),
+                                str(REPO)], capture_output=True, text=True)
         if r.returncode != 0:
             raise SystemExit(f"build_pyz: building the wheel failed: {r.stderr.strip()[-600:]}")
         [wheel] = wheel_dir.glob("hpadvise-*.whl")

@@ -82,11 +82,16 @@ trap cleanup EXIT
 # 1. install as a user would: wheels only, nothing from the network
 if [ -z "$wheels" ]; then
   wheels=$work/wheels
-  python3 -m pip wheel -q --no-deps -w "$wheels" "$repo" 2>/dev/null || exit 1
+  # pip builds in the checkout (its build/ directory): one build of it at a time, or two at
+  # once (scripts/build_pyz.py takes the same lock) trip over each other's files
+  mkdir -p "$repo/build"
+  said=$(flock "$repo/build/.wheel.lock" python3 -m pip wheel -q --no-deps -w "$wheels" \
+         "$repo" 2>&1) \
+    || { echo "field.sh: building hpadvise's wheel failed: ${said: -600}" >&2; exit 1; }
   python3 -m pip download -q -d "$wheels" "$repo" >/dev/null 2>&1 || true
 fi
-python3 -m pip install -q --no-index --no-deps --target "$site" "$wheels"/*.whl \
-  2>/dev/null || exit 1
+said=$(python3 -m pip install -q --no-index --no-deps --target "$site" "$wheels"/*.whl 2>&1) \
+  || { echo "field.sh: installing the wheels failed: ${said: -600}" >&2; exit 1; }
 chmod -R a+rX "$site"
 export PYTHONPATH=$site HPADVISE_JOURNAL_DIR=$work/journal
 hp() { python3 -m hpadvise.cli "$@"; }

@@ -128,3 +128,18 @@ def test_a_small_disk_for_copies_names_only_what_was_not_given(hosts, monkeypatc
     assert f" need{'s' if servers == 1 else ''} ~" in said
     assert "set TMPDIR to a larger disk" in said
     assert ("--design restart" in said) == (servers > 1)
+
+
+def test_options_are_values_never_changed_in_place():
+    """What a step of validate was given is what it saw: an Options cannot be changed, its
+    sequences take no append, and a derived value is a new one with the note beside."""
+    import dataclasses
+    o = _opts(5)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        o.scale = 6
+    assert isinstance(o.variants, tuple) and isinstance(o.default_notes, tuple)
+    with pytest.raises(AttributeError):
+        o.variants.append("hugepages-1g")
+    n = o.noted("scale 6: why", scale=6)
+    assert (n.scale, n.default_notes) == (6, ("scale 6: why",))
+    assert (o.scale, o.default_notes) == (5, ())

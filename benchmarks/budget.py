@@ -41,9 +41,8 @@ def default_rounds(design: str, n: int, trades: bool) -> int:
     two-round runs (128MB to 8 GB, 5 to 60 minutes) one round per epoch projects an interval
     as narrow or narrower in the same time (lab/README.md, "One round per epoch"). A second
     round narrows the epoch's mean by little, where a second start halves the variance the
-    interval carries. Simultaneous without trading: one round per server,
-    so each starts once on every CPU group (variants.group_of). Resident: two, ABBA within
-    the epoch."""
+    interval carries. Simultaneous without trading: one round per server, so each starts
+    once on every CPU group (variants.group_of). Resident: two, ABBA within the epoch."""
     if design == "simultaneous":
         return 1 if trades else n
     return 2

@@ -272,12 +272,12 @@ def gigantic_variant(o: Options, buffers: int, sr: SysRoot, target) -> Options:
         return o
     servers = len([v for v in o.variants if not host_wide(v)]) + 1
     avail = (read_meminfo(sr).available_kb or 0) * 1024
-    need = disk_need(o.scale, BENCHMARKS[o.bench].mb_per_unit, servers, target.wal_bytes)
-    free = shutil.disk_usage(tempfile.gettempdir()).free
+    per_mb = BENCHMARKS[o.bench].mb_per_unit
     if buffers * servers + (2 << 30) > avail:
         why = (f"{servers} servers with {fmt_bytes(buffers)} of buffers do not fit in "
                f"{fmt_bytes(avail)} of available memory")
-    elif need > free:
+    elif (need := disk_need(o.scale, per_mb, servers, target.wal_bytes)) > (
+            free := shutil.disk_usage(tempfile.gettempdir()).free):
         why = (f"a third server needs disk: {servers} at scale {o.scale} take "
                f"~{fmt_bytes(need)}, {fmt_bytes(free)} is free in {tempfile.gettempdir()} "
                "(TMPDIR); give --variants current,hugepages-1g to compare it alone")

@@ -36,7 +36,7 @@ from ..kit.sizing import cmdline_kb
 from .boot_sources import grub_default, ini, kernel_config, tuned_chain
 from .sysroot import SysRoot
 from .sysctls import PLANNED, declared
-from .thp_knobs import THP as DECLARED_THP
+from .thp_knobs import THP as DECLARED_THP, SizesAtBoot, sizes_at_boot
 
 SYSCTL_DIRS = ("/etc/sysctl.d", "/run/sysctl.d", "/usr/local/lib/sysctl.d", "/usr/lib/sysctl.d",
                "/lib/sysctl.d")
@@ -81,12 +81,15 @@ class Boot:
 
 # ---- the kernel command line ------------------------------------------------------------
 
-def cmdline_knobs(cmdline: str, default_kb: int | None) -> list[tuple[str, str]]:
+def cmdline_knobs(cmdline: str, default_kb: int | None,
+                  sizes: SizesAtBoot | None = None) -> list[tuple[str, str]]:
     """(knob, value) from kernel parameters: `hugepages=N` reserves N pages of the size named
     by the `hugepagesz=` before it, or of the default size (`default_hugepagesz=` or the
     architecture's); `hugepages=0:N,1:M` is per node (summed here); transparent_hugepage= and
-    transparent_hugepage_shmem= set the THP modes (kernel-parameters.txt)."""
+    transparent_hugepage_shmem= set the THP modes, thp_anon= and thp_shmem= the per-size ones
+    (of `sizes`: thp_knobs.py; kernel-parameters.txt)."""
     out: list[tuple[str, str]] = []
+    params: list[tuple[str, str]] = []
     size_kb: int | None = None
     default = default_kb or 2048
     try:
@@ -108,7 +111,8 @@ def cmdline_knobs(cmdline: str, default_kb: int | None) -> list[tuple[str, str]]
             size_kb = None
         elif t := next((t for t in DECLARED_THP.values() if t.cmdline == key), None):
             out.append((KnobId.thp(t.file).key, value))  # thp_knobs.py: its parameter
-    return out
+        params.append((key, value))
+    return out + [(k.key, v) for k, v in (sizes.from_cmdline(params) if sizes else ())]
 
 
 def _next_cmdline(sr: SysRoot, b: Boot) -> None:
@@ -333,11 +337,12 @@ def _tuned(sr: SysRoot, b: Boot, default_kb: int | None) -> list[Setter]:
 
 # ---- the kernel's own defaults -------------------------------------------------------------
 
-def _kernel_defaults(sr: SysRoot) -> list[Setter]:
-    """What the knobs are when nothing sets them: pools empty; declared sysctls and THP files
-    as declared (sysctls.py, thp_knobs.py); THP `enabled` as the kernel was built
-    (CONFIG_TRANSPARENT_HUGEPAGE_ALWAYS / _MADVISE / _NEVER, mm/Kconfig), `shmem_enabled`
-    too where it was built otherwise (CONFIG_TRANSPARENT_HUGEPAGE_SHMEM_HUGE_*, mm/Kconfig)."""
+def _kernel_defaults(sr: SysRoot, sizes: SizesAtBoot) -> list[Setter]:
+    """What the knobs are when nothing sets them: pools empty; declared sysctls and THP files,
+    the per-size ones too, as declared (sysctls.py, thp_knobs.py); THP `enabled` as the
+    kernel was built (CONFIG_TRANSPARENT_HUGEPAGE_ALWAYS / _MADVISE / _NEVER, mm/Kconfig),
+    `shmem_enabled` too where it was built otherwise (CONFIG_TRANSPARENT_HUGEPAGE_SHMEM_HUGE_*,
+    mm/Kconfig)."""
     config = kernel_config(sr) or ""
     out = [Setter(KnobId.sysctl(s.name).key, str(s.default), "kernel default (" +
                   s.default_source.split(",")[0] + ")", -1) for s in PLANNED]
@@ -348,7 +353,8 @@ def _kernel_defaults(sr: SysRoot) -> list[Setter]:
             out.append(Setter(KnobId.thp(t.file).key, value, "kernel default (" + (
                 f"{t.config}{value.upper()}" if built and t.default is None
                 else t.default_source) + ")", -1))
-    return out
+    return out + [Setter(k.key, v, f"kernel default ({src})", -1) for k, v, src in
+                  sizes.defaults()]
 
 
 # ---- all together -----------------------------------------------------------------------
@@ -365,9 +371,10 @@ def read(sr: SysRoot, default_kb: int | None) -> Boot:
                        "be this boot's")
         b.cmdline = (sr.read("/proc/cmdline") or "").strip()
         b.cmdline_source = "/proc/cmdline (this boot's)"
-    b.setters += _kernel_defaults(sr)
+    sizes = sizes_at_boot(sr)
+    b.setters += _kernel_defaults(sr, sizes)
     b.setters += [Setter(k, v, f"kernel command line ({b.cmdline_source})", 0)
-                  for k, v in cmdline_knobs(b.cmdline, default_kb)]
+                  for k, v in cmdline_knobs(b.cmdline, default_kb, sizes)]
     sysctl = _sysctl_setters(sr, sysctl_files(sr, b.sysctl_engine), default_kb)
     units = _unit_setters(sr, default_kb, systemd)
     tuned = _tuned(sr, b, default_kb)

@@ -7,16 +7,25 @@ Their identity is kit/knob_id.py's (`KnobId.thp(file)`); their values are read w
 parser of the choice format. The profile schema, the plan's THP resolution
 (planning/host_findings.py), the boot reader, persistence (the kernel command line, TuneD's
 child profile), the metrics and the host table read these declarations; none spells a file's
-words or defaults again. The per-size files (hugepages-<kB>kB/enabled) are thp_rules.py's.
+words or defaults again.
+
+The per-size files (hugepages-<kB>kB/enabled and .../shmem_enabled, SIZES) are declared here
+too: their words, the kernel's default for the PMD size and for every other size, and the
+kernel parameter that sets them at boot, with its one parser. How a mode is decided for a
+mapping from them is thp_rules.py's.
 """
 
 from __future__ import annotations
 
 
+import re
 from typing import NamedTuple
 
 from ..kit.findings import Code, Codes
-from ..kit.knob_id import THP_FILES
+from ..kit.knob_id import SIZE_FILES, THP_FILES, KnobId
+from ..kit.paths import THP_DIR
+from ..kit.sizing import cmdline_kb
+from .sysroot import SysRoot, size_dirs
 
 TRANSHUGE = "Documentation/admin-guide/mm/transhuge.rst"
 
@@ -65,3 +74,93 @@ THP: dict[str, ThpFile] = {t.file: t for t in (
             CODES["thp.shmem_enabled"]),
 )}
 assert tuple(THP) == THP_FILES  # the identities knob_id.py gives them, in the same order
+
+
+class SizeFile(NamedTuple):
+    """A per-size THP file, transparent_hugepage/hugepages-<kB>kB/<file> (transhuge.rst:
+    anonymous memory since Linux 6.8, shared memory since 6.11)."""
+    file: str
+    words: tuple[str, ...]  # the kernel's choices; `inherit` follows the top-level file
+    pmd_default: str  # the PMD size's value when the kernel parameter is not given
+    default_source: str
+    cmdline: str  # the kernel parameter that sets the sizes at boot (kernel-parameters.txt)
+    since: tuple[int, int]  # the first kernel that takes it; an older one ignores it
+
+    def default(self, kb: int, pmd_kb: int | None) -> str:
+        """A size's value at boot when the kernel parameter is not given."""
+        return self.pmd_default if kb == pmd_kb else "never"
+
+    def from_cmdline(self, value: str, sizes: tuple[int, ...],
+                     start: dict[int, str] | None = None) -> dict[int, str] | None:
+        """Each size's value at boot from the parameter, "<size>[KMG][-<size>],...:<mode>;...":
+        the sizes it names take their group's mode, a range every size between its ends, a
+        later group overrides an earlier one; every size it does not name starts at never,
+        the PMD size too (the parameter marks the sizes configured, so the kernel does not
+        give the PMD size `inherit`), or keeps what an earlier instance of the parameter gave
+        it (`start`). None where the kernel refuses the whole parameter
+        (a size it does not offer, a range the wrong way round, an unknown mode: it logs
+        "error parsing string, ignoring setting"). mm/huge_memory.c setup_thp_anon() and
+        mm/shmem.c setup_thp_shmem()."""
+        out = {kb: "never" for kb in sizes} | dict(start or {})
+        for group in value.split(";"):
+            names, sep, mode = group.partition(":")
+            if not sep or mode not in self.words:
+                return None
+            for name in names.split(","):
+                lo, _, hi = name.partition("-")
+                a, b = cmdline_kb(lo), cmdline_kb(hi or lo)
+                if a not in out or b not in out or a > b:
+                    return None
+                out.update({kb: mode for kb in sizes if a <= kb <= b})
+        return out
+
+
+# mm/huge_memory.c hugepage_init_sysfs() and mm/shmem.c shmem_init(): "Default to setting
+# PMD-sized THP to inherit the global setting and disable all other sizes", unless the
+# kernel parameter configured them. thp_anon= arrived in Linux 6.12 ("mm: override mTHP
+# "enabled" defaults at kernel cmdline"); thp_shmem= in 6.13, with transparent_hugepage_shmem=
+# ("mm: add more kernel parameters to control mTHP").
+SIZES: dict[str, SizeFile] = {z.file: z for z in (
+    SizeFile("enabled", ("always", "inherit", "madvise", "never"), "inherit",
+             "mm/huge_memory.c", "thp_anon", (6, 12)),
+    SizeFile("shmem_enabled", ("always", "inherit", "within_size", "advise", "never"),
+             "inherit", "mm/shmem.c", "thp_shmem", (6, 13)),
+)}
+assert tuple(SIZES) == SIZE_FILES
+
+
+class SizesAtBoot(NamedTuple):
+    """What the per-size files start with at boot on this kernel: the sizes that have each
+    file, the PMD size, and the kernel's version (an older kernel ignores a parameter)."""
+    files: dict[str, tuple[int, ...]]
+    pmd_kb: int | None
+    kernel: tuple[int, int] | None
+
+    def defaults(self) -> list[tuple[KnobId, str, str]]:
+        """(knob, value, source) where no kernel parameter sets them."""
+        return [(KnobId.thp(f, kb), SIZES[f].default(kb, self.pmd_kb),
+                 SIZES[f].default_source) for f, sizes in self.files.items() for kb in sizes]
+
+    def from_cmdline(self, params: list[tuple[str, str]]) -> list[tuple[KnobId, str]]:
+        """The values the kernel parameters give (each SizeFile.cmdline, in their order)."""
+        out: list[tuple[KnobId, str]] = []
+        for f, sizes in self.files.items():
+            z, got = SIZES[f], None
+            for key, value in params:
+                if key == z.cmdline and (self.kernel is None or self.kernel >= z.since):
+                    got = z.from_cmdline(value, sizes, got) or got
+            out += [(KnobId.thp(f, kb), v) for kb, v in (got or {}).items()]
+        return out
+
+
+def sizes_at_boot(sr: SysRoot) -> SizesAtBoot:
+    files: dict[str, list[int]] = {}
+    for kb, d in size_dirs(sr, THP_DIR):
+        for f in SIZE_FILES:
+            if sr.exists(f"{d}/{f}"):
+                files.setdefault(f, []).append(kb)
+    pmd = sr.read_int(f"{THP_DIR}/hpage_pmd_size", quiet_missing=True)
+    mt = re.match(r"(\d+)\.(\d+)", sr.read("/proc/sys/kernel/osrelease", quiet_missing=True)
+                  or "")
+    return SizesAtBoot({f: tuple(v) for f, v in files.items()}, pmd // 1024 if pmd else None,
+                       (int(mt.group(1)), int(mt.group(2))) if mt else None)

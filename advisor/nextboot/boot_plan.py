@@ -36,8 +36,8 @@ def plan_knobs(r: Report) -> dict[str, str]:
     b = r.host.boot
     for kb, d in r.host.thp.mthp.items() if b is not None else ():
         for k, v in d.items():
-            s = b.at_boot(KnobId.thp(k, kb).key)
-            if v is not None and s is not None and s.value != v:
+            s = b.at_boot(KnobId.thp(k, kb).key)  # a setter, not the kernel's default
+            if v is not None and s is not None and s.stage >= 0 and s.value != v:
                 sizes.setdefault(KnobId.thp(k, kb), v)
     out.update({k.key: str(v) for k, v in sizes.items() if k is not None})
     # the declared settings the plan manages (facts/sysctls.py), changed now or not
@@ -87,10 +87,15 @@ def findings(r: Report) -> None:
             continue
         if s is not None and s.value == value:
             continue
-        if s is None or s.stage < 0:  # THP without systemd, GRUB or TuneD to persist it
+        mine = knob in per.sysctl or knob in per.tuned or knob in per.other
+        if s is None or s.stage < 0 or (s.stage == 0 and not mine):
+            # THP without systemd, GRUB or TuneD to persist it; the kernel's default, or the
+            # command line, gives the next boot its value
             known = s is not None
             r.findings.append(CORE["boot.not_persisted"](
-                "Nothing here sets it at boot and apply cannot either (no systemd unit, no GRUB "
+                ("Nothing here sets it at boot and apply cannot either" if s is None or
+                 s.stage < 0 else "Only the kernel command line sets it at boot, and apply "
+                 "cannot persist it here") + " (no systemd unit, no GRUB "
                 "kernel parameter, no TuneD): the kernel starts with "
                 + (f"{s.value} ({s.source})" if known else "its built-in default, which is "
                    "unknown here (no kernel config readable)") + ". Add it to a boot script "

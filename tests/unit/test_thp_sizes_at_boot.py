@@ -1,0 +1,89 @@
+"""The per-size THP files at boot: the kernel's defaults (the PMD size at inherit, every other
+size at never) and thp_anon= / thp_shmem=, parsed as mm/huge_memory.c and mm/shmem.c parse
+them, on captured trees: this VM's host and the guest lab's Debian sid kernel, which booted
+with thp_anon=64K:always and came up with 64 KiB at always and 2 MiB at never."""
+
+import json
+import shutil
+from pathlib import Path
+
+from hpadvise.facts import boot
+from hpadvise.facts.sysroot import SysRoot
+from hpadvise.facts.thp_knobs import SIZES, SizesAtBoot
+
+from support import run_cli
+
+ANON = (16, 32, 64, 128, 256, 512, 1024, 2048)  # x86-64's anonymous THP sizes
+SID = Path(__file__).resolve().parent.parent / "fixtures" / "guests" / "amd64-sid-cma"
+
+
+def test_the_parameter_as_the_kernel_reads_it():
+    z = SIZES["enabled"]
+    assert z.from_cmdline("64K:always", ANON) == {**{kb: "never" for kb in ANON}, 64: "always"}
+    got = z.from_cmdline("16K-64K:always;2M:inherit;32K,1M:madvise", ANON)
+    assert got == {16: "always", 32: "madvise", 64: "always", 128: "never", 256: "never",
+                   512: "never", 1024: "madvise", 2048: "inherit"}
+    # a later instance of the parameter starts from what the earlier one gave
+    assert z.from_cmdline("2M:inherit", ANON, {64: "always"})[64] == "always"
+    # what the kernel refuses as a whole: a size it does not offer, a range the wrong way
+    # round, a word of another file (shmem's advise), no mode at all
+    for bad in ("3K:always", "4M:always", "64K-16K:always", "64K:advise", "64K", "64K:"):
+        assert z.from_cmdline(bad, ANON) is None, bad
+    assert SIZES["shmem_enabled"].from_cmdline("64K:advise", ANON)[64] == "advise"
+    assert SIZES["shmem_enabled"].from_cmdline("64K:madvise", ANON) is None
+
+
+def test_a_kernel_before_the_parameter_ignores_it():
+    sizes = {"enabled": ANON}
+    params = [("thp_anon", "64K:always")]
+    assert SizesAtBoot(sizes, 2048, (6, 11)).from_cmdline(params) == []
+    got = dict((k.key, v) for k, v in SizesAtBoot(sizes, 2048, (6, 12)).from_cmdline(params))
+    assert got["thp.hugepages-64kB/enabled"] == "always"
+    assert got["thp.hugepages-2048kB/enabled"] == "never"
+    # shmem's arrived a release later
+    shm = SizesAtBoot({"shmem_enabled": ANON}, 2048, (6, 12))
+    assert shm.from_cmdline([("thp_shmem", "64K:always")]) == []
+
+
+def test_defaults_and_the_next_boots_command_line(hosts, tmp_path):
+    b = boot.read(SysRoot(hosts / "no-pools"), 2048)
+    pmd, small = b.at_boot("thp.hugepages-2048kB/enabled"), b.at_boot("thp.hugepages-64kB/enabled")
+    assert (pmd.value, pmd.stage, small.value) == ("inherit", -1, "never")
+    assert "mm/huge_memory.c" in pmd.source
+    assert b.at_boot("thp.hugepages-2048kB/shmem_enabled").source == "kernel default (mm/shmem.c)"
+    root = tmp_path / "root"
+    shutil.copytree(hosts / "no-pools", root, symlinks=True)
+    (root / "etc" / "kernel").mkdir(parents=True)
+    (root / "etc" / "kernel" / "cmdline").write_text("root=/dev/vda thp_anon=64K:always "
+                                                    "thp_shmem=2M:advise\n")
+    b = boot.read(SysRoot(root), 2048)
+    for knob, value in (("hugepages-64kB/enabled", "always"),
+                        ("hugepages-2048kB/enabled", "never"),
+                        ("hugepages-2048kB/shmem_enabled", "advise"),
+                        ("hugepages-64kB/shmem_enabled", "never")):
+        s = b.at_boot(f"thp.{knob}")
+        assert (s.value, s.stage) == (value, 0), knob
+        assert s.source == "kernel command line (/etc/kernel/cmdline)"
+    # a kernel that predates the parameters keeps its defaults
+    (root / "proc" / "sys" / "kernel" / "osrelease").write_text("6.10.3\n")
+    s = boot.read(SysRoot(root), 2048).at_boot("thp.hugepages-2048kB/enabled")
+    assert (s.value, s.stage) == ("inherit", -1)
+
+
+def test_a_size_the_command_line_sets_and_apply_cannot_persist():
+    """The sid guest: no systemd, GRUB or TuneD. The plan puts 2 MiB back to inherit and 64 KiB
+    down to the top level's madvise; the next boot's thp_anon= gives them back their values,
+    which check says (not persisted), and apply is not refused for it."""
+    r = run_cli("check", "--json", "--root", str(SID))
+    d = json.loads(r.stdout)
+    view = {k["knob"]: k for k in d["plan"]["boot"]}
+    pmd = view["thp.hugepages-2048kB/enabled"]
+    assert (pmd["now"], pmd["at_boot"], pmd["plan"]) == ("never", "never", "inherit")
+    assert pmd["source"] == "kernel command line (/proc/cmdline (this boot's))"
+    assert view["thp.hugepages-64kB/enabled"]["at_boot"] == "always"
+    lost = [f for f in d["findings"] if f["code"] == "boot.not_persisted"
+            and "hugepages-" in f["title"]]
+    assert len(lost) == 2 and all("Only the kernel command line" in f["rationale"]
+                                  for f in lost)
+    assert not [f for f in d["findings"] if f["code"] == "boot.overridden"]
+    assert not d["plan"]["blocked"]

@@ -8,11 +8,13 @@ import os
 import shutil
 import tempfile
 from dataclasses import dataclass, field, replace
-from typing import Any
+from types import MappingProxyType
+from typing import Any, Mapping
 
 from hpadvise.api.face import (counted, fmt_bytes, InputError, parse_bytes, read_meminfo,
                                SysRoot, Targets)
-from hpadvise.act.face import inspect, registry, select, sysfs_pool
+from hpadvise.act.face import (inspect, KnobId, knob_now, plan_knobs, registry, select,
+                               sysfs_pool, THP_FILES)
 
 from .budget import (MIN_RUN_S, MIN_SCALE_SHARE, START_S, START_S_PER_GIB, default_clients,
                      default_rounds, disk_need, duration_for, fitting_scale, run_seconds,
@@ -66,11 +68,14 @@ class Options:
     targets: Targets = field(default_factory=Targets)
     variants_given: bool = True  # False: the default variants, which validate may trim
     # variants left out before anything runs, and why (a budget too short for them)
-    dropped: dict[str, str] = field(default_factory=dict)
+    dropped: Mapping[str, str] = field(default_factory=dict)
     # the engine's running instances, inspected once by validate itself before the engine
     # builds its server (see()): engines are handed them, and never inspect the host
     seen: tuple = field(default=(), repr=False)
     found: Any = field(default=None, repr=False)  # the running instance --instance names
+    # the THP modes check recommends for this host, from the same inspection (see()),
+    # before validate changes anything: (file, mode) pairs, quoted by the report's advice
+    thp_plan: tuple[tuple[str, str], ...] = ()
     # why the defaults became what they are where the host decided (clients, scale), for
     # the report
     default_notes: tuple[str, ...] = ()
@@ -87,6 +92,8 @@ class Options:
     def __post_init__(self):
         for name in ("variants", "seen", "default_notes"):  # sequences as tuples: no append
             object.__setattr__(self, name, tuple(getattr(self, name)))
+        # a read-only view of its own copy: a derived value says what it drops with replace()
+        object.__setattr__(self, "dropped", MappingProxyType(dict(self.dropped)))
 
     def noted(self, why: str, **changes) -> Options:
         """A new value with `changes` and a note on a default the host decided."""
@@ -311,13 +318,19 @@ def trades(o: Options) -> bool:
 
 
 def see(o: Options, engine, sr: SysRoot) -> Options:
-    """The options with the engine's running instances (seen) and the one --instance names
-    (found), from one inspection of the host by validate: what an engine's server is built
-    from. An --instance that names none: one line, with what the engine knows of a stopped
-    one."""
-    report = inspect(sr, o.profile, Targets(), [o.db])
+    """The options with the engine's running instances (seen), the one --instance names
+    (found) and the THP modes check recommends (thp_plan), from one inspection of the host
+    by validate, of every engine as check reads it, before anything changes: what an
+    engine's server is built from, and what the report's advice quotes, so that validate's
+    words and check's never disagree. An --instance that names none: one line, with what
+    the engine knows of a stopped one."""
+    report = inspect(sr, o.profile, Targets())
+    want = plan_knobs(report)  # a knob the profile keeps is not in it: its value now
+    modes = {f: want.get(KnobId.thp(f).key) or knob_now(report.host, KnobId.thp(f).key)
+             for f in THP_FILES}
     o = replace(o, seen=tuple(i for i in report.instances
-                              if i.running and i.engine == o.db))
+                              if i.running and i.engine == o.db),
+                thp_plan=tuple((f, str(m)) for f, m in modes.items() if m))
     if not o.instance:
         return o
     try:

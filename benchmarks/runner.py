@@ -162,7 +162,7 @@ class Validation(SideBySide):
                      "rounds": o.rounds if self.design != "restart" else None,
                      "swap_s": o.swap_s if self.design == "simultaneous" else None,
                      "thp_defrag": defrag,
-                     "plan_thp": sw.plan_thp(), "profile": o.profile,
+                     "plan_thp": dict(o.thp_plan), "profile": o.profile,
                      "shared_buffers": t.buffers, "buffers_setting": t.buffers_setting,
                      "buffers_source": self.buffers_source,
                      "scale": o.scale, "db": o.db, "bench": o.bench, "target": t.label,

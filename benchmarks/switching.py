@@ -2,10 +2,10 @@
 through journaled actions and undone the same way; the host's knobs saved before anything
 changes and put back at the end; pools held for the whole run.
 
-The recommended variant's steps come from the same pipeline as `check` and `apply` (inspect,
-select the server, plan). They are made once per server and reused while the host's pools and
-THP knobs are as they were when the plan was made: validate inspects again only when the host
-changed, not at every epoch.
+The recommended variant's steps are apply's plan for the server (survey, select, plan_of,
+prepare). One survey of the host serves every server, and each plan is reused while the
+host's pools and THP knobs are as they were when it was made: validate surveys again only
+when the host changed (the pools it reserves for the run), not at every epoch.
 """
 
 from __future__ import annotations
@@ -16,10 +16,9 @@ import sys
 import tempfile
 from typing import Callable
 
-from hpadvise.act.face import (Action, Compact, GIB_KB, HUGEPAGES_DIR, inspect, journal as jr,
-                               KnobId, knob_now, plan_for, plan_knobs, Pool, refuse_stacked,
-                               ScratchDir, select, size_of_dir, sysfs_pool, SysfsChoice, Sysctl,
-                               THP_FILES)
+from hpadvise.act.face import (Action, Compact, GIB_KB, HUGEPAGES_DIR, journal as jr, plan_of,
+                               Pool, refuse_stacked, ScratchDir, select, size_of_dir, survey,
+                               sysfs_pool, SysfsChoice, Sysctl, THP_FILES)
 from hpadvise.api.face import SysRoot, Targets, THP_DIR as THP
 
 from .target import ON_SCRATCH, BenchTarget, scratch_path
@@ -51,6 +50,7 @@ class Switcher:
         self.knobs: dict[str, list[str]] = {}  # variant -> what it set ("label = value")
         self.current = ""  # the variant being switched to
         self.inspections = 0  # how often the host was inspected for a plan
+        self._seen: tuple[tuple, object] | None = None  # (fingerprint, apply's survey)
         self._plans: dict[str, tuple[tuple, list[tuple[Action, object]], int]] = {}
 
     # ---- the host before and after
@@ -142,18 +142,27 @@ class Switcher:
                              if isinstance(a, Pool)))
         return pools, tuple(a.get() for a, _ in self.baseline if isinstance(a, SysfsChoice))
 
+    def _survey(self, now: tuple):
+        """What apply reads of the host (every engine's instances, validate's servers among
+        them), read once for all the servers and again only when the pools or THP knobs
+        validate changes moved since."""
+        if self._seen is None or self._seen[0] != now:
+            self.inspections += 1
+            self._seen = (now, survey(self.sr, self.profile, Targets(), None, scratch=True))
+        return self._seen[1]
+
     def _plan(self, t: BenchTarget) -> tuple[list[tuple[Action, object]], int]:
-        """The recommended steps for server t and its demand in 1 GiB pages, from one
-        inspection, made again only when the host's pools or THP changed since."""
+        """The recommended steps for server t and its demand in 1 GiB pages: apply's plan
+        for it (select, plan_of, prepare), from the survey of the host as it is now."""
         from hpadvise.act.face import prepare
         key, now = t.instance_ref, self._fingerprint() if self.baseline else ()
         cached = self._plans.get(key)
         if cached is not None and cached[0] == now:
             return cached[1], cached[2]
-        self.inspections += 1
-        report = inspect(self.sr, self.profile, Targets(), [self.db], scratch=True)
-        [inst] = select(report, [self.db], [t.instance_ref])
-        plan = prepare(plan_for(report, [inst]), report.engines, restart=False, persist=False)
+        seen = self._survey(now)
+        [inst] = select(seen, [self.db], [t.instance_ref])
+        report = plan_of(seen, [inst])
+        plan = prepare(report, report.engines, restart=False, persist=False)
         if t.restarts_instance and (ra := report.engines[inst.engine].restart_action(inst)):
             self._restarts[key] = ra
         # the kernel's sysctls are the host's, not a variant's: validate leaves them as found
@@ -172,16 +181,6 @@ class Switcher:
                 pass
             self._restarts.setdefault(t.instance_ref, None)
         return self._restarts[t.instance_ref]
-
-    def plan_thp(self) -> dict[str, str]:
-        """The THP modes `check` recommends for this host under the profile (its plan's THP
-        changes over the values now), read before any variant is applied: the report's advice
-        quotes them, so that validate's words and check's never disagree."""
-        report = inspect(self.sr, self.profile, Targets())  # every engine, as check does
-        want = plan_knobs(report)  # a knob the profile keeps is not in it: its value now
-        keys = {k: KnobId.thp(k).key for k in THP_FILES}
-        out = {k: want.get(key) or knob_now(report.host, key) for k, key in keys.items()}
-        return {k: str(v) for k, v in out.items() if v}
 
     def skips(self, t: BenchTarget, variants: list[str]) -> dict[str, str]:
         """Variants that cannot change anything for this server, and why."""

@@ -18,14 +18,14 @@ from ..ledger import journal
 from ..ledger.stacked import refuse_stacked
 from ..kit.knob_id import THP_FILES, KnobId, read_choice, size_of_dir
 from ..nextboot.boot_plan import knob_now, plan_knobs
-from ..planning.pipeline import inspect, plan_for, select
+from ..planning.pipeline import inspect, plan_of, select, survey
 from .apply import prepare
 
 __all__ = [
     "Action", "Compact", "GIB_KB", "HUGEPAGES_DIR", "KnobId", "Pool", "ScratchDir",
     "SysfsChoice", "Sysctl", "THP_FILES", "dtlb_events", "inspect", "journal", "knob_now",
     "parse_knob",
-    "parse_perf_csv", "plan_for", "plan_knobs", "pmu_state", "prepare", "read_choice",
+    "parse_perf_csv", "plan_knobs", "plan_of", "pmu_state", "prepare", "read_choice",
     "read_cpu_times", "read_vmstat", "redact_args", "refuse_stacked", "registry", "select",
-    "size_of_dir", "sysfs_pool",
+    "size_of_dir", "survey", "sysfs_pool",
 ]

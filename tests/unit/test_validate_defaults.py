@@ -140,6 +140,12 @@ def test_options_are_values_never_changed_in_place():
     assert isinstance(o.variants, tuple) and isinstance(o.default_notes, tuple)
     with pytest.raises(AttributeError):
         o.variants.append("hugepages-1g")
+    given = {"hugepages-1g": "no 1 GiB pages"}
+    d = dataclasses.replace(o, dropped=given)
+    given["thp-never"] = "later"  # the caller's dict is not the value's
+    with pytest.raises(TypeError):
+        d.dropped["thp-always"] = "in place"
+    assert dict(d.dropped) == {"hugepages-1g": "no 1 GiB pages"} and not o.dropped
     n = o.noted("scale 6: why", scale=6)
     assert (n.scale, n.default_notes) == (6, ("scale 6: why",))
     assert (o.scale, o.default_notes) == (5, ())

@@ -9,7 +9,6 @@ import pytest
 
 from hpadvise.benchmarks import cpus, measure, pgbench, runner, stats, variants
 from hpadvise.benchmarks.options import Options
-from hpadvise.benchmarks.switching import Switcher
 from hpadvise.kit.errors import InputError
 from hpadvise.plugins.postgres.validate import bench as pgbench_target
 
@@ -331,7 +330,9 @@ def test_the_advice_quotes_checks_own_thp_plan(hosts):
     profile that wants shmem THP is quoted as agreeing with a shmem THP gain."""
     from hpadvise.benchmarks import wording
     from hpadvise.facts.sysroot import SysRoot
-    plan_thp = Switcher("postgres", "oltp", SysRoot(hosts / "thp-always")).plan_thp()
+    from hpadvise.benchmarks.options import see
+    o = Options(variants=["current", "recommended"], duration_s=600, db="postgres")
+    plan_thp = dict(see(o, None, SysRoot(hosts / "thp-always")).thp_plan)
     assert plan_thp == {"enabled": "madvise", "defrag": "madvise", "shmem_enabled": "never"}
 
     def said(effects, plan):

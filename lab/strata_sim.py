@@ -6,8 +6,9 @@ ln ratio is
 
     true effect + delta x placement + noise,  noise ~ N(0, sd)
 
-where delta is half the difference the two servers make (one faster than the other for the
-whole run). For each number of epochs and each delta, the share of intervals that miss the
+where delta is the difference the two servers make (one faster than the other for the
+whole run: both run in every epoch, one each variant, so the ratio moves by the whole
+difference as the placement turns). For each number of epochs and each delta, the share of intervals that miss the
 true effect and the mean half-width, plain (the paired t over epochs) and stratified (the
 placements as strata, what validate does where each holds two epochs or more).
 

@@ -133,7 +133,46 @@ def main(paths: list[str]) -> int:
     if lag:
         print(f"lag-1 autocorrelation of the epoch ratios, mean over runs: "
               f"{statistics.fmean(lag):+.2f} (independent epochs: about -1/n)")
+    as_reported(runs)
     return 0
+
+
+def as_reported(runs: list[dict]) -> None:
+    """The same checks on the intervals the runs reported, which validate stratifies by
+    server placement (stats.paired_effect: df = n - k with k placements): each run's
+    estimate and se = half-width / t(df) on the log scale; the pooled effect is the
+    inverse-variance weighted mean of the run estimates (the stratified estimate is a mean
+    of placement means, not of epochs)."""
+    rep = []
+    for r in runs:
+        e = r["e"]
+        k = e.get("strata") or 1
+        n = len(r["lr"])
+        lo, hi = math.log1p(e["lo_pct"] / 100), math.log1p(e["hi_pct"] / 100)
+        t = t975(n - k if k >= 2 else n - 1)
+        rep.append((math.log1p(e["pct"] / 100), (hi - lo) / (2 * t), lo, hi))
+    k = len(rep)
+    w = [1 / se ** 2 for _, se, _, _ in rep]
+    mw = sum(wi * m for wi, (m, _, _, _) in zip(w, rep)) / sum(w)
+    hold = sum(lo <= mw <= hi for _, _, lo, hi in rep)
+    loo = 0
+    for i, (_, _, lo, hi) in enumerate(rep):
+        wo = [wi for j, wi in enumerate(w) if j != i]
+        mo = sum(wi * rep[j][0] for j, wi in enumerate(w) if j != i) / sum(wo)
+        loo += lo <= mo <= hi
+    q = sum(wi * (m - mw) ** 2 for wi, (m, _, _, _) in zip(w, rep))
+    i2 = max(0.0, (q - (k - 1)) / q) if q > 0 else 0.0
+    print(f"\nas reported (stratified where the runs were): pooled {pct(mw):+.2f}% "
+          f"(inverse-variance); intervals holding it: {hold} of {k}, holding the other runs' "
+          f"pooled effect: {loo} of {k}; Q = {q:.1f} on {k - 1} df "
+          f"(p = {chi2_sf(q, k - 1):.3f}), I^2 = {i2:.0%}; median se "
+          f"{statistics.median(se for _, se, _, _ in rep) * 100:.2f}%, sd of the estimates "
+          f"{statistics.stdev(m for m, _, _, _ in rep) * 100:.2f}%")
+    expect = 0.0
+    for r, (_, se, lo, hi) in zip(runs, rep):
+        cut = max((hi - lo) / 2, math.log(1 + r["band"] / 100))
+        expect += 0.5 * math.erfc((cut - mw) / se / math.sqrt(2))
+    print(f"expected 'improved' if the pooled effect is true: {expect:.1f} of {k}")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,88 @@
+#!/usr/bin/env python3
+"""How much the two servers of a side-by-side run differ, whatever variant each runs:
+
+    python3 lab/server_effect.py RUN1.json RUN2.json ...   (`validate --json --output`)
+
+Side by side, the loaded original (server 0) and its copy (server 1) trade variants every
+epoch. For the first comparison (current over recommended), each epoch's log ratio is
+effect + delta x p, with p = +1 where recommended ran on server 0 and -1 where it ran on the
+copy; so delta is half the mean difference between the placements' ratios, and the copy's
+level against the original, whatever the variant, is -delta (the mean of the copy's log TPS
+less the original's over the epochs: in an epoch with p = +1 that is -ratio, with p = -1
++ratio). Per run: that level over
+the whole run and over its first and second halves (does it grow?), each server's median
+TPS in its first and last three epochs, and the placement fit's residual sd next to the
+plain epoch sd (what the stratified interval removes).
+
+Standard library only."""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import sys
+
+
+def epochs(d: dict) -> list[tuple[int, float, int]]:
+    """(epoch, log ratio B over A, p) for the first comparison."""
+    e = d["effects"][0]
+    out = []
+    for ep in sorted({s["epoch"] for s in d["samples"] if s["epoch"] is not None}):
+        got = {v: [s for s in d["samples"] if s["epoch"] == ep and s["variant"] == v
+                   and s["tps"] > 0] for v in (e["a"], e["b"])}
+        if not all(got.values()):
+            continue
+        la = statistics.fmean(math.log(s["tps"]) for s in got[e["a"]])
+        lb = statistics.fmean(math.log(s["tps"]) for s in got[e["b"]])
+        servers = {s["server"] for s in got[e["b"]]}
+        if len(servers) != 1 or None in servers:
+            continue
+        out.append((ep, lb - la, 1 if servers == {0} else -1))
+    return out
+
+
+def level(rows: list[tuple[int, float, int]]) -> float | None:
+    """The copy over the original, in %, from the placements' mean ratios."""
+    up = [r for _, r, p in rows if p > 0]
+    down = [r for _, r, p in rows if p < 0]
+    if not up or not down:
+        return None
+    delta = (statistics.fmean(up) - statistics.fmean(down)) / 2
+    return (math.exp(-delta) - 1) * 100
+
+
+def main(paths: list[str]) -> int:
+    print("| run | epochs | copy vs original | first half | second half | original TPS first/last "
+          "| copy TPS first/last | epoch sd | residual sd |")
+    print("|---|---:|---:|---:|---:|---|---|---:|---:|")
+    for i, p in enumerate(paths, 1):
+        d = json.loads(open(p).read())
+        rows = epochs(d)
+        half = len(rows) // 2
+        tps = {}
+        for srv in (0, 1):
+            per = {}
+            for s in d["samples"]:
+                if s["server"] == srv and s["epoch"] is not None and s["tps"] > 0:
+                    per.setdefault(s["epoch"], []).append(s["tps"])
+            eps = sorted(per)
+            tps[srv] = (statistics.median(x for e in eps[:3] for x in per[e]),
+                        statistics.median(x for e in eps[-3:] for x in per[e]))
+        rs = [r for _, r, _ in rows]
+        up = statistics.fmean(r for _, r, p in rows if p > 0)
+        down = statistics.fmean(r for _, r, p in rows if p < 0)
+        resid = [r - (up if p > 0 else down) for _, r, p in rows]
+        dof = max(1, len(rows) - 2)
+
+        def fmt(v):
+            return "-" if v is None else f"{v:+.1f}%"
+        print(f"| {i} | {len(rows)} | {fmt(level(rows))} | {fmt(level(rows[:half]))} | "
+              f"{fmt(level(rows[half:]))} | {tps[0][0]:,.0f} / {tps[0][1]:,.0f} | "
+              f"{tps[1][0]:,.0f} / {tps[1][1]:,.0f} | {statistics.stdev(rs) * 100:.2f}% | "
+              f"{math.sqrt(sum(x * x for x in resid) / dof) * 100:.2f}% |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]) if sys.argv[1:] else (print(__doc__) or 2))

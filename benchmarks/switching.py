@@ -19,7 +19,7 @@ from typing import Callable
 from hpadvise.act.face import (Action, Compact, GIB_KB, HUGEPAGES_DIR, journal as jr, plan_of,
                                Pool, refuse_stacked, ScratchDir, select, size_of_dir, survey,
                                sysfs_pool, SysfsChoice, Sysctl, THP_FILES)
-from hpadvise.api.face import SysRoot, Targets, THP_DIR as THP
+from hpadvise.api.face import InputError, SysRoot, Targets, THP_DIR as THP
 
 from .target import ON_SCRATCH, BenchTarget, scratch_path
 from .variants import THP_SWITCH, kind
@@ -142,14 +142,21 @@ class Switcher:
                              if isinstance(a, Pool)))
         return pools, tuple(a.get() for a, _ in self.baseline if isinstance(a, SysfsChoice))
 
-    def _survey(self, now: tuple):
+    def _survey(self, now: tuple, ref: str):
         """What apply reads of the host (every engine's instances, validate's servers among
         them), read once for all the servers and again only when the pools or THP knobs
-        validate changes moved since."""
-        if self._seen is None or self._seen[0] != now:
-            self.inspections += 1
-            self._seen = (now, survey(self.sr, self.profile, Targets(), None, scratch=True))
-        return self._seen[1]
+        validate changes moved since, or when server `ref` started after it; with the
+        journal validate itself was given, as apply reads its own."""
+        if self._seen is not None and self._seen[0] == now:
+            try:
+                return self._seen[1], select(self._seen[1], [self.db], [ref])[0]
+            except InputError:  # a server started since (the copies, after the first plan)
+                pass
+        self.inspections += 1
+        seen = survey(self.sr, self.profile, Targets(), None, scratch=True,
+                      journal=self.journal_dir)
+        self._seen = (now, seen)
+        return seen, select(seen, [self.db], [ref])[0]
 
     def _plan(self, t: BenchTarget) -> tuple[list[tuple[Action, object]], int]:
         """The recommended steps for server t and its demand in 1 GiB pages: apply's plan
@@ -159,8 +166,7 @@ class Switcher:
         cached = self._plans.get(key)
         if cached is not None and cached[0] == now:
             return cached[1], cached[2]
-        seen = self._survey(now)
-        [inst] = select(seen, [self.db], [t.instance_ref])
+        seen, inst = self._survey(now, t.instance_ref)
         report = plan_of(seen, [inst])
         plan = prepare(report, report.engines, restart=False, persist=False)
         if t.restarts_instance and (ra := report.engines[inst.engine].restart_action(inst)):

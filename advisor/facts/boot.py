@@ -115,7 +115,7 @@ def cmdline_knobs(cmdline: str, default_kb: int | None,
     return out + [(k.key, v) for k, v in (sizes.from_cmdline(params) if sizes else ())]
 
 
-def _next_cmdline(sr: SysRoot, b: Boot) -> None:
+def _next_cmdline(sr: SysRoot, b: Boot, sizes: SizesAtBoot) -> None:
     """The kernel command line of the next boot, and where it comes from."""
     for cfg in ("/boot/grub/grub.cfg", "/boot/grub2/grub.cfg"):
         text = sr.read(cfg, quiet_missing=True)
@@ -140,8 +140,8 @@ def _next_cmdline(sr: SysRoot, b: Boot) -> None:
         if b.cmdline is None:
             b.cmdline, b.cmdline_source = grub, " + ".join(files)
         else:
-            want = dict(cmdline_knobs(grub, None))
-            have = dict(cmdline_knobs(b.cmdline, None))
+            want = dict(cmdline_knobs(grub, None, sizes))
+            have = dict(cmdline_knobs(b.cmdline, None, sizes))
             if want != have:
                 b.notes.append(f"{' + '.join(files)} asks for {_fmt(want) or 'nothing'} but "
                                f"{b.cmdline_source} boots with {_fmt(have) or 'nothing'}: "
@@ -294,7 +294,8 @@ def _unit_setters(sr: SysRoot, default_kb: int | None, systemd: bool) -> list[Se
 
 # ---- TuneD ------------------------------------------------------------------------------
 
-def _tuned(sr: SysRoot, b: Boot, default_kb: int | None) -> list[Setter]:
+def _tuned(sr: SysRoot, b: Boot, default_kb: int | None,
+           sizes: SizesAtBoot) -> list[Setter]:
     if not (sr.exists("/usr/sbin/tuned") or sr.exists("/usr/lib/tuned")):
         return []
     active = (sr.read("/etc/tuned/active_profile", quiet_missing=True) or "").split()
@@ -323,7 +324,7 @@ def _tuned(sr: SysRoot, b: Boot, default_kb: int | None) -> list[Setter]:
                     merged[knob] = Setter(knob, v, f"TuneD [{plugin}] {f}:{n}", 4,
                                           ordered=False)
                 if plugin == "bootloader" and k == "cmdline":
-                    for knob2, v2 in cmdline_knobs(v, default_kb):
+                    for knob2, v2 in cmdline_knobs(v, default_kb, sizes):
                         k2 = KnobId.parse(knob2)
                         b.notes.append(f"TuneD {f}:{n} puts "
                                        f"{f'a pool of {k2.page_kb}' if k2.is_pool else k2.key}"
@@ -364,20 +365,20 @@ def read(sr: SysRoot, default_kb: int | None) -> Boot:
     systemd = sr.exists("/run/systemd/system")
     b.systemd, b.grub = systemd, sr.exists("/etc/default/grub")
     b.sysctl_engine = "systemd-sysctl" if systemd else "procps"
-    _next_cmdline(sr, b)
+    sizes = sizes_at_boot(sr)
+    _next_cmdline(sr, b, sizes)
     if b.cmdline is None:
         b.notes.append("no boot loader configuration found (no GRUB, BLS entries or "
                        "/etc/kernel/cmdline): the next boot's kernel command line is taken to "
                        "be this boot's")
         b.cmdline = (sr.read("/proc/cmdline") or "").strip()
         b.cmdline_source = "/proc/cmdline (this boot's)"
-    sizes = sizes_at_boot(sr)
     b.setters += _kernel_defaults(sr, sizes)
     b.setters += [Setter(k, v, f"kernel command line ({b.cmdline_source})", 0)
                   for k, v in cmdline_knobs(b.cmdline, default_kb, sizes)]
     sysctl = _sysctl_setters(sr, sysctl_files(sr, b.sysctl_engine), default_kb)
     units = _unit_setters(sr, default_kb, systemd)
-    tuned = _tuned(sr, b, default_kb)
+    tuned = _tuned(sr, b, default_kb, sizes)
     b.setters += sysctl + units + tuned
     if tuned and any("reapply_sysctl" in n for n in b.notes):
         # after its profile TuneD applies the system's sysctl files again: their last value

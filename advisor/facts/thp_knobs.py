@@ -24,7 +24,7 @@ from typing import NamedTuple
 from ..kit.findings import Code, Codes
 from ..kit.knob_id import SIZE_FILES, THP_FILES, KnobId
 from ..kit.paths import THP_DIR
-from ..kit.sizing import cmdline_kb
+from ..kit.sizing import memparse
 from .sysroot import SysRoot, size_dirs
 
 TRANSHUGE = "Documentation/admin-guide/mm/transhuge.rst"
@@ -102,14 +102,18 @@ class SizeFile(NamedTuple):
         "error parsing string, ignoring setting"). mm/huge_memory.c setup_thp_anon() and
         mm/shmem.c setup_thp_shmem()."""
         out = {kb: "never" for kb in sizes} | dict(start or {})
+
+        def size(text: str) -> int | None:  # mm/huge_memory.c get_order_from_str()
+            n = memparse(text)
+            return n // 1024 if n and n & (n - 1) == 0 and n // 1024 in out else None
         for group in value.split(";"):
             names, sep, mode = group.partition(":")
             if not sep or mode not in self.words:
                 return None
             for name in names.split(","):
-                lo, _, hi = name.partition("-")
-                a, b = cmdline_kb(lo), cmdline_kb(hi or lo)
-                if a not in out or b not in out or a > b:
+                lo, dash, hi = name.partition("-")
+                a, b = size(lo), size(hi if dash else lo)
+                if a is None or b is None or a > b:
                     return None
                 out.update({kb: mode for kb in sizes if a <= kb <= b})
         return out
@@ -160,6 +164,9 @@ def sizes_at_boot(sr: SysRoot) -> SizesAtBoot:
             if sr.exists(f"{d}/{f}"):
                 files.setdefault(f, []).append(kb)
     pmd = sr.read_int(f"{THP_DIR}/hpage_pmd_size", quiet_missing=True)
+    # without the file: the largest anonymous size is the PMD size (include/linux/huge_mm.h
+    # THP_ORDERS_ALL_ANON: every order from 2 up to PMD_ORDER)
+    pmd = pmd or (max(files["enabled"]) * 1024 if files.get("enabled") else None)
     mt = re.match(r"(\d+)\.(\d+)", sr.read("/proc/sys/kernel/osrelease", quiet_missing=True)
                   or "")
     return SizesAtBoot({f: tuple(v) for f, v in files.items()}, pmd // 1024 if pmd else None,

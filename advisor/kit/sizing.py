@@ -58,6 +58,21 @@ def cmdline_size(size_kb: int) -> str:
     return f"{size_kb // 1024}M" if size_kb % 1024 == 0 else f"{size_kb}K"
 
 
+_MEMPARSE = re.compile(r"(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)([kKmMgGtTpPeE]?)")
+
+
+def memparse(text: str) -> int:
+    """Bytes from the start of a kernel parameter's size as lib/cmdline.c memparse() reads
+    it: a number in base 0 (0x hex, a leading 0 octal, else decimal), then one of K M G T P
+    E (either case) as a power of 1024; whatever follows is not looked at. No number: 0."""
+    mt = _MEMPARSE.match(text)
+    if not mt:
+        return 0
+    num, suffix = mt.groups()
+    n = int(num, 16) if num[:2] in ("0x", "0X") else int(num, 8) if num[0] == "0" else int(num)
+    return n * 1024 ** " KMGTPE".index(suffix.upper() or " ")
+
+
 def cmdline_kb(text: str) -> int | None:
     """The other way: hugepagesz= values 64K, 2M, 1G, 2048K, or bytes (memparse's K, M, G
     suffixes), in kB; None for anything else."""

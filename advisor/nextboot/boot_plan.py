@@ -11,6 +11,7 @@ from .boot_persist import after_apply, persistence
 from ..kit.findings import CORE
 from ..facts.host import HostFacts
 from ..facts.sysctls import PLANNED
+from ..facts.thp_knobs import SIZES
 from ..kit.knob_id import THP_FILES, KnobId
 from ..kit.sizing import counted, fmt_page
 
@@ -87,16 +88,23 @@ def findings(r: Report) -> None:
             continue
         if s is not None and s.value == value:
             continue
-        mine = knob in per.sysctl or knob in per.tuned or knob in per.other
-        if s is None or s.stage < 0 or (s.stage == 0 and not mine):
-            # THP without systemd, GRUB or TuneD to persist it; the kernel's default, or the
+        k = KnobId.parse(knob)
+        # a per-size THP knob only thp_anon= / thp_shmem= sets, which apply does not write
+        # (each size it left out would start at never) and no unit of apply's sets after
+        cmdline = k.per_size and s is not None and s.stage == 0 and not (
+            knob in per.sysctl or knob in per.tuned or knob in per.other)
+        if s is None or s.stage < 0 or cmdline:
+            # THP without systemd, GRUB or TuneD to persist it: the kernel's default, or the
             # command line, gives the next boot its value
             known = s is not None
             r.findings.append(CORE["boot.not_persisted"](
-                ("Nothing here sets it at boot and apply cannot either" if s is None or
-                 s.stage < 0 else "Only the kernel command line sets it at boot, and apply "
-                 "cannot persist it here") + " (no systemd unit, no GRUB "
-                "kernel parameter, no TuneD): the kernel starts with "
+                (f"Only {SIZES[k.file].cmdline}= on the kernel command line sets it at boot; "
+                 "apply does not write that parameter (every size it leaves out would start at "
+                 "never) and cannot set it later either (no systemd unit, no TuneD)" if cmdline
+                 else "Nothing here sets it at boot and apply cannot either (no systemd unit, "
+                 + ("no TuneD; apply puts no per-size THP parameter on the kernel command line"
+                    if k.per_size else "no GRUB kernel parameter, no TuneD") + ")")
+                + ": the kernel starts with "
                 + (f"{s.value} ({s.source})" if known else "its built-in default, which is "
                    "unknown here (no kernel config readable)") + ". Add it to a boot script "
                 "such as /etc/rc.local (apply prints the line).",

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from hpadvise.facts import boot
 from hpadvise.facts.sysroot import SysRoot
-from hpadvise.facts.thp_knobs import SIZES, SizesAtBoot
+from hpadvise.facts.thp_knobs import SIZES, SizesAtBoot, sizes_at_boot
 
 from support import run_cli
 
@@ -25,9 +25,17 @@ def test_the_parameter_as_the_kernel_reads_it():
                    512: "never", 1024: "madvise", 2048: "inherit"}
     # a later instance of the parameter starts from what the earlier one gave
     assert z.from_cmdline("2M:inherit", ANON, {64: "always"})[64] == "always"
-    # what the kernel refuses as a whole: a size it does not offer, a range the wrong way
-    # round, a word of another file (shmem's advise), no mode at all
-    for bad in ("3K:always", "4M:always", "64K-16K:always", "64K:advise", "64K", "64K:"):
+    # sizes as memparse() reads them: any case, what follows the suffix ignored, hex; a
+    # range's end is what follows its first dash
+    assert z.from_cmdline("64kB:always", ANON)[64] == "always"
+    assert z.from_cmdline("0x10000,2MiB:madvise", ANON) == {
+        **{kb: "never" for kb in ANON}, 64: "madvise", 2048: "madvise"}
+    assert z.from_cmdline("16K-32K-64K:always", ANON)[64] == "never"
+    # what the kernel refuses as a whole: a size it does not offer or that is no power of
+    # two, a range the wrong way round or without an end, a word of another file (shmem's
+    # advise), no mode at all
+    for bad in ("3K:always", "4M:always", "65537:always", "64K-16K:always", "64K-:always",
+                "64K:advise", "64K", "64K:"):
         assert z.from_cmdline(bad, ANON) is None, bad
     assert SIZES["shmem_enabled"].from_cmdline("64K:advise", ANON)[64] == "advise"
     assert SIZES["shmem_enabled"].from_cmdline("64K:madvise", ANON) is None
@@ -64,6 +72,9 @@ def test_defaults_and_the_next_boots_command_line(hosts, tmp_path):
         s = b.at_boot(f"thp.{knob}")
         assert (s.value, s.stage) == (value, 0), knob
         assert s.source == "kernel command line (/etc/kernel/cmdline)"
+    # without hpage_pmd_size, the largest anonymous size is the PMD size
+    (root / "sys" / "kernel" / "mm" / "transparent_hugepage" / "hpage_pmd_size").unlink()
+    assert sizes_at_boot(SysRoot(root)).pmd_kb == 2048
     # a kernel that predates the parameters keeps its defaults
     (root / "proc" / "sys" / "kernel" / "osrelease").write_text("6.10.3\n")
     s = boot.read(SysRoot(root), 2048).at_boot("thp.hugepages-2048kB/enabled")
@@ -83,7 +94,23 @@ def test_a_size_the_command_line_sets_and_apply_cannot_persist():
     assert view["thp.hugepages-64kB/enabled"]["at_boot"] == "always"
     lost = [f for f in d["findings"] if f["code"] == "boot.not_persisted"
             and "hugepages-" in f["title"]]
-    assert len(lost) == 2 and all("Only the kernel command line" in f["rationale"]
+    assert len(lost) == 2 and all("Only thp_anon= on the kernel command line" in f["rationale"]
                                   for f in lost)
     assert not [f for f in d["findings"] if f["code"] == "boot.overridden"]
     assert not d["plan"]["blocked"]
+
+
+def test_the_command_lines_top_level_mode_still_overrides(tmp_path):
+    """transparent_hugepage= on the command line of a host apply cannot persist on: the
+    next boot undoes the plan, and apply is refused for it (the command line is the thing
+    to change), as before the per-size files were read."""
+    root = tmp_path / "sid"
+    shutil.copytree(SID, root, symlinks=True)
+    cmdline = root / "proc" / "cmdline"
+    cmdline.write_text(cmdline.read_text().strip() + " transparent_hugepage=always\n")
+    d = json.loads(run_cli("check", "--json", "--root", str(root)).stdout)
+    over = [f for f in d["findings"] if f["code"] == "boot.overridden"]
+    assert [f["title"] for f in over] == [
+        "The next boot would set THP enabled to always, not the planned madvise"]
+    assert any("THP enabled" in b for b in d["plan"]["blocked"])
+    assert not [b for b in d["plan"]["blocked"] if "hugepages-" in b]

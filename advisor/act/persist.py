@@ -109,7 +109,8 @@ def persist_steps(ap: ApplyPlan, root: str) -> None:
     grub = f"{root}/etc/default/grub"
     if os.path.isfile(grub):
         cur = File(grub).get()
-        new, left = grub_cmdline(File.decode(cur) or "", boot)
+        new, left = grub_cmdline(File.decode(cur) or "", boot,
+                                 host.boot.kernel if host.boot else None)
         ap.steps.append(Step(File(grub), File.encode(new), "THP and pools at boot", "persist"))
         ap.notices.append("then run `" + _grub_update(root) + "` and reboot for the kernel "
                           "command line to take effect")
@@ -121,14 +122,12 @@ def persist_steps(ap: ApplyPlan, root: str) -> None:
                               "/etc/rc.local")
 
 
-# Kernel parameters for boot-time THP values, as facts/thp_knobs.py declares them (defrag has
-# none)
-_CMDLINE_FOR = {f: t.cmdline for f, t in THP.items() if t.cmdline}
-
-
-def grub_cmdline(text: str, boot: list[BootValue]) -> tuple[str, list[BootValue]]:
+def grub_cmdline(text: str, boot: list[BootValue], kernel: tuple[int, int] | None = None
+                 ) -> tuple[str, list[BootValue]]:
     """GRUB_CMDLINE_LINUX with our parameters set (replacing earlier values of the same ones);
-    returns the new file text and what the command line cannot express."""
+    returns the new file text and what the command line cannot express: among it a THP file
+    without a kernel parameter (defrag), or whose parameter `kernel` predates (thp_knobs.py)."""
+    cmdline_for = {f: t.cmdline for f, t in THP.items() if t.takes_cmdline(kernel)}
     params, left = [], []
     gig: list[tuple[int, str]] = []
     per_node: dict[int, list[str]] = {}
@@ -138,8 +137,8 @@ def grub_cmdline(text: str, boot: list[BootValue]) -> tuple[str, list[BootValue]
             per_node.setdefault(b.size_kb, []).append(f"{b.node}:{b.value}")
         elif b.size_kb is not None:
             gig.append((b.size_kb, b.value))
-        elif b.thp in _CMDLINE_FOR:
-            params.append(f"{_CMDLINE_FOR[b.thp]}={b.value}")
+        elif b.thp in cmdline_for:
+            params.append(f"{cmdline_for[b.thp]}={b.value}")
         else:
             left.append(b)
     gig += [(size, ",".join(v)) for size, v in sorted(per_node.items())]

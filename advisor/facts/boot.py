@@ -67,6 +67,7 @@ class Boot:
     notes: list[str] = field(default_factory=list)
     systemd: bool = False  # units run at boot (apply can write one)
     grub: bool = False  # /etc/default/grub exists (apply can add kernel parameters)
+    kernel: tuple[int, int] | None = None  # the next boot's, taken to be this one's
 
     def at_boot(self, knob: str) -> Setter | None:
         """The setter whose value the knob has once boot is over (the last to apply; the
@@ -85,9 +86,9 @@ def cmdline_knobs(cmdline: str, default_kb: int | None,
                   sizes: SizesAtBoot | None = None) -> list[tuple[str, str]]:
     """(knob, value) from kernel parameters: `hugepages=N` reserves N pages of the size named
     by the `hugepagesz=` before it, or of the default size (`default_hugepagesz=` or the
-    architecture's); `hugepages=0:N,1:M` is per node (summed here); transparent_hugepage= and
-    transparent_hugepage_shmem= set the THP modes, thp_anon= and thp_shmem= the per-size ones
-    (of `sizes`: thp_knobs.py; kernel-parameters.txt)."""
+    architecture's); `hugepages=0:N,1:M` is per node (summed); transparent_hugepage(_shmem)=
+    set the THP modes, thp_anon= and thp_shmem= the per-size ones, where the kernel of `sizes`
+    takes them (thp_knobs.py; kernel-parameters.txt)."""
     out: list[tuple[str, str]] = []
     params: list[tuple[str, str]] = []
     size_kb: int | None = None
@@ -109,7 +110,8 @@ def cmdline_knobs(cmdline: str, default_kb: int | None,
                         .isdigit())
             out.append((KnobId.pool(size_kb or default).key, str(pages)))
             size_kb = None
-        elif t := next((t for t in DECLARED_THP.values() if t.cmdline == key), None):
+        elif t := next((t for t in DECLARED_THP.values() if t.cmdline == key
+                        and t.takes_cmdline(sizes.kernel if sizes else None)), None):
             out.append((KnobId.thp(t.file).key, value))  # thp_knobs.py: its parameter
         params.append((key, value))
     return out + [(k.key, v) for k, v in (sizes.from_cmdline(params) if sizes else ())]
@@ -362,10 +364,9 @@ def _kernel_defaults(sr: SysRoot, sizes: SizesAtBoot) -> list[Setter]:
 
 def read(sr: SysRoot, default_kb: int | None) -> Boot:
     b = Boot()
-    systemd = sr.exists("/run/systemd/system")
-    b.systemd, b.grub = systemd, sr.exists("/etc/default/grub")
+    systemd, sizes = sr.exists("/run/systemd/system"), sizes_at_boot(sr)
+    b.systemd, b.grub, b.kernel = systemd, sr.exists("/etc/default/grub"), sizes.kernel
     b.sysctl_engine = "systemd-sysctl" if systemd else "procps"
-    sizes = sizes_at_boot(sr)
     _next_cmdline(sr, b, sizes)
     if b.cmdline is None:
         b.notes.append("no boot loader configuration found (no GRUB, BLS entries or "

@@ -41,10 +41,23 @@ class ThpFile(NamedTuple):
     cmdline: str | None  # the kernel parameter that sets it at boot (kernel-parameters.txt)
     tuned: tuple[str, ...]  # its options in TuneD's [vm] plugin (tuned.conf(5))
     code: Code
+    since: tuple[int, int] | None = None  # the first kernel that takes `cmdline`
 
     @property
     def profile_values(self) -> tuple[str, ...]:
         return (*self.words, "keep")
+
+    def takes_cmdline(self, kernel: tuple[int, int] | None) -> bool:
+        """Whether a kernel of this version sets the file from `cmdline` (an older one logs
+        it as unknown and passes it to init); an unknown version is taken to."""
+        return self.cmdline is not None and (
+            kernel is None or self.since is None or kernel >= self.since)
+
+
+def kernel_version(release: str | None) -> tuple[int, int] | None:
+    """(major, minor) of a kernel release as /proc/sys/kernel/osrelease gives it."""
+    mt = re.match(r"(\d+)\.(\d+)", release or "")
+    return (int(mt.group(1)), int(mt.group(2))) if mt else None
 
 
 CODES = Codes(*(Code(f"thp.{f}", "info", f"THP {f} differs from the profile", TRANSHUGE,
@@ -71,7 +84,7 @@ THP: dict[str, ThpFile] = {t.file: t for t in (
             "governs shared anonymous memory, i.e. PostgreSQL's shared buffers when they are "
             "not on static huge pages", "never", "mm/shmem.c",
             "CONFIG_TRANSPARENT_HUGEPAGE_SHMEM_HUGE_", "transparent_hugepage_shmem", (),
-            CODES["thp.shmem_enabled"]),
+            CODES["thp.shmem_enabled"], (6, 13)),  # transparent_hugepage_shmem=: see SIZES
 )}
 assert tuple(THP) == THP_FILES  # the identities knob_id.py gives them, in the same order
 
@@ -167,7 +180,5 @@ def sizes_at_boot(sr: SysRoot) -> SizesAtBoot:
     # without the file: the largest anonymous size is the PMD size (include/linux/huge_mm.h
     # THP_ORDERS_ALL_ANON: every order from 2 up to PMD_ORDER)
     pmd = pmd or (max(files["enabled"]) * 1024 if files.get("enabled") else None)
-    mt = re.match(r"(\d+)\.(\d+)", sr.read("/proc/sys/kernel/osrelease", quiet_missing=True)
-                  or "")
     return SizesAtBoot({f: tuple(v) for f, v in files.items()}, pmd // 1024 if pmd else None,
-                       (int(mt.group(1)), int(mt.group(2))) if mt else None)
+                       kernel_version(sr.read("/proc/sys/kernel/osrelease", quiet_missing=True)))

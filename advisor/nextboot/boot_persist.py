@@ -78,7 +78,8 @@ def persistence(b: Boot, plan: dict[str, str], default_kb: int | None) -> Persis
             # a unit where systemd runs, else a kernel parameter where GRUB is configured
             # (a THP file that has one, thp_knobs.py; other pool sizes have none here:
             # hugepagesz= pools are whole-boot reservations apply does not write)
-            if b.systemd or (b.grub and thp and not k.per_size and THP[k.file].cmdline):
+            if b.systemd or (b.grub and thp and not k.per_size
+                             and THP[k.file].takes_cmdline(b.kernel)):
                 p.other[knob] = value
         later = [s for s in rivals if s.stage >= 2]
         for s in later:
@@ -122,4 +123,4 @@ def after_apply(b: Boot, p: Persistence) -> Boot:
             merged.append(Setter(knob, files[-1].value,
                                  files[-1].source + " (re-applied by TuneD)", 4, ordered=False))
     return Boot(merged, b.sysctl_engine, b.cmdline_source, b.cmdline, b.tuned_profile,
-                b.tuned_files, list(b.notes), b.systemd, b.grub)
+                b.tuned_files, list(b.notes), b.systemd, b.grub, b.kernel)

@@ -114,3 +114,27 @@ def test_the_command_lines_top_level_mode_still_overrides(tmp_path):
         "The next boot would set THP enabled to always, not the planned madvise"]
     assert any("THP enabled" in b for b in d["plan"]["blocked"])
     assert not [b for b in d["plan"]["blocked"] if "hugepages-" in b]
+
+
+def test_transparent_hugepage_shmem_needs_6_13(hosts, tmp_path):
+    """transparent_hugepage_shmem= came with thp_shmem= in 6.13: an older kernel ignores it, so
+    the boot view does not count it and apply does not write it into GRUB's command line (the
+    unit or a boot script has to set shmem_enabled there)."""
+    from hpadvise.act.persist import BootValue, grub_cmdline
+    root = tmp_path / "root"
+    shutil.copytree(hosts / "no-pools", root, symlinks=True)
+    (root / "etc" / "kernel").mkdir(parents=True)
+    (root / "etc" / "kernel" / "cmdline").write_text(
+        "root=/dev/vda transparent_hugepage_shmem=advise transparent_hugepage=never\n")
+    for release, shmem in (("6.18.4\n", ("advise", 0)), ("6.12.9\n", ("never", -1))):
+        (root / "proc" / "sys" / "kernel" / "osrelease").write_text(release)
+        b = boot.read(SysRoot(root), 2048)
+        s = b.at_boot("thp.shmem_enabled")
+        assert (s.value, s.stage) == shmem, release
+        assert b.at_boot("thp.enabled").value == "never"  # transparent_hugepage= is old
+    want = [BootValue("madvise", thp="enabled"), BootValue("advise", thp="shmem_enabled")]
+    text, left = grub_cmdline('GRUB_CMDLINE_LINUX="quiet"\n', want, (6, 1))
+    assert text == 'GRUB_CMDLINE_LINUX="quiet transparent_hugepage=madvise"\n'
+    assert [b.thp for b in left] == ["shmem_enabled"]
+    text, left = grub_cmdline('GRUB_CMDLINE_LINUX="quiet"\n', want, (6, 13))
+    assert "transparent_hugepage_shmem=advise" in text and not left

@@ -25,6 +25,7 @@ import os
 import re
 
 from ..kit.errors import InputError
+from .thp_knobs import kernel_version
 
 PR_SET_THP_DISABLE, PR_GET_THP_DISABLE = 41, 42
 PR_THP_DISABLE_EXCEPT_ADVISED = 1 << 1
@@ -162,6 +163,6 @@ def unadvised_thp_kb(smaps: str | None) -> int:
 
 def kernel_has_advised(release: str | None) -> bool:
     """PR_THP_DISABLE_EXCEPT_ADVISED: Linux 6.18 and later."""
-    m = re.match(r"(\d+)\.(\d+)", release or "")
-    return bool(m) and (int(m.group(1)), int(m.group(2))) >= (6, 18)
+    v = kernel_version(release)
+    return v is not None and v >= (6, 18)
 

@@ -9,7 +9,7 @@ Metric names are part of hpadvise's interface (docs/prometheus.md). Every sample
 from __future__ import annotations
 
 from ..facts.sysctls import PLANNED
-from ..facts.thp_knobs import THP
+from ..facts.thp_knobs import SIZES, THP
 from ..kit.findings import SEVERITIES
 from ..planning.plan import Report
 
@@ -75,6 +75,11 @@ def to_prometheus(r: Report, duration_s: float, now: float) -> str:
         for choice in k.choices:
             thp.append(({"knob": knob, "mode": choice}, 1 if choice == k.value else 0))
     o.family("hpadvise_thp_mode", "Transparent huge page modes: 1 for the active one", thp)
+    o.family("hpadvise_thp_size_mode", "Each THP size's own mode (hugepages-<kB>kB/<knob>; "
+             "inherit follows the top level): 1 for the active one",
+             [({"thp_size_bytes": kb * 1024, "knob": f, "mode": w}, 1 if w == now else 0)
+              for kb, d in sorted(h.thp.mthp.items()) for f, z in SIZES.items()
+              if (now := d.get(f)) is not None for w in z.words])
     o.family("hpadvise_sysctl", "The kernel settings a plan may change, now",
              [({"name": s.name}, h.sysctls[s.name]) for s in PLANNED
               if h.sysctls.get(s.name) is not None])

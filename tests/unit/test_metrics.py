@@ -51,6 +51,14 @@ def test_pools_per_size_and_node_and_thp_mode(hosts):
     active = [s.labels["mode"] for s in _samples(fams, "hpadvise_thp_mode", knob="enabled")
               if s.value == 1]
     assert len(active) == 1
+    # each THP size's own knob, one active mode each, as the captured sysfs has it
+    sizes = _samples(fams, "hpadvise_thp_size_mode", knob="enabled")
+    on = {s.labels["thp_size_bytes"]: s.labels["mode"] for s in sizes if s.value == 1}
+    assert on[str(2 << 20)] == "inherit" and on[str(64 << 10)] == "never"
+    assert len(sizes) == 4 * len(on) and str(8 << 10) not in on  # 8 KiB: shmem_enabled only
+    shm = _samples(fams, "hpadvise_thp_size_mode", knob="shmem_enabled")
+    assert {s.labels["mode"] for s in shm} == {"always", "inherit", "within_size", "advise",
+                                               "never"}
 
 
 def test_on_huge_pages_and_atomic_output_file(hosts, tmp_path):

@@ -168,6 +168,13 @@ def as_reported(runs: list[dict]) -> None:
           f"(p = {chi2_sf(q, k - 1):.3f}), I^2 = {i2:.0%}; median se "
           f"{statistics.median(se for _, se, _, _ in rep) * 100:.2f}%, sd of the estimates "
           f"{statistics.stdev(m for m, _, _, _ in rep) * 100:.2f}%")
+    # the between-run sd a random-effects model adds to every run's se (DerSimonian and Laird
+    # 1986, Control Clin Trials 7:177): tau^2 = (Q - (k - 1)) / (sum w - sum w^2 / sum w)
+    tau2 = max(0.0, (q - (k - 1)) / (sum(w) - sum(x * x for x in w) / sum(w)))
+    cover = sum(abs(m - mw) <= (hi - lo) / 2 / se * math.sqrt(se * se + tau2)
+                for m, se, lo, hi in rep)
+    print(f"between runs (DerSimonian-Laird): tau = {math.sqrt(tau2) * 100:.2f}%; each run's "
+          f"interval widened by it holds the pooled effect in {cover} of {k}")
     expect = 0.0
     for r, (_, se, lo, hi) in zip(runs, rep):
         cut = max((hi - lo) / 2, math.log(1 + r["band"] / 100))

@@ -362,9 +362,10 @@ def _kernel_defaults(sr: SysRoot, sizes: SizesAtBoot) -> list[Setter]:
 
 # ---- all together -----------------------------------------------------------------------
 
-def read(sr: SysRoot, default_kb: int | None) -> Boot:
+def read(sr: SysRoot, default_kb: int | None, sizes: SizesAtBoot | None = None) -> Boot:
+    """`sizes`: the per-size THP files as check read them (else read here)."""
     b = Boot()
-    systemd, sizes = sr.exists("/run/systemd/system"), sizes_at_boot(sr)
+    systemd, sizes = sr.exists("/run/systemd/system"), sizes or sizes_at_boot(sr)
     b.systemd, b.grub, b.kernel = systemd, sr.exists("/etc/default/grub"), sizes.kernel
     b.sysctl_engine = "systemd-sysctl" if systemd else "procps"
     _next_cmdline(sr, b, sizes)

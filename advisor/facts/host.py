@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from .boot import Boot
 from .boot import read as read_boot
+from .thp_knobs import SizesAtBoot
 from ..kit.paths import HUGEPAGES_DIR as HUGEPAGES, NODES_DIR as NODES, pool_dir
 from .cgroups import (HugetlbLimit, MemoryLimit, hidden_ancestors, hugetlb_accounting,
                       memory_limit)
@@ -297,14 +298,15 @@ def collect(sr: SysRoot) -> HostFacts:
     soft, hard = read_memlock(sr)
     release = sr.read("/proc/sys/kernel/osrelease")
     mem = read_meminfo(sr)
-    boot = read_boot(sr, mem.default_hugepage_kb)
+    thp = read_thp(sr)
+    boot = read_boot(sr, mem.default_hugepage_kb, SizesAtBoot.of(thp, release))
     return HostFacts(
         kernel=release.strip() if release else None,
         base_page_bytes=read_base_page_bytes(sr),
         mem=mem,
         pools=read_pools(sr, nodes),
         numa_nodes=nodes,
-        thp=read_thp(sr),
+        thp=thp,
         thp_users=read_thp_users(sr, (mem.shmem_pmd_mapped_kb, mem.file_pmd_mapped_kb)),
         cmdline=cmdline.strip() if cmdline else None,
         cmdline_params=parse_cmdline(cmdline),

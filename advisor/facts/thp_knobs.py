@@ -23,9 +23,9 @@ from typing import NamedTuple
 
 from ..kit.findings import Code, Codes
 from ..kit.knob_id import SIZE_FILES, THP_FILES, KnobId
-from ..kit.paths import THP_DIR
 from ..kit.sizing import memparse
-from .sysroot import SysRoot, size_dirs
+from .sysroot import SysRoot
+from .thp_rules import THPFacts, read_thp
 
 TRANSHUGE = "Documentation/admin-guide/mm/transhuge.rst"
 
@@ -50,8 +50,12 @@ class ThpFile(NamedTuple):
     def takes_cmdline(self, kernel: tuple[int, int] | None) -> bool:
         """Whether a kernel of this version sets the file from `cmdline` (an older one logs
         it as unknown and passes it to init); an unknown version is taken to."""
-        return self.cmdline is not None and (
-            kernel is None or self.since is None or kernel >= self.since)
+        return self.cmdline is not None and takes(kernel, self.since)
+
+
+def takes(kernel: tuple[int, int] | None, since: tuple[int, int] | None) -> bool:
+    """Whether a kernel of this version has what came in `since` (either unknown: taken to)."""
+    return kernel is None or since is None or kernel >= since
 
 
 def kernel_version(release: str | None) -> tuple[int, int] | None:
@@ -164,21 +168,23 @@ class SizesAtBoot(NamedTuple):
         for f, sizes in self.files.items():
             z, got = SIZES[f], None
             for key, value in params:
-                if key == z.cmdline and (self.kernel is None or self.kernel >= z.since):
+                if key == z.cmdline and takes(self.kernel, z.since):
                     got = z.from_cmdline(value, sizes, got) or got
             out += [(KnobId.thp(f, kb), v) for kb, v in (got or {}).items()]
         return out
 
+    @classmethod
+    def of(cls, thp: THPFacts, release: str | None) -> SizesAtBoot:
+        """From what check read of THP (thp_rules.read_thp) and the kernel's release."""
+        files = {f: tuple(kb for kb, d in sorted(thp.mthp.items()) if d.get(f) is not None)
+                 for f in SIZE_FILES}
+        files = {f: v for f, v in files.items() if v}
+        # without hpage_pmd_size: the largest anonymous size is the PMD size
+        # (include/linux/huge_mm.h THP_ORDERS_ALL_ANON: every order from 2 up to PMD_ORDER)
+        pmd = thp.pmd_size_kb or (max(files["enabled"]) if "enabled" in files else None)
+        return cls(files, pmd, kernel_version(release))
+
 
 def sizes_at_boot(sr: SysRoot) -> SizesAtBoot:
-    files: dict[str, list[int]] = {}
-    for kb, d in size_dirs(sr, THP_DIR):
-        for f in SIZE_FILES:
-            if sr.exists(f"{d}/{f}"):
-                files.setdefault(f, []).append(kb)
-    pmd = sr.read_int(f"{THP_DIR}/hpage_pmd_size", quiet_missing=True)
-    # without the file: the largest anonymous size is the PMD size (include/linux/huge_mm.h
-    # THP_ORDERS_ALL_ANON: every order from 2 up to PMD_ORDER)
-    pmd = pmd or (max(files["enabled"]) * 1024 if files.get("enabled") else None)
-    return SizesAtBoot({f: tuple(v) for f, v in files.items()}, pmd // 1024 if pmd else None,
-                       kernel_version(sr.read("/proc/sys/kernel/osrelease", quiet_missing=True)))
+    return SizesAtBoot.of(read_thp(sr), sr.read("/proc/sys/kernel/osrelease",
+                                                quiet_missing=True))

@@ -146,13 +146,14 @@ class ScratchServer:
 
     @property
     def pid(self) -> int | None:
-        """The server's PID from its pid file, while that process runs."""
+        """The server's PID from its pid file, while that process runs (a zombie does not:
+        see gone())."""
         try:
             with open(self.pid_file) as f:
                 pid = int(f.read().split()[0])
         except (OSError, ValueError, IndexError):
             return None
-        return pid if os.path.exists(f"/proc/{pid}") else None
+        return None if gone(pid) else pid
 
     def running(self) -> bool:
         return self.pid is not None
@@ -218,7 +219,12 @@ def run_as(pw) -> dict:
 
 
 def gone(pid: int) -> bool:
-    """True once `pid` has exited; reaps it when it is our child (a restarted server can be)."""
+    """True once `pid` has exited; reaps it when it is our child (a restarted server can be).
+    A zombie has exited: the kernel freed its memory, huge pages among them, before it
+    became one (exit_mm() comes before exit_notify() in kernel/exit.c do_exit()), and
+    /proc/PID lingers only until its parent reaps it. A server stopped by pg_ctl or a
+    signal is the child of init once its starter is gone, and an init that reaps slowly
+    (or a container's PID 1 that never reaps) would otherwise hold every stop up."""
     try:
         if os.waitpid(pid, os.WNOHANG)[0] == pid:
             return True

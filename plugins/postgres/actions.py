@@ -11,7 +11,8 @@ import subprocess
 from pathlib import Path
 
 from hpadvise.api.face import (ActionError, File, FileSetting, Proc, Restart, SysRoot, backing_of,
-                               fmt_bytes, fmt_page, keep_of, keeper, reach, systemd_unit)
+                               fmt_bytes, fmt_page, keep_of, keeper, proc_state, reach,
+                               systemd_unit)
 
 from .conf import parse_conf
 from .preflight import would_start
@@ -32,12 +33,13 @@ def spec_of(c, instance: str) -> dict:
 
 
 def read_pid(datadir: str) -> int | None:
-    """The live postmaster's pid from postmaster.pid (src/include/utils/pidfile.h, line 1)."""
+    """The live postmaster's pid from postmaster.pid (src/include/utils/pidfile.h, line 1); a
+    zombie is not live (it has exited, and only waits for its parent to reap it)."""
     try:
         pid = int(Path(f"{datadir}/postmaster.pid").read_text().split()[0])
     except (OSError, ValueError, IndexError):
         return None
-    return pid if os.path.exists(f"/proc/{pid}") else None
+    return pid if proc_state(pid) not in ("Z", "X", "?") else None
 
 
 def main_segment(maps):

@@ -8,10 +8,9 @@ import glob
 import os
 import shutil
 import subprocess
-import time
 from typing import Callable
 
-from hpadvise.benchmarks.face import ScratchServer, check_run, free_port, run_as
+from hpadvise.benchmarks.face import ScratchServer, check_run, free_port, run_as, wait_gone
 from hpadvise.api.face import InputError
 
 from .copying import prepare_copy
@@ -124,10 +123,7 @@ class ScratchCluster(ScratchServer):
             pid = self.pid
             self._run([f"{self.bindir}/pg_ctl", "-D", self.datadir, "-m", mode, "-w",
                        "stop"])
-            for _ in range(200):  # until the postmaster is really gone
-                if not pid or not os.path.exists(f"/proc/{pid}"):
-                    break
-                time.sleep(0.05)
+            wait_gone(pid, 10)  # until the postmaster has really exited
 
 
 def scratch_from(fill, user: str, bindir: str, settings: list[str], extra: dict[str, str],

@@ -107,11 +107,11 @@ def replayed(res: dict) -> None:
 
 
 def test_capture_then_replay_side_by_side(knobs, pg_factory, tmp_path):
-    """The whole path on csvlog: capture (base backup, then 10 s of statements), then
+    """The whole path on csvlog: capture (base backup, then 5 s of statements), then
     validate --replay on copies of the base backup, side by side, with a verdict and CI."""
     c = shop(pg_factory, collector=True)
     out = tmp_path / "cap"
-    capture(c, tmp_path, out, 10)
+    capture(c, tmp_path, out, 5)
     meta = json.loads((out / "capture.json").read_text())
     assert meta["format"] == "csv" and meta["base"] == "base" and meta["bytes"] > 0
     assert (out / "base" / "PG_VERSION").exists() and not meta["restore_errors"]
@@ -119,7 +119,7 @@ def test_capture_then_replay_side_by_side(knobs, pg_factory, tmp_path):
     assert any("UPDATE items SET stock" in ln for ln in lines)
     assert not any("ALTER SYSTEM" in ln for ln in lines)  # none of the capture's own
     src_pid, host, dirs = c.pid, host_state(), scratch_dirs()
-    r = run_cli("validate", "--replay", str(out), "--duration", "45s", "--variants",
+    r = run_cli("validate", "--replay", str(out), "--duration", "25s", "--variants",
                 "current,recommended", "--json", "--output", str(tmp_path / "r.json"),
                 "--html", str(tmp_path / "r.html"), timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
@@ -142,13 +142,13 @@ def test_copy_of_an_instance_replays_a_stderr_log(knobs, pg_factory, tmp_path):
     pgreplay's prefix), no base backup; replayed with --instance --copy as an A/A run."""
     c = shop(pg_factory, collector=False)
     out = tmp_path / "cap"
-    capture(c, tmp_path, out, 10, "--no-base", "--yes")
+    capture(c, tmp_path, out, 5, "--no-base", "--yes")
     meta = json.loads((out / "capture.json").read_text())
     assert meta["format"] == "stderr" and meta["base"] is None
     assert (out / "statements.log").read_text().startswith("20")  # '%m|...' lines
     dirs, src_pid = scratch_dirs(), c.pid
     r = run_cli("validate", "--instance", c.datadir, "--copy", "--replay",
-                str(out / "statements.log"), "--duration", "35s", "--variants",
+                str(out / "statements.log"), "--duration", "25s", "--variants",
                 "current,current", "--json", "--output", str(tmp_path / "r.json"), timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     res = json.loads((tmp_path / "r.json").read_text())
@@ -191,7 +191,7 @@ def test_scripts_of_the_user(knobs, pg_factory, tmp_path):
     os.chmod(tmp_path, 0o700)  # the server's OS user cannot read it: validate copies it
     dirs = scratch_dirs()
     r = run_cli("validate", "--instance", c.datadir, "--copy", "--script", str(sql),
-                "--database", "shop", "--duration", "25s", "--run-seconds", "3",
+                "--database", "shop", "--duration", "20s", "--run-seconds", "3",
                 "--warmup-seconds", "1", "--variants", "current,current", "--json",
                 "--output", str(tmp_path / "s.json"), timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
@@ -203,7 +203,7 @@ def test_scripts_of_the_user(knobs, pg_factory, tmp_path):
     lua = tmp_path / "pick.lua"
     lua.write_text('function event()\n  local con = sysbench.sql.driver():connect()\n'
                    '  con:query("SELECT 1")\n  con:disconnect()\nend\n')
-    r = run_cli("validate", "--bench", "tpcc", "--script", str(lua), "--duration", "20s",
+    r = run_cli("validate", "--bench", "tpcc", "--script", str(lua), "--duration", "15s",
                 "--shared-buffers", "128MB", "--scale", "1", "--run-seconds", "3",
                 "--warmup-seconds", "1", "--variants", "current,hugepages-off", "--json",
                 "--output", str(tmp_path / "l.json"), timeout=600)
@@ -214,7 +214,7 @@ def test_scripts_of_the_user(knobs, pg_factory, tmp_path):
     # run from the server's own copy of it (the clients' OS user may not read the original)
     assert all(any(a.endswith("/pick.lua") for a in cmd)
                for cmd in res["meta"]["bench_commands"].values())
-    r = run_cli("validate", "--db", "mysql", "--script", str(lua), "--duration", "20s",
+    r = run_cli("validate", "--db", "mysql", "--script", str(lua), "--duration", "15s",
                 "--shared-buffers", "256MB", "--scale", "1", "--run-seconds", "3",
                 "--warmup-seconds", "1", "--variants", "current,recommended", "--json",
                 "--output", str(tmp_path / "m.json"), timeout=600)

@@ -219,19 +219,17 @@ def run_as(pw) -> dict:
 
 
 def gone(pid: int) -> bool:
-    """True once `pid` has exited; reaps it when it is our child (a restarted server can be).
-    A zombie has exited: the kernel freed its memory, huge pages among them, before it
-    became one (exit_mm() comes before exit_notify() in kernel/exit.c do_exit()), and
-    /proc/PID lingers only until its parent reaps it. A server stopped by pg_ctl or a
-    signal is the child of init once its starter is gone, and an init that reaps slowly
-    (or a container's PID 1 that never reaps) would otherwise hold every stop up."""
+    """True once `pid` has exited (a zombie has: api's exited()); reaps it when it is our
+    child (a restarted server can be). A server stopped by pg_ctl or a signal is init's
+    child by then, and waiting until an init reaps it (late, or never under a container's
+    PID 1 that does not) would hold every stop up."""
     try:
         if os.waitpid(pid, os.WNOHANG)[0] == pid:
             return True
     except ChildProcessError:
         pass
-    from hpadvise.api.face import proc_state
-    return proc_state(pid) in ("Z", "X", "?")
+    from hpadvise.api.face import exited
+    return exited(pid)
 
 
 def wait_gone(pid: int | None, seconds: float) -> None:

@@ -14,8 +14,8 @@ from ..facts.cgroups import limits as cgroup_limits
 from ..facts.cgroups import size_name
 from ..facts.host import HostFacts, read_meminfo, read_pools
 from ..facts.numa import Keep, keep_of, keeper
-from ..facts.procs import (Mapping, Proc, ProcTable, backing_of, binary_version, hugetlb_pages,
-                           machine_of, memfd_bytes, proc_state, systemd_unit)
+from ..facts.procs import (Mapping, Proc, ProcTable, backing_of, binary_version, exited,
+                           hugetlb_pages, machine_of, memfd_bytes, systemd_unit)
 from ..facts.roots import as_seen_inside, exe_of, proc_root, reach, restart_advice, view_of_spec
 from ..facts.sysroot import Note, SysRoot
 from ..facts.thp_rules import ADVISED, thp_sizes
@@ -37,8 +37,8 @@ __all__ = [
     "Instance", "Keep", "Mapping", "Note", "Proc", "ProcTable", "Profile", "Restart",
     "SCRATCH_MARK", "ServerEngine", "SysRoot", "THP_DIR", "TRANSHUGE", "Targets", "Unknown",
     "UnknownFact", "as_seen_inside", "backing_of", "binary_version", "cgroup_limits",
-    "counted", "error_line", "exe_of", "fmt_bytes", "fmt_page", "hugetlb_pages", "keep_of",
-    "keeper", "known", "machine_of", "memfd_bytes", "pages_for", "parse_bytes", "proc_root", "proc_state",
-    "reach", "read_meminfo", "read_pools", "redact_dsn", "redact_text", "restart_advice",
-    "size_dir", "size_name", "systemd_unit", "thp_sizes", "view_of_spec",
+    "counted", "error_line", "exe_of", "exited", "fmt_bytes", "fmt_page", "hugetlb_pages",
+    "keep_of", "keeper", "known", "machine_of", "memfd_bytes", "pages_for", "parse_bytes",
+    "proc_root", "reach", "read_meminfo", "read_pools", "redact_dsn", "redact_text",
+    "restart_advice", "size_dir", "size_name", "systemd_unit", "thp_sizes", "view_of_spec",
 ]

@@ -18,7 +18,7 @@ import signal
 import time
 from typing import Any
 
-from ..facts.procs import proc_state
+from ..facts.procs import exited
 from .actions import ActionError, PathAction
 
 PREFIX = "hpadvise-"
@@ -82,7 +82,7 @@ class ScratchDir(PathAction):
                 return
             deadline = time.time() + wait
             while time.time() < deadline:
-                if proc_state(pid) in ("Z", "X", "?"):  # exited: a zombie holds no memory
+                if exited(pid):
                     return
                 time.sleep(0.1)
         raise ActionError(f"the server of {self.path} (PID {pid}) did not stop; stop it and "

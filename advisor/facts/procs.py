@@ -284,6 +284,13 @@ def proc_state(pid: int) -> str:
         return "?"
 
 
+def exited(pid: int) -> bool:
+    """Whether `pid` has exited: gone, or a zombie waiting for its parent to reap it, whose
+    memory (huge pages too) is already freed: kernel/exit.c do_exit() runs exit_mm() before
+    exit_notify()."""
+    return proc_state(pid) in ("Z", "X", "?")
+
+
 def systemd_unit(pid: int) -> str | None:
     """The service unit of live `pid` when systemd is PID 1 (sd_booted: /run/systemd/system)."""
     import os

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from hpadvise.api.face import (ActionError, File, FileSetting, Keep, Proc, ProcTable, Restart,
-                               SysRoot, fmt_bytes, keep_of, keeper, proc_state, reach,
+                               SysRoot, exited, fmt_bytes, keep_of, keeper, reach,
                                systemd_unit)
 
 from .conf import SERVER_GROUP, default_files, norm, strip_value
@@ -170,7 +170,7 @@ class MyRestart(Restart):
         """The server's current pid: a live (not zombie) mariadbd/mysqld with the same command
         line, or the pid we knew if it still runs."""
         live = [p for p in ProcTable(SysRoot("/")).by_name("mariadbd", "mysqld")
-                if proc_state(p.pid) not in ("Z", "X", "?")]
+                if not exited(p.pid)]
         for p in live:
             if p.cmdline and tuple(p.cmdline) == tuple(self.s["argv"]):
                 return p.pid
@@ -228,7 +228,7 @@ class MyRestart(Restart):
         if pid:
             os.kill(pid, signal.SIGTERM)  # mysqld shuts down cleanly on SIGTERM
             deadline = time.time() + 900
-            while os.path.exists(f"/proc/{pid}") and proc_state(pid) != "Z":
+            while not exited(pid):
                 if time.time() > deadline:
                     raise ActionError(f"{self.label}: pid {pid} did not stop within 15 minutes")
                 time.sleep(0.1)

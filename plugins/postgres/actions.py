@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 
 from hpadvise.api.face import (ActionError, File, FileSetting, Proc, Restart, SysRoot, backing_of,
-                               fmt_bytes, fmt_page, keep_of, keeper, proc_state, reach,
+                               fmt_bytes, fmt_page, exited, keep_of, keeper, reach,
                                systemd_unit)
 
 from .conf import parse_conf
@@ -39,7 +39,7 @@ def read_pid(datadir: str) -> int | None:
         pid = int(Path(f"{datadir}/postmaster.pid").read_text().split()[0])
     except (OSError, ValueError, IndexError):
         return None
-    return pid if proc_state(pid) not in ("Z", "X", "?") else None
+    return None if exited(pid) else pid
 
 
 def main_segment(maps):

@@ -52,7 +52,7 @@ from .own import origins
 from .side_by_side import SideBySide
 from .options import Options, check
 from .switching import THP, Switcher, ValidateError
-from .target import BenchTarget
+from .target import BenchTarget, write_out
 from .variants import host_wide, kind, pairs_for
 
 __all__ = ["Options", "Sample", "Validation", "ValidateError", "RunOverrun"]
@@ -153,6 +153,13 @@ class Validation(SideBySide):
             calibrate(self)
         if self.design != "restart":
             self._make_servers()
+        # what the load and the copies left as dirty page cache goes to disk here, in the
+        # setup: left to the kernel's flusher it was written out during the first epoch,
+        # a kernel thread on the CPUs being measured (236 MB at 128MB of buffers; lab/README.md,
+        # "What epoch 1 runs through")
+        self._update(phase="writing the servers' files to disk")
+        for d in filter(None, (s.scratch_dir() for s in (t, *self.twins))):
+            write_out(d)
         if resets(self.bench):
             budget_note(self, len(self.side_by_side), self.phases)
         defrag = read_choice(self.sr.read(f"{THP}/defrag", quiet_missing=True) or "").chosen

@@ -14,6 +14,7 @@ import os
 import pwd
 import shutil
 import socket
+import stat
 import subprocess
 import tempfile
 import time
@@ -106,6 +107,12 @@ class BenchTarget:
 
     def destroy(self) -> None:
         """Remove what setup() created."""
+
+    def scratch_dir(self) -> str | None:
+        """The directory of a scratch server's own files, its data among them (written out
+        to disk before the first epoch: write_out), or None where it has none (a running
+        instance)."""
+        return None
 
 
 # ---- helpers for engines' scratch servers
@@ -230,6 +237,25 @@ def gone(pid: int) -> bool:
         pass
     from hpadvise.api.face import exited
     return exited(pid)
+
+
+def write_out(root: str) -> None:
+    """fsync every regular file and directory under `root`, as initdb's sync does: the
+    dirty pages a load or a copy left go to disk now, instead of when the flusher takes
+    pages older than vm.dirty_expire_centisecs (30 s by default: Documentation/admin-guide/
+    sysctl/vm.rst). Files that go while it walks are passed over."""
+    for d, _, files in os.walk(root):
+        for path in [*(os.path.join(d, f) for f in files), d]:
+            try:
+                if not stat.S_ISREG(os.lstat(path).st_mode) and path != d:
+                    continue  # sockets, fifos, links: nothing of the data
+                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+            except OSError:
+                continue
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
 
 
 def wait_gone(pid: int | None, seconds: float) -> None:

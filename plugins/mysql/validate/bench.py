@@ -216,6 +216,9 @@ class MariaTarget(BenchTarget):
         maps = Proc(SysRoot("/"), pid).smaps if pid else None
         return backing_of(maps, 2048).kind if maps is not None else None
 
+    def scratch_dir(self) -> str | None:
+        return self.m.tmp if self.m is not None else None
+
     def stop(self) -> None:
         if self.m is not None:
             self.m.stop()

@@ -321,6 +321,9 @@ class PgTarget(BenchTarget):
             self.c.configure(RUN_SETTINGS)
             self.restart()
 
+    def scratch_dir(self) -> str | None:
+        return self.c.tmp if isinstance(self.c, ScratchCluster) else None
+
     def twin_blocker(self) -> str | None:
         if self.running is not None:
             return "--instance measures one running server, which cannot be doubled"

@@ -62,7 +62,7 @@ class Options:
     # how long a run may go on past its warm-up and measured seconds before its clients are
     # stopped: pgbench -T and sysbench --time end the clients on their own clock, so beyond
     # them only connecting and the final report remain (seconds); a run still going a
-    # minute later is one whose server stopped making progress
+    # minute later is one whose server stopped making progress (--run-grace)
     run_grace_s: int = 60
     # the engines' own options given on the command line (--pg-bindir ...)
     targets: Targets = field(default_factory=Targets)
@@ -171,6 +171,9 @@ def check(given: Options, sr: SysRoot):
         raise InputError(f"--clients {o.clients}: give at least 1")
     if o.run_s is not None and o.run_s < 1:
         raise InputError(f"--run-seconds {o.run_s}: a run needs at least 1 second")
+    if o.run_grace_s < 1:
+        raise InputError(f"--run-grace {o.run_grace_s}: give at least 1 second (a run "
+                         "still reports after its measured seconds)")
     if o.warm_s is not None and o.warm_s < 0:
         raise InputError(f"--warmup-seconds {o.warm_s}: give 0 or more")
     avail = (read_meminfo(sr).available_kb or 0) * 1024

@@ -62,6 +62,12 @@ def validate(
     warmup_seconds: Annotated[Optional[int], typer.Option(
         help="Warm-up before each measured run, same connections, left out of the figures "
              "[default: 3 + 1 per GiB of buffers, at most 20].")] = None,
+    run_grace: Annotated[Optional[int], typer.Option(
+        "--run-grace", metavar="SECONDS",
+        help="How long a run may go on past its warm-up and measured seconds before its "
+             "clients are stopped and validate ends with what it measured so far: longer "
+             "for a --script whose transactions take minutes, shorter to give up sooner "
+             "on a server that stopped making progress [default: 60].")] = None,
     buffers: Annotated[Optional[str], typer.Option(
         "--buffers", "--shared-buffers", metavar="SIZE",
         help="The scratch server's buffers: shared_buffers (postgres) or innodb_buffer_pool_size "
@@ -152,6 +158,7 @@ def validate(
         variants=[v.strip() for v in variants.split(",")] if variants else list(DEFAULT_VARIANTS),
         duration_s=parse_duration(duration), workload=workload, clients=clients, scale=scale,
         run_s=run_seconds, warm_s=warmup_seconds,
+        **({} if run_grace is None else {"run_grace_s": run_grace}),
         target_ci_pct=pct(target_ci, "--target-ci") if target_ci is not None else None,
         band_pct=pct(band, "--band"), buffers=buffers, profile=profile,
         instance=instance, allow_restart=allow_restart, journal_dir=journal_dir,

@@ -200,6 +200,7 @@ def test_interrupt_restores_everything(knobs, tmp_path, sig):
     (["--target-ci", "tight"], "not a percentage"),
     (["--run-seconds", "0"], "at least 1 second"),
     (["--warmup-seconds", "-1"], "give 0 or more"),
+    (["--run-grace", "0"], "--run-grace 0: give at least 1 second"),
 ])
 def test_bad_input_changes_nothing(knobs, args, msg):
     before, dirs = host_state(), scratch_dirs()

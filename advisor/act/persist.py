@@ -173,29 +173,26 @@ def grub_cmdline(text: str, boot: list[BootValue], kernel: tuple[int, int] | Non
 def _tuned_profile(ap: ApplyPlan, root: str, boot, knobs: dict[str, str]) -> None:
     """TuneD re-applies its active profile at every start, over what sysctl files and units
     set: the plan goes into a child profile that includes the active one and overrides just
-    these knobs (tuned.conf(5): `include=`, then the [vm], [sysctl] and [sysfs] plugins), made
-    the active profile the way tuned-adm records it (/etc/tuned/active_profile, profile_mode
-    manual). Rollback restores both files."""
-    sections: dict[str, list[str]] = {}
+    these knobs (tuned.conf(5): `include=`), made the active profile the way tuned-adm
+    records it (/etc/tuned/active_profile, profile_mode manual). TuneD merges a child's
+    section into the parent's of the same name (facts/tuned.py), so each knob is written in
+    every unit of the active profile that sets it, and no unit is left with another value
+    whatever order they apply in; a knob no unit sets goes into its own plugin's unit. Rollback
+    restores both files."""
+    sections: dict[str, tuple[str, list[str]]] = {}
     for knob, value in sorted(knobs.items()):
-        k = KnobId.parse(knob)
-        if k == KnobId.thp("enabled"):  # TuneD's [vm] option for it (thp_knobs.py)
-            sections.setdefault("vm", []).append(f"{THP['enabled'].tuned[0]}={value}")
-        elif k.is_sysctl:
-            sections.setdefault("sysctl", []).append(f"{k.file}={value}")
-        elif not k.is_pool:
-            sections.setdefault("sysfs", []).append(f"{THP_DIR}/{k.thp_path}={value}")
-        elif k.page_kb == ap.report.host.default_hugepage_kb:
-            sections.setdefault("sysctl", []).append(f"vm.nr_hugepages={value}")
-        else:
-            sections.setdefault("sysfs", []).append(f"{sysfs_pool(k.page_kb)}={value}")
+        for unit, plugin, key in boot.tuned_units.get(knob) or (
+                _tuned_home(KnobId.parse(knob), boot, ap.report.host.default_hugepage_kb),):
+            sections.setdefault(unit, (plugin, []))[1].append(f"{key}={value}")
     parent = boot.tuned_profile if boot.tuned_profile != TUNED_PROFILE else \
         _tuned_parent(root)
     text = [f"# Written by hpadvise apply (profile {ap.report.profile.name}); `hpadvise "
             "rollback` restores the previous TuneD profile.", "[main]",
             f"summary=hpadvise: huge pages and THP over {parent}", f"include={parent}"]
-    for sec, lines in sections.items():
-        text += ["", f"[{sec}]", *lines]
+    # a section merging into a unit named otherwise than its plugin repeats `type=`: TuneD
+    # takes the child's type, its name where it gives none (merger.py)
+    for sec, (plugin, lines) in sections.items():
+        text += ["", f"[{sec}]", *([f"type={plugin}"] if plugin != sec else []), *lines]
     d = f"{root}/etc/tuned/{TUNED_PROFILE}"
     ap.steps.append(Step(File(f"{d}/tuned.conf"), File.encode("\n".join(text) + "\n"),
                          f"TuneD would re-apply {parent}'s values at its start", "persist"))
@@ -206,6 +203,22 @@ def _tuned_profile(ap: ApplyPlan, root: str, boot, knobs: dict[str, str]) -> Non
                          "chosen by hand, as tuned-adm profile records it", "persist"))
     ap.notices.append(f"TuneD applies profile {TUNED_PROFILE} (over {parent}) at its next "
                       f"start; `tuned-adm profile {TUNED_PROFILE}` applies it now")
+
+
+def _tuned_home(k: KnobId, boot, default_kb: int | None) -> tuple[str, str, str]:
+    """(unit, plugin, option) for a knob no unit of the active profile sets: a THP file in
+    TuneD's [vm] where this TuneD takes its option (thp_knobs.py), a sysctl or the default
+    size's pool in [sysctl], any other file in [sysfs]."""
+    if k.is_sysctl:
+        return "sysctl", "sysctl", k.file
+    if not k.is_pool and not k.per_size and THP[k.file].tuned and \
+            THP[k.file].tuned_by(boot.tuned_version, boot.cmdline or ""):
+        return "vm", "vm", THP[k.file].tuned[0]
+    if not k.is_pool:
+        return "sysfs", "sysfs", f"{THP_DIR}/{k.thp_path}"
+    if k.page_kb == default_kb:
+        return "sysctl", "sysctl", "vm.nr_hugepages"
+    return "sysfs", "sysfs", sysfs_pool(k.page_kb)
 
 
 def _tuned_parent(root: str) -> str:

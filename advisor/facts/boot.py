@@ -15,11 +15,9 @@ The order at boot, and the sources (each a `Setter`):
  2. systemd units and init scripts that write the knobs (a "disable THP" unit, hpadvise's own),
     when enabled;
  3. /etc/rc.local, when executable (it runs last among the init scripts);
- 4. TuneD's active profile with its include chain (tuned.conf(5): `include=` profiles are
-    merged first, the including profile overrides them): `[vm] transparent_hugepages`,
-    `[sysctl]`, `[sysfs]`, `[bootloader] cmdline`. TuneD applies it at every start; with
-    `reapply_sysctl = 1` in tuned-main.conf (its default) it then applies the system's sysctl
-    files again, which therefore win over the profile's [sysctl].
+ 4. TuneD's active profile, merged and applied as TuneD does (tuned.py): `[vm]`, `[sysctl]`,
+    `[sysfs]`, `[bootloader] cmdline`. With `reapply_sysctl = 1` in tuned-main.conf (its
+    default) it then applies the sysctl files again, which win over the profile's [sysctl].
 Units, rc.local and TuneD all run after the sysctl files; among themselves their order is not
 fixed unless a unit says so, and the prediction says where it is not.
 """
@@ -27,16 +25,16 @@ fixed unless a unit says so, and the prediction says where it is not.
 from __future__ import annotations
 
 import re
-import shlex
 from dataclasses import dataclass, field
 
 from ..kit.knob_id import KnobId, pool_of_path
 from ..kit.paths import HUGEPAGES_DIR, NODES_DIR, THP_DIR as THP
-from ..kit.sizing import cmdline_kb
-from .boot_sources import grub_default, ini, kernel_config, tuned_chain
+from . import tuned
+from .boot_cmdline import cmdline_knobs, next_boot
+from .boot_sources import kernel_config
 from .sysroot import SysRoot
 from .sysctls import PLANNED, declared
-from .thp_knobs import THP as DECLARED_THP, SizesAtBoot, sizes_at_boot
+from .thp_knobs import THP as DECLARED_THP, SizesAtBoot, kernel_version, sizes_at_boot
 
 SYSCTL_DIRS = ("/etc/sysctl.d", "/run/sysctl.d", "/usr/local/lib/sysctl.d", "/usr/lib/sysctl.d",
                "/lib/sysctl.d")
@@ -64,10 +62,17 @@ class Boot:
     cmdline: str | None = None
     tuned_profile: str | None = None  # the active TuneD profile(s), if TuneD is installed
     tuned_files: tuple[str, ...] = ()  # the include chain, parent first
+    tuned_version: tuple[int, int] | None = None  # the installed TuneD's (major, minor)
+    # knob -> the units of TuneD's merged profile that set it, (unit, plugin, option), in the
+    # order TuneD applies them: a child profile overrides the knob in each (act/persist.py)
+    tuned_units: dict[str, tuple[tuple[str, str, str], ...]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     systemd: bool = False  # units run at boot (apply can write one)
     grub: bool = False  # /etc/default/grub exists (apply can add kernel parameters)
-    kernel: tuple[int, int] | None = None  # the next boot's, taken to be this one's
+    # the next boot's kernel: its release from the boot entry's image (None: not found, taken
+    # to be this one), and its (major, minor), which decides the boot parameters it takes
+    release: str | None = None
+    kernel: tuple[int, int] | None = None
 
     def at_boot(self, knob: str) -> Setter | None:
         """The setter whose value the knob has once boot is over (the last to apply; the
@@ -78,80 +83,6 @@ class Boot:
     def competitors(self, knob: str, except_source: str = "") -> list[Setter]:
         return [s for s in self.setters if s.knob == knob and not s.source.startswith(
             except_source or "\0")]
-
-
-# ---- the kernel command line ------------------------------------------------------------
-
-def cmdline_knobs(cmdline: str, default_kb: int | None,
-                  sizes: SizesAtBoot | None = None) -> list[tuple[str, str]]:
-    """(knob, value) from kernel parameters: `hugepages=N` reserves N pages of the size named
-    by the `hugepagesz=` before it, or of the default size (`default_hugepagesz=` or the
-    architecture's); `hugepages=0:N,1:M` is per node (summed); transparent_hugepage(_shmem)=
-    set the THP modes, thp_anon= and thp_shmem= the per-size ones, where the kernel of `sizes`
-    takes them (thp_knobs.py; kernel-parameters.txt)."""
-    out: list[tuple[str, str]] = []
-    params: list[tuple[str, str]] = []
-    size_kb: int | None = None
-    default = default_kb or 2048
-    try:
-        tokens = shlex.split(cmdline or "", posix=True)
-    except ValueError:
-        tokens = (cmdline or "").split()
-    for tok in tokens:
-        if tok == "--":  # what follows is init's, not the kernel's
-            break
-        key, _, value = tok.partition("=")
-        if key == "default_hugepagesz":
-            default = cmdline_kb(value) or default
-        elif key == "hugepagesz":
-            size_kb = cmdline_kb(value)
-        elif key == "hugepages":
-            pages = sum(int(p.split(":")[-1]) for p in value.split(",") if p.split(":")[-1]
-                        .isdigit())
-            out.append((KnobId.pool(size_kb or default).key, str(pages)))
-            size_kb = None
-        elif t := next((t for t in DECLARED_THP.values() if t.cmdline == key
-                        and t.takes_cmdline(sizes.kernel if sizes else None)), None):
-            out.append((KnobId.thp(t.file).key, value))  # thp_knobs.py: its parameter
-        params.append((key, value))
-    return out + [(k.key, v) for k, v in (sizes.from_cmdline(params) if sizes else ())]
-
-
-def _next_cmdline(sr: SysRoot, b: Boot, sizes: SizesAtBoot) -> None:
-    """The kernel command line of the next boot, and where it comes from."""
-    for cfg in ("/boot/grub/grub.cfg", "/boot/grub2/grub.cfg"):
-        text = sr.read(cfg, quiet_missing=True)
-        if text:  # the first `linux` line: the default entry unless GRUB_DEFAULT says else
-            mt = re.search(r"^\s*linux(?:efi)?\s+\S+\s+(.*)$", text, re.M)
-            if mt:
-                b.cmdline, b.cmdline_source = mt.group(1).strip(), f"{cfg} (first entry)"
-                break
-    entries = sorted(n for n in sr.listdir("/boot/loader/entries") if n.endswith(".conf"))
-    if b.cmdline is None and entries:
-        last = entries[-1]  # sd-boot and grubby default to the newest entry
-        for line in (sr.read(f"/boot/loader/entries/{last}") or "").splitlines():
-            if line.startswith("options "):
-                b.cmdline = line[len("options "):].strip()
-                b.cmdline_source = f"/boot/loader/entries/{last}"
-    if b.cmdline is None:
-        text = sr.read("/etc/kernel/cmdline", quiet_missing=True)
-        if text:
-            b.cmdline, b.cmdline_source = text.strip(), "/etc/kernel/cmdline"
-    grub, files = grub_default(sr)
-    if grub is not None:
-        if b.cmdline is None:
-            b.cmdline, b.cmdline_source = grub, " + ".join(files)
-        else:
-            want = dict(cmdline_knobs(grub, None, sizes))
-            have = dict(cmdline_knobs(b.cmdline, None, sizes))
-            if want != have:
-                b.notes.append(f"{' + '.join(files)} asks for {_fmt(want) or 'nothing'} but "
-                               f"{b.cmdline_source} boots with {_fmt(have) or 'nothing'}: "
-                               "run update-grub for it to take effect")
-
-
-def _fmt(knobs: dict[str, str]) -> str:
-    return ", ".join(f"{k}={v}" for k, v in sorted(knobs.items()))
 
 
 # ---- sysctl files ------------------------------------------------------------------------
@@ -298,55 +229,52 @@ def _unit_setters(sr: SysRoot, default_kb: int | None, systemd: bool) -> list[Se
 
 def _tuned(sr: SysRoot, b: Boot, default_kb: int | None,
            sizes: SizesAtBoot) -> list[Setter]:
+    """What TuneD's merged profile sets, in the order it applies it (tuned.py); a [vm] option
+    counts where this TuneD takes it, `transparent_hugepages` where the next boot's command
+    line leaves THP to it (TuneD's plugin_vm.py)."""
     if not (sr.exists("/usr/sbin/tuned") or sr.exists("/usr/lib/tuned")):
         return []
     active = (sr.read("/etc/tuned/active_profile", quiet_missing=True) or "").split()
     if not active:
         return []
-    b.tuned_profile = " ".join(active)
-    chain = tuned_chain(sr, active)
-    b.tuned_files = tuple(chain)
-    main_conf = ini("[main]\n" + (sr.read("/etc/tuned/tuned-main.conf", quiet_missing=True)
-                                   or ""))["main"]
-    reapply = main_conf.get("reapply_sysctl", ("1", 0))[0].lower() not in ("0", "false", "no")
+    p = tuned.profile(sr, active)
+    b.tuned_profile, b.tuned_files = " ".join(active), p.files
+    b.tuned_version = tuned.version(sr)
+    b.notes += p.notes
     merged: dict[str, Setter] = {}
-    for f in chain:
-        for sec, keys in ini(sr.read(f) or "").items():
-            plugin = keys.get("type", (sec, 0))[0]
-            for k, (v, n) in keys.items():
-                knob = None
-                t = next((t for t in DECLARED_THP.values() if k in t.tuned), None)
-                if plugin == "vm" and t:
-                    knob = KnobId.thp(t.file).key  # thp_knobs.py: its [vm] options
-                elif plugin == "sysctl":
-                    knob = sysctl_knob(k, default_kb)
-                elif plugin == "sysfs":
-                    knob = path_knob(k, default_kb)
-                if knob:  # a later (including) profile overrides its parents
-                    merged[knob] = Setter(knob, v, f"TuneD [{plugin}] {f}:{n}", 4,
-                                          ordered=False)
-                if plugin == "bootloader" and k == "cmdline":
-                    for knob2, v2 in cmdline_knobs(v, default_kb, sizes):
-                        k2 = KnobId.parse(knob2)
-                        b.notes.append(f"TuneD {f}:{n} puts "
-                                       f"{f'a pool of {k2.page_kb}' if k2.is_pool else k2.key}"
-                                       f"={v2} on the kernel command line it manages")
-    out = list(merged.values())
-    if reapply:  # TuneD applies the system's sysctl files again after its own
+    units: dict[str, list[tuple[str, str, str]]] = {}
+    for o in p.options:
+        t = next((t for t in DECLARED_THP.values() if o.key in t.tuned), None)
+        knob = (KnobId.thp(t.file).key if o.plugin == "vm" and t and t.tuned_by(
+            b.tuned_version, b.cmdline or "") else sysctl_knob(o.key, default_kb)
+            if o.plugin == "sysctl" else path_knob(o.key, default_kb) if o.plugin == "sysfs"
+            else None)
+        if knob:  # the last applied wins
+            merged[knob] = Setter(knob, o.value, f"TuneD [{o.plugin}] {o.where}", 4,
+                                  ordered=False)
+            units.setdefault(knob, []).append((o.unit, o.plugin, o.key))
+        if o.plugin == "bootloader" and o.key == "cmdline":
+            for knob2, v2 in cmdline_knobs(o.value, default_kb, sizes):
+                k2 = KnobId.parse(knob2)
+                b.notes.append(f"TuneD {o.where} puts "
+                               f"{f'a pool of {k2.page_kb}' if k2.is_pool else k2.key}"
+                               f"={v2} on the kernel command line it manages")
+    b.tuned_units = {k: tuple(v) for k, v in units.items()}
+    if p.reapply_sysctl:  # TuneD applies the system's sysctl files again after its own
         b.notes.append("TuneD re-applies the system's sysctl files after its profile "
                        "(reapply_sysctl): they win over its [sysctl]")
-    return out
+    return list(merged.values())
 
 
 # ---- the kernel's own defaults -------------------------------------------------------------
 
-def _kernel_defaults(sr: SysRoot, sizes: SizesAtBoot) -> list[Setter]:
+def _kernel_defaults(sr: SysRoot, sizes: SizesAtBoot, release: str | None) -> list[Setter]:
     """What the knobs are when nothing sets them: pools empty; declared sysctls and THP files,
     the per-size ones too, as declared (sysctls.py, thp_knobs.py); THP `enabled` as the
     kernel was built (CONFIG_TRANSPARENT_HUGEPAGE_ALWAYS / _MADVISE / _NEVER, mm/Kconfig),
     `shmem_enabled` too where it was built otherwise (CONFIG_TRANSPARENT_HUGEPAGE_SHMEM_HUGE_*,
-    mm/Kconfig)."""
-    config = kernel_config(sr) or ""
+    mm/Kconfig); of the kernel the next boot starts."""
+    config = kernel_config(sr, release) or ""
     out = [Setter(KnobId.sysctl(s.name).key, str(s.default), "kernel default (" +
                   s.default_source.split(",")[0] + ")", -1) for s in PLANNED]
     for t in DECLARED_THP.values():
@@ -366,26 +294,34 @@ def read(sr: SysRoot, default_kb: int | None, sizes: SizesAtBoot | None = None) 
     """`sizes`: the per-size THP files as check read them (else read here)."""
     b = Boot()
     systemd, sizes = sr.exists("/run/systemd/system"), sizes or sizes_at_boot(sr)
-    b.systemd, b.grub, b.kernel = systemd, sr.exists("/etc/default/grub"), sizes.kernel
+    b.systemd, b.grub = systemd, sr.exists("/etc/default/grub")
     b.sysctl_engine = "systemd-sysctl" if systemd else "procps"
-    _next_cmdline(sr, b, sizes)
+    nb = next_boot(sr, sizes)
+    b.cmdline, b.cmdline_source, b.release = nb.cmdline, nb.source, nb.release
+    b.notes += nb.notes
+    running = (sr.read("/proc/sys/kernel/osrelease", quiet_missing=True) or "").strip()
+    if nb.release and nb.release != running and kernel_version(nb.release):
+        sizes = sizes._replace(kernel=kernel_version(nb.release))  # the parameters it takes
+        b.notes.append(f"the next boot starts kernel {nb.release} ({nb.source}), this boot "
+                       f"runs {running or 'another'}: its THP files are taken to be this one's")
+    b.kernel = sizes.kernel
     if b.cmdline is None:
         b.notes.append("no boot loader configuration found (no GRUB, BLS entries or "
                        "/etc/kernel/cmdline): the next boot's kernel command line is taken to "
                        "be this boot's")
         b.cmdline = (sr.read("/proc/cmdline") or "").strip()
         b.cmdline_source = "/proc/cmdline (this boot's)"
-    b.setters += _kernel_defaults(sr, sizes)
+    b.setters += _kernel_defaults(sr, sizes, b.release)
     b.setters += [Setter(k, v, f"kernel command line ({b.cmdline_source})", 0)
                   for k, v in cmdline_knobs(b.cmdline, default_kb, sizes)]
     sysctl = _sysctl_setters(sr, sysctl_files(sr, b.sysctl_engine), default_kb)
     units = _unit_setters(sr, default_kb, systemd)
-    tuned = _tuned(sr, b, default_kb, sizes)
-    b.setters += sysctl + units + tuned
-    if tuned and any("reapply_sysctl" in n for n in b.notes):
+    by_tuned = _tuned(sr, b, default_kb, sizes)
+    b.setters += sysctl + units + by_tuned
+    if by_tuned and any("reapply_sysctl" in n for n in b.notes):
         # after its profile TuneD applies the system's sysctl files again: their last value
         # of each knob TuneD's [sysctl] also sets comes last
-        for knob in {t.knob for t in tuned if t.source.startswith("TuneD [sysctl]")}:
+        for knob in {t.knob for t in by_tuned if t.source.startswith("TuneD [sysctl]")}:
             mine = [s for s in sysctl if s.knob == knob]
             if mine:
                 last = mine[-1]

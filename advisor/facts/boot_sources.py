@@ -82,11 +82,13 @@ def tuned_chain(sr: SysRoot, names: list[str], depth: int = 0) -> list[str]:
     return out
 
 
-def kernel_config(sr: SysRoot) -> str | None:
-    """The running kernel's build configuration: /boot/config-<release>, or /proc/config.gz."""
-    release = (sr.read("/proc/sys/kernel/osrelease", quiet_missing=True) or "").strip()
+def kernel_config(sr: SysRoot, release: str | None = None) -> str | None:
+    """A kernel's build configuration, the running one's by default: /boot/config-<release>,
+    or /proc/config.gz for the running kernel."""
+    running = (sr.read("/proc/sys/kernel/osrelease", quiet_missing=True) or "").strip()
+    release = release or running
     text = sr.read(f"/boot/config-{release}", quiet_missing=True) if release else None
-    if text is None:
+    if text is None and release == running:
         data = sr.read_bytes("/proc/config.gz", quiet_missing=True)
         if data:
             import gzip

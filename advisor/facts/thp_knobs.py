@@ -42,6 +42,9 @@ class ThpFile(NamedTuple):
     tuned: tuple[str, ...]  # its options in TuneD's [vm] plugin (tuned.conf(5))
     code: Code
     since: tuple[int, int] | None = None  # the first kernel that takes `cmdline`
+    tuned_since: tuple[int, int] | None = None  # the first TuneD that takes `tuned`
+    # TuneD leaves the file alone where the kernel command line has `cmdline`
+    tuned_yields: bool = False
 
     @property
     def profile_values(self) -> tuple[str, ...]:
@@ -51,6 +54,12 @@ class ThpFile(NamedTuple):
         """Whether a kernel of this version sets the file from `cmdline` (an older one logs
         it as unknown and passes it to init); an unknown version is taken to."""
         return self.cmdline is not None and takes(kernel, self.since)
+
+    def tuned_by(self, version: tuple[int, int] | None, cmdline: str) -> bool:
+        """Whether TuneD of this version sets the file from its [vm] options (an older one
+        logs them as unknown) at a boot with this kernel command line."""
+        return takes(version, self.tuned_since) and not (
+            self.tuned_yields and f"{self.cmdline}=" in cmdline)
 
 
 def takes(kernel: tuple[int, int] | None, since: tuple[int, int] | None) -> bool:
@@ -77,12 +86,15 @@ THP: dict[str, ThpFile] = {t.file: t for t in (
             "always", None, "CONFIG_TRANSPARENT_HUGEPAGE_ALWAYS / _MADVISE / _NEVER, mm/Kconfig",
             "CONFIG_TRANSPARENT_HUGEPAGE_", "transparent_hugepage",
             ("transparent_hugepages", "transparent_hugepage"),
-            CODES["thp.enabled"]),
+            CODES["thp.enabled"],
+            # TuneD's plugin_vm.py: the value is ignored where /proc/cmdline holds
+            # transparent_hugepage=
+            tuned_yields=True),
     ThpFile("defrag", ("always", "defer", "defer+madvise", "madvise", "never"),
             ("madvise", "defer+madvise", "defer", "never", "always"),
             "with madvise only processes that asked for THP stall in direct compaction",
             "madvise", "mm/huge_memory.c", None, None, ("transparent_hugepage.defrag",),
-            CODES["thp.defrag"]),
+            CODES["thp.defrag"], tuned_since=(2, 11)),  # TuneD 2.11.0 added the option
     ThpFile("shmem_enabled", ("always", "within_size", "advise", "never", "deny", "force"),
             ("never", "advise", "within_size", "always", "deny", "force"),
             "governs shared anonymous memory, i.e. PostgreSQL's shared buffers when they are "

@@ -5,7 +5,7 @@ in place."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..facts.boot import Boot, Setter
 from ..facts.thp_knobs import THP
@@ -122,5 +122,4 @@ def after_apply(b: Boot, p: Persistence) -> Boot:
         if files:
             merged.append(Setter(knob, files[-1].value,
                                  files[-1].source + " (re-applied by TuneD)", 4, ordered=False))
-    return Boot(merged, b.sysctl_engine, b.cmdline_source, b.cmdline, b.tuned_profile,
-                b.tuned_files, list(b.notes), b.systemd, b.grub, b.kernel)
+    return replace(b, setters=merged, notes=list(b.notes))

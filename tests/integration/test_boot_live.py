@@ -150,14 +150,20 @@ def tuned_host(knobs):
             shutil.rmtree("/run/tuned", ignore_errors=True)
 
 
+@pytest.mark.parametrize("units", [
+    "[vm]\ntransparent_hugepages=never\n"
+    "[sysfs]\n/sys/kernel/mm/transparent_hugepage/defrag=never\n",
+    # defrag set twice, the [sysfs] unit first: TuneD applies [vm] after it, so a child that
+    # overrode defrag in [sysfs] alone would be undone by the parent's [vm]
+    "[sysfs]\n/sys/kernel/mm/transparent_hugepage/defrag=never\n[vm]\n"
+    "transparent_hugepages=never\ntransparent_hugepage.defrag=never\n",
+], ids=["vm-then-sysfs", "sysfs-then-vm"])
 def test_tuned_child_profile_applied_by_the_real_tuned_gives_the_plan(
-        tuned_host, system_files, knobs, pg_factory, tmp_path):
+        tuned_host, system_files, knobs, pg_factory, tmp_path, units):
     # a database profile as vendors ship them: THP off, defrag off
     parent = Path("/etc/tuned/hpadvise-test-db")
     parent.mkdir()
-    (parent / "tuned.conf").write_text(
-        "[main]\nsummary=test database profile\n[vm]\ntransparent_hugepages=never\n[sysfs]\n"
-        "/sys/kernel/mm/transparent_hugepage/defrag=never\n")
+    (parent / "tuned.conf").write_text("[main]\nsummary=test database profile\n" + units)
     Path("/etc/tuned/active_profile").write_text("hpadvise-test-db\n")
     c, report = started(pg_factory)
     view = {k["knob"]: k for k in report["plan"]["boot"]}

@@ -138,3 +138,41 @@ def test_transparent_hugepage_shmem_needs_6_13(hosts, tmp_path):
     assert [b.thp for b in left] == ["shmem_enabled"]
     text, left = grub_cmdline('GRUB_CMDLINE_LINUX="quiet"\n', want, (6, 13))
     assert "transparent_hugepage_shmem=advise" in text and not left
+
+
+def test_the_next_boots_kernel_is_the_boot_entrys(tmp_path):
+    """The trixie guest runs 6.12; its GRUB's first entry starts 6.16 with
+    transparent_hugepage_shmem=advise, which 6.16 takes and 6.12 would not, and 6.16 was
+    built with THP `enabled` at madvise where 6.12 was built with always. A BLS entry names
+    its kernel by `version`; an image whose configuration is not there leaves the default
+    unknown rather than this kernel's."""
+    trixie = SID.parent / "amd64-trixie-cma"
+    nxt = "6.16.3+deb13-amd64"
+    config = (trixie / "boot" / "config-6.12.117+deb13-amd64").read_text().replace(
+        "CONFIG_TRANSPARENT_HUGEPAGE_ALWAYS=y", "# CONFIG_TRANSPARENT_HUGEPAGE_ALWAYS is not set"
+    ).replace("# CONFIG_TRANSPARENT_HUGEPAGE_MADVISE is not set",
+              "CONFIG_TRANSPARENT_HUGEPAGE_MADVISE=y")
+    grub = (f"menuentry 'Debian' {{\n\tlinux\t/boot/vmlinuz-{nxt} root=/dev/vda1 ro "
+            "transparent_hugepage_shmem=advise\n}\n")
+    bls = (f"title Debian\nversion {nxt}\nlinux /vmlinuz-{nxt}\n"
+           "options root=/dev/vda1 transparent_hugepage_shmem=advise\n")
+    for name, files in (("grub", {"boot/grub/grub.cfg": grub, f"boot/config-{nxt}": config}),
+                        ("bls", {"boot/loader/entries/a.conf": bls,
+                                 f"boot/config-{nxt}": config}),
+                        ("noconfig", {"boot/grub/grub.cfg": grub})):
+        root = tmp_path / name
+        shutil.copytree(trixie, root, symlinks=True)
+        for rel, text in files.items():
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_text(text)
+        b = boot.read(SysRoot(root), 2048)
+        assert (b.release, b.kernel) == (nxt, (6, 16)), name
+        assert any(f"the next boot starts kernel {nxt}" in n for n in b.notes), b.notes
+        s = b.at_boot("thp.shmem_enabled")
+        assert (s.value, s.stage) == ("advise", 0), (name, s)
+        enabled = b.at_boot("thp.enabled")
+        if name == "noconfig":
+            assert enabled is None or "ALWAYS" not in enabled.source, enabled
+        else:
+            assert (enabled.value, enabled.source) == (
+                "madvise", "kernel default (CONFIG_TRANSPARENT_HUGEPAGE_MADVISE)"), enabled

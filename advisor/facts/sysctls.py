@@ -8,7 +8,7 @@ plan decides it (planning/sysctl_plan.py applies the rule: `Report.sysctls`, and
 Change where it differs now), apply sets, verifies and restores it (changes.actions.Sysctl)
 and persists it in hpadvise's sysctl.d drop-in, rollback puts it back, the boot view shows it
 now, at the next boot and planned where the plan manages it, the metrics export it
-(hpadvise_sysctl), and a profile sets it in its [sysctl] section.
+(a metric family of its own), and a profile sets it in its [sysctl] section.
 
 Adding a setting: declare it in SYSCTLS (a rule if a plan may change it), give the shipped
 profiles its value, and test it (docs/writing-an-engine.md, "Adding a kernel setting").
@@ -88,6 +88,13 @@ class Sysctl(NamedTuple):
     profile_default: object = "keep"
     code: Code | None = None
     rule: Callable[[Case], Want | None] | None = None
+    meaning: str = ""  # what its value is, for its metric's help (vm.rst)
+
+    @property
+    def metric(self) -> str:
+        """Its metric family (hpadvise_sysctl_vm_zone_reclaim_mode): one per setting, since
+        the values of two settings are not the same kind of number (a mode, a group id)."""
+        return "hpadvise_sysctl_" + self.name.replace(".", "_")
 
     @property
     def path(self) -> str:
@@ -164,10 +171,12 @@ SYSCTLS: tuple[Sysctl, ...] = (
     Sysctl("vm.zone_reclaim_mode", 0, "mm/vmscan.c node_reclaim_mode, zero-initialised; since "
            "Linux 3.16 (\"mm: disable zone_reclaim_mode by default\") nothing turns it on "
            "where nodes are far apart", (0,), 0,
-           CODES["kernel.zone_reclaim_mode"], _zone_reclaim),
+           CODES["kernel.zone_reclaim_mode"], _zone_reclaim,
+           "bits: 1 reclaim on the node first, 2 write dirty pages out, 4 swap; 0 off"),
     Sysctl("vm.hugetlb_shm_group", 0, "fs/hugetlbfs/inode.c sysctl_hugetlb_shm_group, "
            "zero-initialised (root's group)",
-           ("auto",), "auto", CODES["kernel.hugetlb_shm_group"], _shm_group),
+           ("auto",), "auto", CODES["kernel.hugetlb_shm_group"], _shm_group,
+           "the group id whose members may create SysV shared memory on huge pages"),
     # read for other findings, never planned here
     Sysctl("vm.overcommit_memory"), Sysctl("vm.overcommit_ratio"),
     Sysctl("vm.overcommit_kbytes"), Sysctl("vm.min_free_kbytes"), Sysctl("vm.nr_hugepages"),

@@ -80,11 +80,12 @@ def to_prometheus(r: Report, duration_s: float, now: float) -> str:
              [({"thp_size_bytes": kb * 1024, "knob": f, "mode": w}, 1 if w == now else 0)
               for kb, d in sorted(h.thp.mthp.items()) for f, z in SIZES.items()
               if (now := d.get(f)) is not None for w in z.words])
-    o.family("hpadvise_sysctl", "The kernel settings a plan may change, now",
-             [({"name": s.name}, h.sysctls[s.name]) for s in PLANNED
-              if h.sysctls.get(s.name) is not None])
-    o.family("hpadvise_sysctl_recommended", "The value the plan sets, where it changes one",
-             [({"name": c.knob}, c.recommended) for c in r.changes if c.kind == "sysctl"])
+    for s in PLANNED:  # each kernel setting a plan may change, declared in facts/sysctls.py
+        o.family(s.metric, f"{s.name} now: {s.meaning}",
+                 [({}, h.sysctls[s.name])] if h.sysctls.get(s.name) is not None else [])
+        o.family(f"{s.metric}_recommended", f"The {s.name} the plan sets, where it changes it",
+                 [({}, c.recommended) for c in r.changes
+                  if c.kind == "sysctl" and c.knob == s.name])
 
     need, on, held = [], [], []
     for i in r.instances:

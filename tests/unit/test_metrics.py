@@ -107,3 +107,28 @@ def test_no_fallback_alarm_for_what_thp_serves(hosts):
     fams = {f.name: f for f in text_string_to_metric_families(to_prometheus(r, 0.1, time.time()))}
     ids = {s.labels["db_instance"] for s in fams["hpadvise_instance_on_huge_pages"].samples}
     assert "redis:6379" not in ids and any(i.startswith("postgres:") for i in ids)
+
+
+def test_each_kernel_setting_in_a_family_of_its_own(tmp_path):
+    """vm.zone_reclaim_mode (reclaim bits) and vm.hugetlb_shm_group (a group id) are not one
+    kind of number: each has its own family, with its meaning in the help, and no family is
+    keyed by a setting's name."""
+    import shutil
+    from pathlib import Path
+
+    from hpadvise.facts.sysctls import PLANNED
+    guest = tmp_path / "guest"  # two nodes, zone_reclaim_mode on (captured before it was read)
+    shutil.copytree(Path(__file__).resolve().parents[1] / "fixtures" / "guests" /
+                    "amd64-2node-membind", guest, symlinks=True)
+    (guest / "proc/sys/vm/zone_reclaim_mode").write_text("1\n")
+    fams, text = _families(guest)
+    for s in PLANNED:
+        f = fams[s.metric]
+        assert s.name in f.documentation and s.meaning in f.documentation, f.documentation
+        [now] = f.samples
+        assert now.labels == {} and now.value == int((guest / s.path[1:]).read_text())
+        assert f"{s.metric}_recommended" in fams
+    [off] = fams["hpadvise_sysctl_vm_zone_reclaim_mode_recommended"].samples
+    assert off.value == 0  # the plan turns it off on two nodes
+    assert not [f for f in fams.values() for x in f.samples if "name" in x.labels]
+    assert "hpadvise_sysctl{" not in text

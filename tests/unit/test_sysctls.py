@@ -25,6 +25,7 @@ def test_every_planned_setting_is_declared_whole():
     shipped = {n: profiles.load(n, registry.profile_schemas()) for n in profiles.shipped()}
     for s in PLANNED:
         assert s.default is not None and s.default_source and s.code and s.rule, s.name
+        assert s.meaning and s.metric == "hpadvise_sysctl_" + s.name.replace(".", "_")
         assert catalog()[s.code.code][0] == "core"
         assert s.profile_default in ("keep", *s.profile)
         assert s.path == "/proc/sys/" + s.name.replace(".", "/")

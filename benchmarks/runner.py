@@ -157,8 +157,10 @@ class Validation(SideBySide):
         # setup: left to the kernel's flusher it was written out during the first epoch,
         # a kernel thread on the CPUs being measured (236 MB at 128MB of buffers; lab/README.md,
         # "What epoch 1 runs through")
-        self._update(phase="writing the servers' files to disk")
-        for d in filter(None, (s.scratch_dir() for s in (t, *self.twins))):
+        dirs = [d for d in (s.scratch_dir() for s in (t, *self.twins)) if d]
+        if dirs:  # none where validate runs an existing instance
+            self._update(phase="writing the servers' files to disk")
+        for d in dirs:
             write_out(d)
         if resets(self.bench):
             budget_note(self, len(self.side_by_side), self.phases)

@@ -393,6 +393,8 @@ def test_existing_instance_in_a_scratch_database(pg_factory, knobs, tmp_path):
     assert {s["variant"]: s["backing"] for s in res["samples"]} == {
         "current": "4k", "recommended": "hugetlb"}
     assert res["meta"]["target"] == f"instance {c.port}"
+    # its own files are the instance's: validate wrote none to put on disk, and says none
+    assert "writing the servers' files" not in r.stdout + r.stderr
     # the instance runs again as before; the scratch database is gone
     assert c.running() and c.psql("SHOW huge_pages") == "try"
     assert c.psql("SELECT string_agg(datname, ',' ORDER BY datname) FROM pg_database") == dbs

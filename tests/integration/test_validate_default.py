@@ -60,6 +60,8 @@ def test_the_default_command_runs_the_plan_side_by_side_with_thp_phases(knobs, t
     # pools for the run are held; check's THP plan quoted from validate's first look
     assert m["plan_inspections"] <= 2, m["plan_inspections"]
     assert m["plan_thp"]["enabled"] in ("always", "madvise", "never"), m["plan_thp"]
+    # the copies and the loaded data went to disk in the setup, before the first epoch
+    assert r.stdout.index("writing the servers' files to disk") < r.stdout.index("epoch 1 ")
     # the report leads with the plan's answer, then the tables; the phases are stated
     out = r.stdout[r.stdout.index("Apply the plan?"):]
     assert out.index("Apply the plan?") < out.index("Variants") < out.index("Effects")

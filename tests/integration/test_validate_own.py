@@ -214,14 +214,19 @@ def test_scripts_of_the_user(knobs, pg_factory, tmp_path):
     # run from the server's own copy of it (the clients' OS user may not read the original)
     assert all(any(a.endswith("/pick.lua") for a in cmd)
                for cmd in res["meta"]["bench_commands"].values())
+    # restarting per run (side by side is the default): large_pages switched on the one
+    # server from run to run, each run on its variant's pages
     r = run_cli("validate", "--db", "mysql", "--script", str(lua), "--duration", "15s",
                 "--shared-buffers", "256MB", "--scale", "1", "--run-seconds", "3",
-                "--warmup-seconds", "1", "--variants", "current,recommended", "--json",
-                "--output", str(tmp_path / "m.json"), timeout=600)
+                "--warmup-seconds", "1", "--variants", "current,recommended", "--design",
+                "restart", "--json", "--output", str(tmp_path / "m.json"), timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     res = json.loads((tmp_path / "m.json").read_text())
     assert res["meta"]["workload_origin"].startswith(f"script {lua}")
     assert all(s["tps"] > 0 for s in res["samples"])
+    assert res["meta"]["design"] == "restart"
+    assert {(s["variant"], s["backing"]) for s in res["samples"]} == {
+        ("current", "4k"), ("recommended", "hugetlb")}
     r = run_cli("validate", "--db", "mysql", "--replay", str(lua))
     assert r.returncode == 2 and "--replay runs on postgres only" in r.stderr, r.stderr
     assert scratch_dirs() == dirs

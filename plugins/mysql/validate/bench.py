@@ -1,6 +1,7 @@
 """MariaDB for `validate`: a throwaway server (mariadb-install-db into a temp directory, its own
-option file, socket and port, run as the `mysql` user; never the system's own service), every
-index read for the prewarm, and TPC-C for sysbench. Used by the tests too."""
+option file, socket and port, run as the `mysql` user; never the system's own service), its
+copy for the side-by-side designs, every index read for the prewarm, and TPC-C for sysbench.
+Used by the tests too."""
 
 from __future__ import annotations
 
@@ -30,10 +31,13 @@ class ScratchMaria(ScratchServer):
     its socket."""
 
     def __init__(self, settings: dict[str, str] | None = None, user: str = "mysql",
-                 base: str | None = None, server: str | None = None):
-        self.server = server or maria_bindir()
+                 base: str | None = None, server: str | None = None,
+                 copy_of: ScratchMaria | None = None):
+        """`copy_of`: a stopped scratch server whose data directory (owner and modes kept) and
+        settings this one takes, on a port, socket and directory of its own."""
+        self.server = server or (copy_of.server if copy_of else maria_bindir())
         install = shutil.which("mariadb-install-db") or shutil.which("mysql_install_db")
-        if self.server is None or install is None:
+        if self.server is None or (install is None and copy_of is None):
             raise InputError("MariaDB server binaries not found; install the server package "
                              "(Debian: apt-get install mariadb-server)")
         self.proc: subprocess.Popen | None = None
@@ -44,9 +48,17 @@ class ScratchMaria(ScratchServer):
             self.port = free_port()
             self.log = f"{self.tmp}/error.log"
             self.cnf = f"{self.tmp}/my.cnf"
-            self.settings = {"datadir": self.datadir, "socket": self.socket,
-                             "port": str(self.port), "bind-address": "127.0.0.1",
-                             "pid-file": self.pid_file, "log-error": self.log,
+            own = {"datadir": self.datadir, "socket": self.socket, "port": str(self.port),
+                   "pid-file": self.pid_file, "log-error": self.log}
+            if copy_of is not None:  # its data after a clean shutdown: nothing to recover
+                r = subprocess.run(["cp", "-a", copy_of.datadir, self.datadir],
+                                   capture_output=True, text=True, cwd="/")
+                if r.returncode != 0:
+                    raise RuntimeError(f"copying {copy_of.datadir} failed: {r.stderr[-400:]}")
+                self.settings = {**copy_of.settings, **own}
+                self.write_cnf()
+                return
+            self.settings = {**own, "bind-address": "127.0.0.1",
                              "innodb-buffer-pool-size": "128M", "innodb-log-file-size": "64M",
                              "max-connections": "200", **(settings or {})}
             self.write_cnf()
@@ -56,7 +68,9 @@ class ScratchMaria(ScratchServer):
             if r.returncode != 0:
                 raise RuntimeError(f"mariadb-install-db failed: {r.stderr.strip()[-400:]}")
         # a clean shutdown on SIGTERM (mysqld's signal handling), with nothing to flush
-        self.made(user, "hpadvise-my-", base, "MariaDB", "mysqld.pid", "TERM", build)
+        self.made(copy_of.user if copy_of else user, "hpadvise-my-",
+                  base or (os.path.dirname(copy_of.tmp) if copy_of else None), "MariaDB",
+                  "mysqld.pid", "TERM", build)
 
     @property
     def pid_file(self) -> str:
@@ -126,11 +140,27 @@ def max_connections(clients: int) -> int:
     return max(151, 4 * clients)
 
 
+# What the scratch servers do on disk is no part of the comparison: side by side they share
+# one disk, and each commit's log flush queues behind the other server's (as PostgreSQL's
+# WAL flushes did: plugins/postgres/validate/bench.py). innodb_flush_log_at_trx_commit = 2
+# writes the log at every commit and flushes it once a second (MariaDB docs,
+# innodb_flush_log_at_trx_commit: an OS crash may lose the last second, a server crash
+# nothing); innodb_doublewrite = OFF writes each page once, without the torn-page copy
+# (MariaDB docs, "InnoDB Doublewrite Buffer"), as full_page_writes = off does there. The data
+# is thrown away with the server.
+RUN_SETTINGS = {"innodb-flush-log-at-trx-commit": "2", "innodb-doublewrite": "OFF"}
+
+
 class MariaTarget(BenchTarget):
     """A scratch MariaDB server; validate does not take a running MySQL/MariaDB instance."""
     buffers_setting = "innodb_buffer_pool_size"
     label = "scratch MariaDB server"
     dbname = "hpadvise_validate"
+    settings_note = ("scratch servers: innodb_flush_log_at_trx_commit = 2 and "
+                     "innodb_doublewrite = OFF (the servers share one disk; commits do not "
+                     "wait for it, so the runs measure CPU and memory: where a server's "
+                     "commits wait for a disk, the same saving is a smaller share of each "
+                     "transaction)")
 
     def __init__(self, opts):
         if opts.instance:
@@ -165,7 +195,7 @@ class MariaTarget(BenchTarget):
         self.m = ScratchMaria({"innodb-buffer-pool-size": self.o.buffers,
                                "max-connections": str(max_connections(self.o.clients)),
                                "innodb-buffer-pool-dump-at-shutdown": "OFF",
-                               "innodb-buffer-pool-load-at-startup": "OFF"},
+                               "innodb-buffer-pool-load-at-startup": "OFF", **RUN_SETTINGS},
                               server=self.server_exe)
         mark_scratch(self.m.datadir, self.m.pw)
         self.m.start()
@@ -210,6 +240,30 @@ class MariaTarget(BenchTarget):
         if load:
             d.prepare()
         return d
+
+    def twin_blocker(self) -> str | None:
+        return None
+
+    def twin(self) -> "MariaTarget":
+        """A copy of the scratch server's data directory, taken after a clean shutdown (so
+        InnoDB starts it without crash recovery), with the same settings on its own port,
+        socket and directory; both running."""
+        self.m.stop()
+        try:
+            m2 = ScratchMaria(copy_of=self.m)
+        finally:
+            self.m.start()
+        try:
+            mark_scratch(m2.datadir, m2.pw)
+            m2.start()
+        except BaseException:
+            m2.destroy()  # not yet the runner's to remove
+            raise
+        t = MariaTarget.__new__(MariaTarget)  # the same binary and options
+        t.__dict__.update(self.__dict__)
+        t.m, t.label = m2, "scratch MariaDB server (twin)"
+        t.instance_ref, t.owner, t.tmpdir = m2.datadir, m2.user, m2.tmp
+        return t
 
     def backing(self) -> str | None:
         pid = self.m.pid

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from ..changes.actions import File, Symlink
 from ..nextboot.boot_persist import (SYSCTL_LATE, SYSCTL_NAME, TUNED_PROFILE, UNIT_NAME, own,
-                                     persistence)
+                                     persistence, tuned_home)
 from ..kit.knob_id import THP_FILES, KnobId
 from ..nextboot.boot_plan import plan_knobs
 from ..facts.host import CMDLINE_SETS_BOOT
@@ -177,15 +177,16 @@ def _tuned_profile(ap: ApplyPlan, root: str, boot, knobs: dict[str, str]) -> Non
     records it (/etc/tuned/active_profile, profile_mode manual). TuneD merges a child's
     section into the parent's of the same name (facts/tuned.py), so each knob is written in
     every unit of the active profile that sets it, and no unit is left with another value
-    whatever order they apply in; a knob no unit sets goes into its own plugin's unit. Rollback
-    restores both files."""
+    whatever order they apply in; a knob no unit sets goes into a unit of hpadvise's own
+    (`[vm.hpadvise]`, `type=vm`), which merges into nothing of the parent's (a parent's [vm]
+    may be disabled, for other machines, or of another type). Rollback restores both files."""
     sections: dict[str, tuple[str, list[str]]] = {}
     for knob, value in sorted(knobs.items()):
         for unit, plugin, key in boot.tuned_units.get(knob) or (
                 _tuned_home(KnobId.parse(knob), boot, ap.report.host.default_hugepage_kb),):
             sections.setdefault(unit, (plugin, []))[1].append(f"{key}={value}")
-    parent = boot.tuned_profile if boot.tuned_profile != TUNED_PROFILE else \
-        _tuned_parent(root)
+    parent = ",".join(boot.tuned_profile.split()) if boot.tuned_profile != TUNED_PROFILE \
+        else _tuned_parent(root, boot)  # loader.py splits include= at "," and ";"
     text = [f"# Written by hpadvise apply (profile {ap.report.profile.name}); `hpadvise "
             "rollback` restores the previous TuneD profile.", "[main]",
             f"summary=hpadvise: huge pages and THP over {parent}", f"include={parent}"]
@@ -193,7 +194,7 @@ def _tuned_profile(ap: ApplyPlan, root: str, boot, knobs: dict[str, str]) -> Non
     # takes the child's type, its name where it gives none (merger.py)
     for sec, (plugin, lines) in sections.items():
         text += ["", f"[{sec}]", *([f"type={plugin}"] if plugin != sec else []), *lines]
-    d = f"{root}/etc/tuned/{TUNED_PROFILE}"
+    d = f"{root}{tuned_home(boot)}"
     ap.steps.append(Step(File(f"{d}/tuned.conf"), File.encode("\n".join(text) + "\n"),
                          f"TuneD would re-apply {parent}'s values at its start", "persist"))
     ap.steps.append(Step(File(f"{root}/etc/tuned/active_profile"),
@@ -210,21 +211,21 @@ def _tuned_home(k: KnobId, boot, default_kb: int | None) -> tuple[str, str, str]
     TuneD's [vm] where this TuneD takes its option (thp_knobs.py), a sysctl or the default
     size's pool in [sysctl], any other file in [sysfs]."""
     if k.is_sysctl:
-        return "sysctl", "sysctl", k.file
+        return "sysctl.hpadvise", "sysctl", k.file
     if not k.is_pool and not k.per_size and THP[k.file].tuned and \
             THP[k.file].tuned_by(boot.tuned_version, boot.cmdline or ""):
-        return "vm", "vm", THP[k.file].tuned[0]
+        return "vm.hpadvise", "vm", THP[k.file].tuned[0]
     if not k.is_pool:
-        return "sysfs", "sysfs", f"{THP_DIR}/{k.thp_path}"
+        return "sysfs.hpadvise", "sysfs", f"{THP_DIR}/{k.thp_path}"
     if k.page_kb == default_kb:
-        return "sysctl", "sysctl", "vm.nr_hugepages"
-    return "sysfs", "sysfs", sysfs_pool(k.page_kb)
+        return "sysctl.hpadvise", "sysctl", "vm.nr_hugepages"
+    return "sysfs.hpadvise", "sysfs", sysfs_pool(k.page_kb)
 
 
-def _tuned_parent(root: str) -> str:
+def _tuned_parent(root: str, boot) -> str:
     """The profile hpadvise's own child profile includes (a second apply keeps it)."""
     try:
-        with open(f"{root}/etc/tuned/hpadvise/tuned.conf") as f:
+        with open(f"{root}{tuned_home(boot)}/tuned.conf") as f:
             mt = re.search(r"^include=(.+)$", f.read(), re.M)
             return mt.group(1).strip() if mt else "balanced"
     except OSError:

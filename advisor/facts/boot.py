@@ -34,7 +34,8 @@ from .boot_cmdline import cmdline_knobs, next_boot
 from .boot_sources import kernel_config
 from .sysroot import SysRoot
 from .sysctls import PLANNED, declared
-from .thp_knobs import THP as DECLARED_THP, SizesAtBoot, kernel_version, sizes_at_boot
+from .thp_knobs import (SIZES, THP as DECLARED_THP, SizesAtBoot, kernel_version,
+                        sizes_at_boot)
 
 SYSCTL_DIRS = ("/etc/sysctl.d", "/run/sysctl.d", "/usr/local/lib/sysctl.d", "/usr/lib/sysctl.d",
                "/lib/sysctl.d")
@@ -66,6 +67,8 @@ class Boot:
     # knob -> the units of TuneD's merged profile that set it, (unit, plugin, option), in the
     # order TuneD applies them: a child profile overrides the knob in each (act/persist.py)
     tuned_units: dict[str, tuple[tuple[str, str, str], ...]] = field(default_factory=dict)
+    tuned_unit_names: tuple[str, ...] = ()  # every unit of the merged profile, applied or not
+    tuned_dir: str | None = None  # where TuneD looks for a profile first (hpadvise's goes there)
     notes: list[str] = field(default_factory=list)
     systemd: bool = False  # units run at boot (apply can write one)
     grub: bool = False  # /etc/default/grub exists (apply can add kernel parameters)
@@ -238,8 +241,8 @@ def _tuned(sr: SysRoot, b: Boot, default_kb: int | None,
     if not active:
         return []
     p = tuned.profile(sr, active)
-    b.tuned_profile, b.tuned_files = " ".join(active), p.files
-    b.tuned_version = tuned.version(sr)
+    b.tuned_profile, b.tuned_files, b.tuned_dir = " ".join(active), p.files, p.dirs[-1]
+    b.tuned_version, b.tuned_unit_names = tuned.version(sr), p.units
     b.notes += p.notes
     merged: dict[str, Setter] = {}
     units: dict[str, list[tuple[str, str, str]]] = {}
@@ -249,6 +252,13 @@ def _tuned(sr: SysRoot, b: Boot, default_kb: int | None,
             b.tuned_version, b.cmdline or "") else sysctl_knob(o.key, default_kb)
             if o.plugin == "sysctl" else path_knob(o.key, default_kb) if o.plugin == "sysfs"
             else None)
+        k = KnobId.parse(knob) if knob else None
+        words = (DECLARED_THP[k.file].words if not k.per_size else SIZES[k.file].words) \
+            if k and not k.is_pool and not k.is_sysctl else None
+        if words and o.value not in words:  # plugin_vm.py refuses it, the kernel too
+            b.notes.append(f"TuneD's {o.key}={o.value} ({o.where}) is not one of "
+                           f"{', '.join(words)}: it sets nothing")
+            continue
         if knob:  # the last applied wins
             merged[knob] = Setter(knob, o.value, f"TuneD [{o.plugin}] {o.where}", 4,
                                   ordered=False)

@@ -75,12 +75,13 @@ def next_boot(sr: SysRoot, sizes: SizesAtBoot) -> NextBoot:
     for cfg in ("/boot/grub/grub.cfg", "/boot/grub2/grub.cfg"):
         text = sr.read(cfg, quiet_missing=True)
         if text:  # the first `linux` line: the default entry unless GRUB_DEFAULT says else
-            mt = re.search(r"^\s*linux(?:efi)?\s+(\S+)\s+(.*)$", text, re.M)
+            mt = re.search(r"^[ \t]*linux(?:efi|16)?[ \t]+(\S+)(?:[ \t]+(.*))?$", text, re.M)
             if mt:
-                cmdline, source = mt.group(2).strip(), f"{cfg} (first entry)"
+                cmdline, source = (mt.group(2) or "").strip(), f"{cfg} (first entry)"
                 release = _release(sr, mt.group(1))
                 break
-    entries = sorted(n for n in sr.listdir("/boot/loader/entries") if n.endswith(".conf"))
+    entries = sorted((n for n in sr.listdir("/boot/loader/entries") if n.endswith(".conf")),
+                     key=_version_order)
     if cmdline is None and entries:
         last = entries[-1]  # sd-boot and grubby default to the newest entry
         for line in (sr.read(f"/boot/loader/entries/{last}") or "").splitlines():
@@ -105,6 +106,11 @@ def next_boot(sr: SysRoot, sizes: SizesAtBoot) -> NextBoot:
                              f"{source} boots with {_fmt(have) or 'nothing'}: run update-grub "
                              "for it to take effect")
     return NextBoot(cmdline, source, release, tuple(notes))
+
+
+def _version_order(name: str) -> list:
+    """A BLS entry's name in version order (6.10 after 6.9), as sd-boot sorts them."""
+    return [(0, int(p), "") if p.isdigit() else (1, 0, p) for p in re.split(r"(\d+)", name)]
 
 
 def _fmt(knobs: dict[str, str]) -> str:

@@ -1,6 +1,6 @@
 """The files a boot is configured by, read as their own tools read them: GRUB's defaults
-(grub-mkconfig sources /etc/default/grub, then /etc/default/grub.d/*.cfg), TuneD's profiles
-(tuned.conf, `include=` applied first) and the running kernel's build configuration. What
+(grub-mkconfig sources /etc/default/grub, then /etc/default/grub.d/*.cfg), TuneD's profile
+files (tuned.py merges them) and a kernel's build configuration. What
 each of them sets is decided in boot.py."""
 
 from __future__ import annotations
@@ -9,9 +9,6 @@ import re
 import shlex
 
 from .sysroot import SysRoot
-
-TUNED_DIRS = ("/etc/tuned", "/usr/lib/tuned", "/usr/lib/tuned/profiles")
-
 
 def grub_default(sr: SysRoot) -> tuple[str | None, list[str]]:
     """GRUB_CMDLINE_LINUX and _DEFAULT from /etc/default/grub and /etc/default/grub.d/*.cfg
@@ -44,41 +41,27 @@ def grub_default(sr: SysRoot) -> tuple[str | None, list[str]]:
 
 
 def ini(text: str) -> dict[str, dict[str, tuple[str, int]]]:
-    """tuned.conf sections -> {key: (value, line)} (configobj-style: `key = value`)."""
+    """tuned.conf sections -> {key: (value, line)}, as TuneD's ConfigParser reads them
+    (delimiters `=`, inline_comment_prefixes `#`, strict=False, keys as written): whole-line
+    comments start with `#` or `;`, an inline one with whitespace and `#`, an indented line
+    continues the value above it, a later key or section of the same name adds to or
+    overrides the earlier, and quotes are kept (Python's configparser documentation)."""
     out: dict[str, dict[str, tuple[str, int]]] = {}
-    sec = None
+    sec = key = None
     for n, line in enumerate(text.splitlines(), 1):
-        s = line.strip()
+        s = re.split(r"\s#", line, 1)[0].strip()
         if not s or s[0] in "#;":
             continue
-        if s.startswith("[") and s.endswith("]"):
-            sec = s[1:-1].strip()
+        if line[:1] in " \t" and sec is not None and key is not None:
+            v, at = out[sec][key]
+            out[sec][key] = ((v + "\n" + s).strip(), at)
+        elif s.startswith("[") and s.endswith("]"):
+            sec, key = s[1:-1].strip(), None
             out.setdefault(sec, {})
         elif "=" in s and sec is not None:
             k, _, v = s.partition("=")
-            out[sec][k.strip()] = (v.strip().strip('"'), n)
-    return out
-
-
-def tuned_profile_file(sr: SysRoot, name: str) -> str | None:
-    for d in TUNED_DIRS:
-        p = f"{d}/{name}/tuned.conf"
-        if sr.exists(p):
-            return p
-    return None
-
-
-def tuned_chain(sr: SysRoot, names: list[str], depth: int = 0) -> list[str]:
-    """Profile files, parents first (include= is applied before the including profile)."""
-    out: list[str] = []
-    for name in names:
-        f = tuned_profile_file(sr, name)
-        if f is None or depth > 10:
-            continue
-        main = ini(sr.read(f) or "").get("main", {})
-        inc = main.get("include", ("", 0))[0]
-        out += tuned_chain(sr, [x for x in re.split(r"[\s,]+", inc) if x], depth + 1)
-        out.append(f)
+            key = k.strip()
+            out[sec][key] = (v.strip(), n)
     return out
 
 

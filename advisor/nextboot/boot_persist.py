@@ -18,18 +18,25 @@ TUNED_PROFILE = "hpadvise"
 UNIT_NAME = "hpadvise-hugepages.service"
 
 
+def tuned_home(b: Boot) -> str:
+    """hpadvise's TuneD child profile's directory: in the load directory TuneD looks in first
+    (/etc/tuned, or /etc/tuned/profiles from TuneD 2.24; facts/tuned.py)."""
+    return f"{b.tuned_dir or '/etc/tuned'}/{TUNED_PROFILE}"
+
+
 def own(s: Setter) -> bool:
     """Set by hpadvise's own persistence (an earlier apply)."""
     path = s.source.removeprefix("TuneD ").split(" ")[-1].split(":")[0]
     name = path.rsplit("/", 1)[-1]
-    return name in (SYSCTL_NAME, SYSCTL_LATE, UNIT_NAME) or \
-        path.endswith(f"/tuned/{TUNED_PROFILE}/tuned.conf")
+    return name in (SYSCTL_NAME, SYSCTL_LATE, UNIT_NAME) or (
+        s.source.startswith("TuneD") and path.endswith(f"/{TUNED_PROFILE}/tuned.conf"))
 
 
 @dataclass
 class Persistence:
     """Where apply writes each knob of the plan so that the next boot gives the plan."""
     sysctl_name: str = SYSCTL_NAME
+    tuned_file: str = f"/etc/tuned/{TUNED_PROFILE}/tuned.conf"  # the child profile
     sysctl: dict[str, str] = field(default_factory=dict)  # knob -> value, in the drop-in
     tuned: dict[str, str] = field(default_factory=dict)  # knob -> value, in the child profile
     other: dict[str, str] = field(default_factory=dict)  # knob -> value, unit / command line
@@ -39,8 +46,7 @@ class Persistence:
         """hpadvise's own setters, placed where they apply at boot."""
         out = [Setter(k, v, f"/etc/sysctl.d/{self.sysctl_name}", 1)
                for k, v in self.sysctl.items()]
-        out += [Setter(k, v, f"TuneD /etc/tuned/{TUNED_PROFILE}/tuned.conf", 5)
-                for k, v in self.tuned.items()]
+        out += [Setter(k, v, f"TuneD {self.tuned_file}", 5) for k, v in self.tuned.items()]
         out += [Setter(k, v, "hpadvise's unit or kernel command line", 2, ordered=False)
                 for k, v in self.other.items()]
         return out
@@ -52,7 +58,7 @@ def persistence(b: Boot, plan: dict[str, str], default_kb: int | None) -> Persis
     unit or on the kernel command line; under TuneD, what TuneD would overwrite goes into a
     child profile of the active one. A competitor that applies later and cannot be outranked (procps reads
     /etc/sysctl.conf last; a unit or rc.local whose order is not fixed) blocks that knob."""
-    p = Persistence()
+    p = Persistence(tuned_file=f"{tuned_home(b)}/tuned.conf")
     default = KnobId.pool(default_kb or 2048).key
     for knob, value in plan.items():
         k = KnobId.parse(knob)

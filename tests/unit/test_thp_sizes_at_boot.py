@@ -176,3 +176,26 @@ def test_the_next_boots_kernel_is_the_boot_entrys(tmp_path):
         else:
             assert (enabled.value, enabled.source) == (
                 "madvise", "kernel default (CONFIG_TRANSPARENT_HUGEPAGE_MADVISE)"), enabled
+
+
+def test_boot_entries_as_their_loaders_read_them(tmp_path):
+    """A `linux` line without arguments is an empty command line (not the next line's
+    initrd); RHEL 7's BIOS GRUB says `linux16`; BLS entries sort by version (6.10 after
+    6.9)."""
+    from hpadvise.facts.boot_cmdline import next_boot
+    sizes = SizesAtBoot({}, 2048, (6, 1))
+    for name, files, want in (
+            ("bare", {"boot/grub/grub.cfg": "menuentry 'D' {\n\tlinux\t/boot/vmlinuz-6.1.0-18-amd64"
+                      "\n\tinitrd\t/boot/initrd.img-6.1.0-18-amd64\n}\n"}, ("", "6.1.0-18-amd64")),
+            ("rhel7", {"boot/grub2/grub.cfg": "menuentry 'R' {\n\tlinux16 /vmlinuz-3.10.0-1160"
+                       ".el7.x86_64 root=/dev/sda1 hugepages=8\n}\n"},
+             ("root=/dev/sda1 hugepages=8", "3.10.0-1160.el7.x86_64")),
+            ("bls", {"boot/loader/entries/m-6.9.0.conf": "version 6.9.0\noptions a=1\n",
+                     "boot/loader/entries/m-6.10.0.conf": "version 6.10.0\noptions b=2\n"},
+             ("b=2", "6.10.0"))):
+        root = tmp_path / name
+        for rel, text in files.items():
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_text(text)
+        nb = next_boot(SysRoot(root), sizes)
+        assert (nb.cmdline, nb.release) == want, (name, nb)

@@ -115,39 +115,162 @@ def test_the_version_is_read_where_each_distribution_installs_it(tmp_path):
         p.write_text(VERSION)
         assert tuned.version(SysRoot(root)) == (2, 20), where
     assert tuned.version(SysRoot(tmp_path / "none")) is None
+    # a leftover of an older TuneD beside the installed one: the newest is TuneD's
+    old = tmp_path / "python3" / "usr/lib/python2.7/site-packages/tuned/version.py"
+    old.parent.mkdir(parents=True)
+    old.write_text(VERSION.replace("= 20", "= 10"))
+    assert tuned.version(SysRoot(tmp_path / "python3")) == (2, 20)
+
+
+def _applied(tmp_path: Path, files: dict[str, str], name: str) -> tuple[str, boot.Boot]:
+    """apply's TuneD child profile for a captured two-node guest with `files` (written by
+    prepare, read only), the plan's boot values, and the boot read again with the child in
+    place and active: what TuneD would apply."""
+    from hpadvise.act.apply import prepare
+    from hpadvise.changes.actions import File
+    root = _tree(GUESTS / "amd64-2node-membind", tmp_path / name, files)
+    r = pipeline.inspect(SysRoot(str(root)), engine_names=["postgres"])
+    out = tmp_path / f"{name}-persist"
+    (out / "etc/sysctl.d").mkdir(parents=True)
+    p = prepare(r, r.engines, restart=False, persist=True, read_only=True,
+                persist_root=str(out))
+    [(path, text)] = [(str(s.action.path)[len(str(out)):], File.decode(s.new)) for s in p.steps
+                      if isinstance(s.action, File) and str(s.action.path).endswith(
+                          "/hpadvise/tuned.conf")]
+    (root / path.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
+    (root / path.lstrip("/")).write_text(text)
+    (root / "etc/tuned/active_profile").write_text("hpadvise\n")
+    return path + "\n" + text, _boot(root)
 
 
 def test_the_child_profile_overrides_every_unit_that_sets_a_knob(tmp_path):
     """apply's child profile: the plan's defrag goes into both units of the parent that set it
     (the custom-named one says its type again), the plan's THP mode into the [vm] unit that
-    sets it, and a knob no unit sets into its own plugin's unit ([vm] for defrag on 2.20,
-    [sysfs] on 2.10)."""
-    from hpadvise.act.apply import prepare
-    from hpadvise.changes.actions import File
-
-    def child(files: dict[str, str], name: str) -> str:
-        root = _tree(GUESTS / "amd64-2node-membind", tmp_path / name, files)
-        r = pipeline.inspect(SysRoot(str(root)), engine_names=["postgres"])
-        out = tmp_path / f"{name}-persist"
-        (out / "etc/sysctl.d").mkdir(parents=True)
-        p = prepare(r, r.engines, restart=False, persist=True, read_only=True,
-                    persist_root=str(out))
-        [text] = [File.decode(s.new) for s in p.steps if isinstance(s.action, File)
-                  and str(s.action.path).endswith("/etc/tuned/hpadvise/tuned.conf")]
-        return text
+    sets it, and a knob no unit sets into a unit of hpadvise's own ([vm.hpadvise] for defrag
+    on 2.20, [sysfs.hpadvise] on 2.10). Read back with the child active, the boot gives the
+    plan's values from the child."""
     files = {**X86, "/sys/kernel/mm/transparent_hugepage/defrag":
              "always defer defer+madvise madvise [never]\n",
              "/etc/tuned/active_profile": "db\n", **_profiles(db=(
                  f"[thp]\ntype=sysfs\n{THP}/defrag=never\n"
                  "[vm]\ntransparent_hugepage.defrag=never\ntransparent_hugepages=never\n"))}
-    text = child(files, "both")
+    text, b = _applied(tmp_path, files, "both")
     sections = [s.strip() for s in text.split("\n[")[1:]]
     assert f"thp]\ntype=sysfs\n{THP}/defrag=madvise" in sections, text
     vm = next(s for s in sections if s.startswith("vm]"))
     assert "transparent_hugepage.defrag=madvise" in vm and "transparent_hugepages=" in vm
+    assert (b.at_boot("thp.defrag").value, b.tuned_profile) == ("madvise", "hpadvise")
     files["/etc/tuned/db/tuned.conf"] = "[vm]\ntransparent_hugepages=never\n"
-    assert "\n[vm]\ntransparent_hugepage.defrag=madvise\n" in child(files, "none")
+    text, b = _applied(tmp_path, files, "none")
+    assert "\n[vm.hpadvise]\ntype=vm\ntransparent_hugepage.defrag=madvise\n" in text, text
+    assert b.at_boot("thp.defrag").value == "madvise"
     files["/usr/lib/python3/dist-packages/tuned/version.py"] = VERSION.replace("= 20", "= 10")
-    text = child(files, "old")
-    assert f"\n[sysfs]\n{THP}/defrag=madvise\n" in text and "transparent_hugepage.defrag" \
-        not in text, text
+    text, b = _applied(tmp_path, files, "old")
+    assert f"\n[sysfs.hpadvise]\ntype=sysfs\n{THP}/defrag=madvise\n" in text, text
+    assert "transparent_hugepage.defrag" not in text
+    assert b.at_boot("thp.defrag").value == "madvise"
+
+
+def test_the_child_never_merges_into_a_unit_that_does_not_set_the_knob(tmp_path):
+    """A parent's [vm] that is disabled, for other machines, or of another type: a child
+    section named [vm] would merge into it (re-enabling it, keeping its uname_regex, changing
+    its type). The plan's THP modes go into hpadvise's own units and come back at boot."""
+    for name, unit in (("disabled", "[vm]\nenabled=false\ntransparent_hugepages=always\n"),
+                       ("arm", "[vm]\nuname_regex=aarch64\ntransparent_hugepages=never\n"),
+                       ("typed", "[vm]\ntype=sysctl\nvm.swappiness=10\n")):
+        files = {**X86, "/etc/tuned/active_profile": "db\n", **_profiles(db=unit)}
+        text, b = _applied(tmp_path, files, name)
+        assert "\n[vm]\n" not in text, (name, text)
+        for knob in ("thp.enabled", "thp.defrag"):
+            s = b.at_boot(knob)
+            assert s and s.source.startswith("TuneD") and "/hpadvise/tuned.conf" in s.source, \
+                (name, knob, s)
+
+
+def test_tuned_files_as_tunes_configparser_and_variables_read_them(hosts, tmp_path):
+    """Inline comments, quotes kept (a quoted THP mode is refused), variables defined in
+    order or from an include file, an undefined one not counted."""
+    files = {**X86, "/etc/tuned/active_profile": "db\n",
+             "/etc/tuned/vars.conf": "hp = 64\n", **_profiles(db=(
+                 "[variables]\ninclude=/etc/tuned/vars.conf\ntwice=${hp}${hp}\n"
+                 "[vm]\ntransparent_hugepages=never # no THP\n"
+                 '[sysfs]\n/sys/kernel/mm/transparent_hugepage/defrag="never"\n'
+                 "[sysctl]\nvm.nr_hugepages=${hp}\nvm.zone_reclaim_mode=${unset}\n"))}
+    b = _boot(_tree(hosts / "no-pools", tmp_path / "a", files))
+    assert b.at_boot("thp.enabled").value == "never"
+    assert not _by(b, "thp.defrag").startswith("TuneD")
+    assert any("defrag=\"never\"" in n and "sets nothing" in n for n in b.notes), b.notes
+    assert b.at_boot("pool.2048").value == "64"
+    assert any("${unset}" in n and "not counted" in n for n in b.notes), b.notes
+    assert not _by(b, "sysctl.vm.zone_reclaim_mode").startswith("TuneD")
+
+
+def test_profiles_are_found_as_tuneds_locator_finds_them(hosts, tmp_path):
+    """From 2.24 TuneD's profiles have a directory of their own (/usr/lib/tuned/profiles,
+    /etc/tuned/profiles): the child goes there too. include= splits at , and ;, a `-` name is
+    optional, /etc's profile X including X gets /usr/lib's, a missing one loads nothing."""
+    files = {**X86, "/etc/tuned/active_profile": "local\n",
+             "/usr/lib/tuned/profiles/local/tuned.conf": "[vm]\ntransparent_hugepages=always\n",
+             "/usr/lib/tuned/profiles/base/tuned.conf": "[sysctl]\nvm.nr_hugepages=8\n",
+             "/etc/tuned/profiles/local/tuned.conf":
+                 "[main]\ninclude=base; -gone ,local\n[vm]\ntransparent_hugepages=never\n"}
+    b = _boot(_tree(hosts / "no-pools", tmp_path / "a", files))
+    assert [f.split("/tuned/")[1] for f in b.tuned_files] == [
+        "profiles/base/tuned.conf", "profiles/local/tuned.conf", "profiles/local/tuned.conf"]
+    assert b.tuned_dir == "/etc/tuned/profiles"
+    assert b.at_boot("thp.enabled").value == "never" and b.at_boot("pool.2048").value == "8"
+    files["/etc/tuned/profiles/local/tuned.conf"] = "[main]\ninclude=gone\n[vm]\nx=1\n"
+    b = _boot(_tree(hosts / "no-pools", tmp_path / "b", files))
+    assert any("TuneD cannot find profile 'gone'" in n for n in b.notes), b.notes
+    assert not _by(b, "thp.enabled").startswith("TuneD")
+
+
+def test_what_cannot_be_matched_is_said_only_where_it_decides(hosts, tmp_path):
+    """A tree without the machine's name: a unit whose CPUs do not match is not applied,
+    without a note on the unknown uname; one that only asks the uname is taken to apply."""
+    files = {"/etc/tuned/active_profile": "db\n", **_profiles(db=(
+        "[a]\ntype=vm\nuname_regex=aarch64\ncpuinfo_regex=CPU part.*0x0af\n"
+        "transparent_hugepages=never\n[b]\ntype=sysctl\nuname_regex=aarch64\n"
+        "vm.nr_hugepages=5\n"))}
+    b = _boot(_tree(hosts / "no-pools", tmp_path / "a", files))
+    assert not _by(b, "thp.enabled").startswith("TuneD")
+    assert any("[a]: its cpuinfo_regex does not match" in n for n in b.notes)
+    assert not any("[a] here is not known" in n for n in b.notes), b.notes
+    assert b.at_boot("pool.2048").value == "5"
+    assert any("[b] here is not known" in n for n in b.notes), b.notes
+
+
+def test_the_boot_view_prints_tuneds_sections_as_written(hosts, tmp_path):
+    """check's table names the unit ("TuneD [vm] ...") and its notes the skipped one: the
+    brackets are text, not the terminal library's markup."""
+    from support import run_cli
+    shipped = {"/usr/lib/tuned/throughput-performance/tuned.conf":
+               (TUNED / "throughput-performance.conf").read_text(),
+               "/etc/tuned/active_profile": "db\n", **X86,
+               **_profiles(db="[main]\ninclude=throughput-performance\n"
+                              "[vm]\ntransparent_hugepages=never\n")}
+    root = _tree(hosts / "no-pools", tmp_path / "a", shipped)
+    r = run_cli("check", "--root", str(root), "--verbose", env={"COLUMNS": "250"})
+    assert r.returncode in (0, 1), r.stderr
+    out = " ".join(r.stdout.split())
+    assert "TuneD [vm] /etc/tuned/db/tuned.conf:4" in out, r.stdout[-3000:]
+    assert "TuneD does not apply [vm.thunderx]" in out
+
+
+def test_what_makes_tuned_refuse_or_ignore_a_units_condition(hosts, tmp_path):
+    """A priority that is not a number, or a regex that does not compile, fails TuneD's whole
+    profile; a TuneD before 2.13 has no uname_regex and applies the unit everywhere."""
+    base = {**X86, "/etc/tuned/active_profile": "db\n"}
+    for name, unit in (("priority", "[x]\ntype=sysfs\npriority=high\n"),
+                       ("regex", "[x]\ntype=sysfs\nuname_regex=(arm\n")):
+        b = _boot(_tree(hosts / "no-pools", tmp_path / name, {**base, **_profiles(
+            db=unit + f"{THP}/enabled=never\n[vm]\ntransparent_hugepages=always\n")}))
+        assert any(n.startswith("TuneD refuses the profile") for n in b.notes), b.notes
+        assert not _by(b, "thp.enabled").startswith("TuneD"), name
+    arm_only = _profiles(db="[a]\ntype=sysctl\nuname_regex=aarch64\nvm.nr_hugepages=5\n")
+    b = _boot(_tree(hosts / "no-pools", tmp_path / "new", {**base, **arm_only}))
+    assert not _by(b, "pool.2048").startswith("TuneD")
+    old = VERSION.replace("MINOR = 20", "MINOR = 12")
+    b = _boot(_tree(hosts / "no-pools", tmp_path / "old", {
+        **base, **arm_only, "/usr/lib/python3/dist-packages/tuned/version.py": old}))
+    assert b.at_boot("pool.2048").value == "5"

@@ -140,6 +140,7 @@ def _sizes(g, kbs: tuple[int, ...]) -> str:
 
 def render(r: Report, console, verbose: bool = False) -> None:
     from rich import box
+    from rich.markup import escape  # facts such as "TuneD [vm] ..." are not markup
     from rich.table import Table
 
     # Instance IDs are what --instance takes: never cut, never broken across lines.
@@ -224,11 +225,11 @@ def render(r: Report, console, verbose: bool = False) -> None:
     if view:
         t = table("Now, at next boot, planned", "knob", "now", "at next boot (set by)", "plan")
         for k in view:
-            t.add_row(k["name"], _n(k["now"]), f"{_n(k['at_boot'])} ({k['source']})",
+            t.add_row(k["name"], _n(k["now"]), escape(f"{_n(k['at_boot'])} ({k['source']})"),
                       _n(k["plan"]) if k["plan"] is not None else "-")
         console.print(t)
         for note in r.host.boot.notes if verbose else ():
-            console.print(f"  [dim]boot: {note}[/dim]")
+            console.print(f"  [dim]boot: {escape(note)}[/dim]")
 
     t = table("Instances", "id", "version", "owner", "state", "shared memory on", "needs",
               "page tables (now -> huge)")
@@ -276,12 +277,12 @@ def render(r: Report, console, verbose: bool = False) -> None:
     order = {s: n for n, s in enumerate(reversed(SEVERITIES))}
     t = table("Findings", "", "finding", "why / evidence / source")
     for f in sorted(r.findings, key=lambda f: order[f.severity]):
-        why = f.rationale
+        why = escape(f.rationale)
         if f.evidence:
-            why += f"\n[dim]evidence: {f.evidence}[/dim]"
+            why += f"\n[dim]evidence: {escape(f.evidence)}[/dim]"
         if f.source and verbose:
-            why += f"\n[dim]source: {f.source}[/dim]"
-        title = f.title + (f"\n[dim]{f.instance}[/dim]" if f.instance else "")
+            why += f"\n[dim]source: {escape(f.source)}[/dim]"
+        title = escape(f.title) + (f"\n[dim]{escape(f.instance)}[/dim]" if f.instance else "")
         t.add_row(f"[{_STYLE[f.severity]}]{f.severity}[/]", title, why)
     console.print(t)
 

@@ -131,7 +131,8 @@ class Validation(SideBySide):
                 f"{v}: {why}" for v, why in self.skipped.items()))
         self.phases = [p for p in self.phases if p in o.variants]
         if not any(map(host_wide, self.phases)):
-            self.phases = []  # every THP variant skipped: nothing takes turns
+            # every THP variant skipped: nothing takes turns, and the reason says none
+            self.phases, self.design_reason = [], self.design_reason.split("; ")[0]
         if self.design != "restart":
             self._hold_pools()
         elif "hugepages-1g" in map(kind, o.variants) and self._room_for_a_held_pool():

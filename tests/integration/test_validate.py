@@ -91,6 +91,7 @@ def test_short_validate_mysql_tpcc(knobs, tmp_path):
     assert {(x["variant"], x["server"]) for x in res["samples"]} == {
         (v, srv) for v in ("current", "recommended") for srv in (0, 1)}
     assert "innodb_flush_log_at_trx_commit = 2" in res["meta"]["settings_note"]
+    assert "innodb_log_file_size = 1G" in res["meta"]["settings_note"]
     # the default variants: MariaDB turns THP off for itself, so the THP phases are skipped,
     # and the design's reason no longer speaks of them
     assert set(res["meta"]["skipped"]) == {"thp-never", "thp-always"}, res["meta"]["skipped"]

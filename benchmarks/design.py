@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from hpadvise.api.face import InputError, read_meminfo, SysRoot
+from hpadvise.api.face import InputError
 
 from .variants import host_wide, phases_for
 
@@ -19,13 +19,14 @@ DESIGNS = ("auto", "restart", "resident", "simultaneous")
 AUTO_DESIGN = "simultaneous"
 
 
-def choose_design(o: Options, target, buffers: int, sr: SysRoot
+def choose_design(o: Options, target, buffers: int, avail: int | None
                   ) -> tuple[str, str, list[str]]:
-    """The design to run, why, and its THP phases (variants.phases_for: THP variants as
+    """The design to run, what chose it (explained() adds the phases), and its THP phases
+    (variants.phases_for: THP variants as
     phases of a side-by-side run, so that the comparisons between per-server variants still
     run side by side). Restart wherever the others cannot measure the variants: host-wide
     knobs with no side-by-side comparison to keep, a real instance, too few CPUs or too
-    little memory."""
+    little memory (`avail`: MemAvailable in kB before anything changed, None unknown)."""
     if o.design not in DESIGNS:
         raise InputError(f"unknown design {o.design!r}; choose from {', '.join(DESIGNS)}")
     if o.design == "restart":
@@ -35,7 +36,6 @@ def choose_design(o: Options, target, buffers: int, sr: SysRoot
     servers = [v for v in o.variants if not host_wide(v)] if phases else o.variants
     n = len(servers)
     host = [v for v in o.variants if host_wide(v)]
-    avail = read_meminfo(sr).available_kb
     why = None
     if host and not phases:
         why = (f"{', '.join(host)} change{'s' if len(host) == 1 else ''} host-wide THP "
@@ -54,12 +54,20 @@ def choose_design(o: Options, target, buffers: int, sr: SysRoot
         why = (f"{n} servers with {buffers >> 20} MiB of buffers each do not fit in "
                f"{avail >> 10} MiB of available memory")
     if why is None:
-        said = "the variants are per-server settings" if o.design == "auto" else "asked for"
-        if phases:
-            said += (f"; {', '.join(p for p in phases if host_wide(p))} change host-wide THP "
-                     "knobs, so they are phases: the THP setting changes from epoch to epoch "
-                     f"while {', '.join(servers)} run side by side in each")
-        return want, said, phases
+        return want, ("the variants are per-server settings" if o.design == "auto"
+                      else "asked for"), phases
     if o.design != "auto":
         raise InputError(f"--design {o.design}: {why}; use --design restart")
     return "restart", why, []
+
+
+def explained(said: str, phases: list[str], variants) -> str:
+    """Why a run has its design: what chose it (choose_design) and, where THP variants take
+    turns as phases, what that means; with no phases left (a budget or a server that cannot
+    run them), what chose it alone."""
+    if not any(map(host_wide, phases)):
+        return said
+    servers = [v for v in variants if not host_wide(v)]
+    return (f"{said}; {', '.join(p for p in phases if host_wide(p))} change host-wide THP "
+            "knobs, so they are phases: the THP setting changes from epoch to epoch while "
+            f"{', '.join(servers)} run side by side in each")

@@ -14,9 +14,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from hpadvise.api.face import Proc, ProcTable, read_meminfo, SysRoot, THP_DIR as THP
+from hpadvise.api.face import Proc, ProcTable, read_meminfo, SysRoot
 from hpadvise.act.face import (dtlb_events, parse_knob, parse_perf_csv, read_cpu_times,
-                               read_vmstat, redact_args)
+                               read_vmstat, redact_args, thp_file)
 
 from .cpus import start_pinned, trade, turn
 
@@ -114,7 +114,7 @@ def steal_pct(before: dict | None, after: dict | None) -> float | None:
 
 def thp_modes(sr: SysRoot) -> dict[str, str | None]:
     """The THP modes in force (the bracketed word of each knob, transhuge.rst)."""
-    return {k: parse_knob(sr.read(f"{THP}/{k}", quiet_missing=True)).value
+    return {k: parse_knob(sr.read(thp_file(k), quiet_missing=True)).value
             for k in ("enabled", "shmem_enabled")}
 
 

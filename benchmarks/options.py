@@ -11,10 +11,9 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Mapping
 
-from hpadvise.api.face import (counted, fmt_bytes, InputError, parse_bytes, read_meminfo,
-                               SysRoot, Targets)
-from hpadvise.act.face import (inspect, KnobId, knob_now, plan_knobs, registry, select,
-                               sysfs_pool, THP_FILES)
+from hpadvise.api.face import counted, fmt_bytes, InputError, parse_bytes, SysRoot, Targets
+from hpadvise.act.face import (GIB_KB, KnobId, knob_now, plan_knobs, registry, report_of,
+                               select, survey, THP_FILES)
 
 from .budget import (MIN_RUN_S, MIN_SCALE_SHARE, START_S, START_S_PER_GIB, default_clients,
                      default_rounds, disk_need, duration_for, fitting_scale, run_seconds,
@@ -69,8 +68,11 @@ class Options:
     variants_given: bool = True  # False: the default variants, which validate may trim
     # variants left out before anything runs, and why (a budget too short for them)
     dropped: Mapping[str, str] = field(default_factory=dict)
-    # the engine's running instances, inspected once by validate itself before the engine
-    # builds its server (see()): engines are handed them, and never inspect the host
+    # the host as validate surveyed it, once, before anything changes (see()): its servers
+    # are planned from it as apply plans (switching.py)
+    survey: Any = field(default=None, repr=False)
+    # the engine's running instances in that survey: engines are handed them, and never
+    # inspect the host
     seen: tuple = field(default=(), repr=False)
     found: Any = field(default=None, repr=False)  # the running instance --instance names
     # the THP modes check recommends for this host, from the same inspection (see()),
@@ -139,6 +141,7 @@ def check(given: Options, sr: SysRoot):
     o = replace(o, buffers=o.buffers or DEFAULT_BUFFERS)
     parse_bytes(o.buffers, "--buffers")
     o = see(o, engine, sr)
+    host = o.survey.facts  # the host as validate's one survey read it, before any change
     target = engine.bench_target(o)  # checks only: binaries, the instance
     source = getattr(target, "source", None)
     if source is not None:  # a copy runs with its source's buffers unless given
@@ -149,7 +152,7 @@ def check(given: Options, sr: SysRoot):
     elif given_buffers or o.instance:
         buffers_source = "given" if given_buffers else "the instance's own"
     else:
-        buffers, buffers_source = default_buffers(o, target, sr)
+        buffers, buffers_source = default_buffers(o, target, host)
         o = replace(o, buffers=buffers)
         target.buffers = o.buffers
     sb = target.buffers_bytes()
@@ -176,7 +179,7 @@ def check(given: Options, sr: SysRoot):
                          "still reports after its measured seconds)")
     if o.warm_s is not None and o.warm_s < 0:
         raise InputError(f"--warmup-seconds {o.warm_s}: give 0 or more")
-    avail = (read_meminfo(sr).available_kb or 0) * 1024
+    avail = (host.mem.available_kb or 0) * 1024
     if avail and sb + (2 << 30) > avail:  # one server and its clients, the least it takes
         raise InputError(f"{target.buffers_setting} {o.buffers} does not fit: a scratch "
                          f"server with these buffers and 2 GiB for its clients needs "
@@ -190,8 +193,8 @@ def check(given: Options, sr: SysRoot):
         # seconds (lab/README.md). ~1 s per GiB of buffers, 3..20 s.
         o = replace(o, warm_s=max(3, min(20, round(3 + sb / (1 << 30)))))
     if not o.variants_given:
-        o = gigantic_variant(o, sb, sr, target)
-    design, design_reason, phases = choose_design(o, target, sb, sr)
+        o = gigantic_variant(o, sb, host, target)
+    design, design_reason, phases = choose_design(o, target, sb, host.mem.available_kb)
     n = len(o.variants) - len([v for v in phases if host_wide(v)])  # servers side by side
     servers = 1 if design == "restart" or (o.instance and not o.copy) else n
     free = shutil.disk_usage(tempfile.gettempdir()).free
@@ -240,7 +243,6 @@ def check(given: Options, sr: SysRoot):
         per = run_seconds(o, design, n, phases)
         if per < MIN_RUN_S and phases and not o.variants_given:
             o, phases, n = drop_phases(o, design, n, phases, rounds_given)
-            design_reason = design_reason.split("; ")[0]  # no THP phases to explain
             per = run_seconds(o, design, n, phases)
         if per < MIN_RUN_S:
             # fewer epochs of runs that say something, rather than runs that do not (3 s
@@ -270,18 +272,17 @@ def check(given: Options, sr: SysRoot):
 GIGANTIC_VARIANT_MIN = 16 << 30
 
 
-def gigantic_variant(o: Options, buffers: int, sr: SysRoot, target) -> Options:
+def gigantic_variant(o: Options, buffers: int, host, target) -> Options:
     """The options with "hugepages-1g" added to the default variants where 1 GiB pages should
     be compared as well: the buffers are at production size, the CPU and kernel offer 1 GiB
     pages, and memory and disk hold one more server side by side at the default scale;
     else as they were (with the reason in dropped where only memory or disk kept it out)."""
     if buffers < GIGANTIC_VARIANT_MIN or "hugepages-1g" in map(kind, o.variants):
         return o
-    cpu = sr.read("/proc/cpuinfo", quiet_missing=True, limit=1 << 16) or ""
-    if " pdpe1gb" not in cpu or not sr.exists(sysfs_pool(1 << 20).rsplit("/", 1)[0]):
+    if "pdpe1gb" not in host.cpu_flags or host.pool(GIB_KB) is None:
         return o
     servers = len([v for v in o.variants if not host_wide(v)]) + 1
-    avail = (read_meminfo(sr).available_kb or 0) * 1024
+    avail = (host.mem.available_kb or 0) * 1024
     per_mb = BENCHMARKS[o.bench].mb_per_unit
     if buffers * servers + (2 << 30) > avail:
         why = (f"{servers} servers with {fmt_bytes(buffers)} of buffers do not fit in "
@@ -321,18 +322,19 @@ def trades(o: Options) -> bool:
 
 
 def see(o: Options, engine, sr: SysRoot) -> Options:
-    """The options with the engine's running instances (seen), the one --instance names
-    (found) and the THP modes check recommends (thp_plan), from one inspection of the host
-    by validate, of every engine as check reads it, before anything changes: what an
-    engine's server is built from, and what the report's advice quotes, so that validate's
-    words and check's never disagree. An --instance that names none: one line, with what
-    the engine knows of a stopped one."""
-    report = inspect(sr, o.profile, Targets())
+    """The options with validate's one survey of the host (survey), taken before anything
+    changes, of every engine as check reads it, with the journal validate was given: the
+    engine's running instances in it (seen), the one --instance names (found) and the THP
+    modes check recommends (thp_plan): what an engine's server is built from, and what the
+    report's advice quotes, so that validate's words and check's never disagree. An
+    --instance that names none: one line, with what the engine knows of a stopped one."""
+    seen = survey(sr, o.profile, Targets(), None, journal=o.journal_dir)
+    report = report_of(seen)
     want = plan_knobs(report)  # a knob the profile keeps is not in it: its value now
     modes = {f: want.get(KnobId.thp(f).key) or knob_now(report.host, KnobId.thp(f).key)
              for f in THP_FILES}
-    o = replace(o, seen=tuple(i for i in report.instances
-                              if i.running and i.engine == o.db),
+    o = replace(o, survey=seen, seen=tuple(i for i in report.instances
+                                           if i.running and i.engine == o.db),
                 thp_plan=tuple((f, str(m)) for f, m in modes.items() if m))
     if not o.instance:
         return o
@@ -359,7 +361,7 @@ def followed(o: Options, setting: str):
     return max(sized, key=lambda x: x[0])[1] if sized else None
 
 
-def default_buffers(o: Options, target, sr: SysRoot) -> tuple[str, str]:
+def default_buffers(o: Options, target, host) -> tuple[str, str]:
     """The scratch server's buffers when none are given: those of the largest running
     instance of the engine on this host (what the user will run), capped so that the
     host keeps room for a second copy or a pool of the same size and 2 GiB besides."""
@@ -369,7 +371,7 @@ def default_buffers(o: Options, target, sr: SysRoot) -> tuple[str, str]:
         return DEFAULT_BUFFERS, (f"the default: no running {o.db} instance to "
                                  "follow")
     size, iid = parse_bytes(str(inst.settings[setting]), setting), inst.id
-    avail = (read_meminfo(sr).available_kb or 0) * 1024
+    avail = (host.mem.available_kb or 0) * 1024
     spare = max(128 << 20, (avail - (2 << 30)) // 2) >> 27 << 27  # whole 128 MiB
     text = f"{max(128, min(size, spare) >> 20)}MB"
     if size > spare:

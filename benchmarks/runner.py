@@ -40,7 +40,7 @@ import time
 from dataclasses import asdict, replace
 from typing import Callable
 
-from hpadvise.act.face import GIB_KB, pmu_state, Pool, read_choice, SysfsChoice
+from hpadvise.act.face import GIB_KB, pmu_state, Pool, read_choice, SysfsChoice, thp_file
 from hpadvise.api.face import InputError, SysRoot
 
 from . import stats
@@ -50,8 +50,9 @@ from .fixed import budget_note, calibrate, resets
 from .measure import Interrupted, RunOverrun, Sample, State, run_clients
 from .own import origins
 from .side_by_side import SideBySide
+from .design import explained
 from .options import Options, check
-from .switching import THP, Switcher, ValidateError
+from .switching import Switcher, ValidateError
 from .target import BenchTarget, write_out
 from .variants import host_wide, kind, pairs_for
 
@@ -89,6 +90,7 @@ class Validation(SideBySide):
     def preflight(self) -> None:
         (self.o, self.engine, self.target, self.design, self.design_reason, self.phases,
          self.buffers_source) = check(self.o, self.sr)
+        self.sw.take(self.o.survey)
         self.sw.refuse_stacked()
 
     # ---- the run
@@ -131,8 +133,7 @@ class Validation(SideBySide):
                 f"{v}: {why}" for v, why in self.skipped.items()))
         self.phases = [p for p in self.phases if p in o.variants]
         if not any(map(host_wide, self.phases)):
-            # every THP variant skipped: nothing takes turns, and the reason says none
-            self.phases, self.design_reason = [], self.design_reason.split("; ")[0]
+            self.phases = []  # every THP variant skipped: nothing takes turns
         if self.design != "restart":
             self._hold_pools()
         elif "hugepages-1g" in map(kind, o.variants) and self._room_for_a_held_pool():
@@ -165,10 +166,11 @@ class Validation(SideBySide):
             write_out(d)
         if resets(self.bench):
             budget_note(self, len(self.side_by_side), self.phases)
-        defrag = read_choice(self.sr.read(f"{THP}/defrag", quiet_missing=True) or "").chosen
+        defrag = read_choice(self.sr.read(thp_file("defrag"), quiet_missing=True) or "").chosen
         o = self.o  # with a replay's timings and notes
         self.meta = {"skipped": self.skipped, "design": self.design,
-                     "design_reason": self.design_reason,
+                     "design_reason": explained(self.design_reason, self.phases,
+                                                o.variants),
                      "rounds": o.rounds if self.design != "restart" else None,
                      "swap_s": o.swap_s if self.design == "simultaneous" else None,
                      "thp_defrag": defrag,

@@ -3,9 +3,10 @@ through journaled actions and undone the same way; the host's knobs saved before
 changes and put back at the end; pools held for the whole run.
 
 The recommended variant's steps are apply's plan for the server (survey, select, plan_of,
-prepare). One survey of the host serves every server, and each plan is reused while the
-host's pools and THP knobs are as they were when it was made: validate surveys again only
-when the host changed (the pools it reserves for the run), not at every epoch.
+prepare), made once per server from validate's one survey of the host, taken before anything
+changed (options.see): each server validate starts joins that survey (pipeline.joined), and
+the host is not read again, so that the pools validate holds and its THP phases never enter
+the plan.
 """
 
 from __future__ import annotations
@@ -16,10 +17,11 @@ import sys
 import tempfile
 from typing import Callable
 
-from hpadvise.act.face import (Action, Compact, GIB_KB, HUGEPAGES_DIR, journal as jr, plan_of,
-                               Pool, refuse_stacked, ScratchDir, select, size_of_dir, survey,
-                               sysfs_pool, SysfsChoice, Sysctl, THP_FILES)
-from hpadvise.api.face import InputError, SysRoot, Targets, THP_DIR as THP
+from hpadvise.act.face import (Action, Compact, GIB_KB, HUGEPAGES_DIR, joined, journal as jr,
+                               plan_of, Pool, pool_dir, refuse_stacked, ScratchDir, select,
+                               size_of_dir, survey, SysfsChoice, Sysctl, THP_FILES,
+                               thp_file)
+from hpadvise.api.face import InputError, SysRoot, Targets
 
 from .target import ON_SCRATCH, BenchTarget, scratch_path
 from .variants import THP_SWITCH, kind
@@ -49,16 +51,16 @@ class Switcher:
         self.held_kb: set[int] = set()  # page sizes whose pool is held for the whole run
         self.knobs: dict[str, list[str]] = {}  # variant -> what it set ("label = value")
         self.current = ""  # the variant being switched to
-        self.inspections = 0  # how often the host was inspected for a plan
-        self._seen: tuple[tuple, object] | None = None  # (fingerprint, apply's survey)
-        self._plans: dict[str, tuple[tuple, list[tuple[Action, object]], int]] = {}
+        self.seen = None  # validate's survey of the host (options.see), with its servers
+        self.inspections = 0  # how often the host was surveyed for a plan
+        self._plans: dict[str, tuple[list[tuple[Action, object]], int]] = {}  # by server
 
     # ---- the host before and after
     def host_knobs(self) -> list[Action]:
         """Every knob validate may change on the host: each pool, the THP knobs."""
         sizes = [size_of_dir(d) for d in sorted(os.listdir(HUGEPAGES_DIR))]
         return [Pool(kb) for kb in sizes if kb is not None] \
-            + [SysfsChoice(f"{THP}/{k}") for k in THP_FILES]
+            + [SysfsChoice(thp_file(k)) for k in THP_FILES]
 
     def refuse_stacked(self) -> None:
         """Before anything changes: refused in one line while a killed capture or validate
@@ -127,7 +129,7 @@ class Switcher:
             return []
         if v in THP_SWITCH:
             knob, value = THP_SWITCH[v]
-            return [(SysfsChoice(f"{THP}/{knob}"), value)]
+            return [(SysfsChoice(thp_file(knob)), value)]
         if v == "hugepages-off":
             return t.hugepages_off()
         if v == "hugepages-1g":
@@ -135,39 +137,32 @@ class Switcher:
             return [(pool, pool.get() + self._plan(t)[1])] + list(t.page_size_steps(GIB_KB))
         return self._plan(t)[0]  # recommended: the plan for this server, as apply makes it
 
-    def _fingerprint(self) -> tuple:
-        """What the plan for a server depends on that validate itself changes: the pools and
-        the THP knobs."""
-        pools = tuple(sorted((a.size_kb, a.get()) for a, _ in self.baseline
-                             if isinstance(a, Pool)))
-        return pools, tuple(a.get() for a, _ in self.baseline if isinstance(a, SysfsChoice))
+    def take(self, seen) -> None:
+        """The survey of the host validate took before anything changed (options.see): its
+        servers are planned from it."""
+        self.seen, self.inspections = seen, self.inspections + 1
 
-    def _survey(self, now: tuple, ref: str):
-        """What apply reads of the host (every engine's instances, validate's servers among
-        them), read once for all the servers and again only when the pools or THP knobs
-        validate changes moved since, or when server `ref` started after it; with the
-        journal validate itself was given, as apply reads its own."""
-        if self._seen is not None and self._seen[0] == now:
-            try:
-                return self._seen[1], select(self._seen[1], [self.db], [ref])[0]
-            except InputError:  # a server started since (the copies, after the first plan)
-                pass
-        self.inspections += 1
-        seen = survey(self.sr, self.profile, Targets(), None, scratch=True,
-                      journal=self.journal_dir)
-        self._seen = (now, seen)
-        return seen, select(seen, [self.db], [ref])[0]
+    def _instance(self, ref: str):
+        """Server `ref` in validate's survey: one it started since joins it first."""
+        if self.seen is None:  # no survey handed over: one of its own, once
+            self.inspections += 1
+            self.seen = survey(self.sr, self.profile, Targets(), None, scratch=True,
+                               journal=self.journal_dir)
+        try:
+            return select(self.seen, [self.db], [ref])[0]
+        except InputError:  # a server started since the survey (its own, the copies)
+            self.seen = joined(self.seen, self.db, self.journal_dir)
+            return select(self.seen, [self.db], [ref])[0]
 
     def _plan(self, t: BenchTarget) -> tuple[list[tuple[Action, object]], int]:
         """The recommended steps for server t and its demand in 1 GiB pages: apply's plan
-        for it (select, plan_of, prepare), from the survey of the host as it is now."""
+        for it (select, plan_of, prepare), made once."""
         from hpadvise.act.face import prepare
-        key, now = t.instance_ref, self._fingerprint() if self.baseline else ()
-        cached = self._plans.get(key)
-        if cached is not None and cached[0] == now:
-            return cached[1], cached[2]
-        seen, inst = self._survey(now, t.instance_ref)
-        report = plan_of(seen, [inst])
+        key = t.instance_ref
+        if key in self._plans:
+            return self._plans[key]
+        inst = self._instance(key)
+        report = plan_of(self.seen, [inst])
         plan = prepare(report, report.engines, restart=False, persist=False)
         if t.restarts_instance and (ra := report.engines[inst.engine].restart_action(inst)):
             self._restarts[key] = ra
@@ -175,7 +170,7 @@ class Switcher:
         steps = [(s.action, s.new) for s in plan.steps if s.phase in ("runtime", "engine")
                  and not isinstance(s.action, Sysctl)]
         gig = inst.demand.pages.get(GIB_KB, 0) if inst.demand else 0
-        self._plans[key] = (now, steps, gig)
+        self._plans[key] = (steps, gig)
         return steps, gig
 
     def _restart_of(self, t: BenchTarget) -> Action | None:
@@ -202,7 +197,7 @@ class Switcher:
             why = t.page_size_steps(GIB_KB)
             if isinstance(why, str):
                 out["hugepages-1g"] = why
-            elif not self.sr.exists(sysfs_pool(GIB_KB).rsplit("/", 1)[0]):
+            elif not self.sr.exists(pool_dir(GIB_KB)):
                 out["hugepages-1g"] = "this host has no 1 GiB pages"
         return {v: out[kind(v)] for v in variants if kind(v) in out}
 

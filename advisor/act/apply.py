@@ -17,7 +17,7 @@ from ..facts.sysctls import BY_NAME
 from ..api.engines import Engine
 from ..api.engines import action_from_spec as from_spec
 from ..kit.errors import InputError
-from .persist import THP_DIR
+from ..kit.paths import thp_file
 from ..planning.plan import Report
 from ..changes.process_thp import ProcessThp, how as own_mode_how
 from ..changes.unit_thp import MIN_SYSTEMD, UnitThp, systemd_version
@@ -60,7 +60,7 @@ def prepare(report: Report, engines: dict[str, Engine], *, restart: bool, persis
     # 2. THP and the declared kernel settings (facts/sysctls.py)
     for c in report.changes:
         if c.kind == "thp":
-            ap.steps.append(Step(SysfsChoice(f"{sys_root}{THP_DIR}/{c.knob}"),
+            ap.steps.append(Step(SysfsChoice(sys_root + thp_file(c.knob)),
                                  c.recommended, c.reason, "runtime"))
         elif c.kind == "sysctl":
             ap.steps.append(Step(Sysctl(sys_root + BY_NAME[c.knob].path), c.recommended,

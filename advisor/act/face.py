@@ -10,7 +10,7 @@ from ..facts.host import read_vmstat
 from ..facts.platform import read_cpu_times
 from ..facts.probe import dtlb_events, parse_perf_csv, pmu_state
 from ..facts.thp_rules import parse_knob
-from ..kit.paths import HUGEPAGES_DIR, sysfs_pool
+from ..kit.paths import HUGEPAGES_DIR, pool_dir, thp_file
 from ..kit.secrets import redact_args
 from ..kit.sizing import GIB_KB
 from ..api.engines import registry
@@ -18,14 +18,13 @@ from ..ledger import journal
 from ..ledger.stacked import refuse_stacked
 from ..kit.knob_id import THP_FILES, KnobId, read_choice, size_of_dir
 from ..nextboot.boot_plan import knob_now, plan_knobs
-from ..planning.pipeline import inspect, plan_of, select, survey
+from ..planning.pipeline import joined, plan_of, report_of, select, survey
 from .apply import prepare
 
 __all__ = [
     "Action", "Compact", "GIB_KB", "HUGEPAGES_DIR", "KnobId", "Pool", "ScratchDir",
-    "SysfsChoice", "Sysctl", "THP_FILES", "dtlb_events", "inspect", "journal", "knob_now",
-    "parse_knob",
-    "parse_perf_csv", "plan_knobs", "plan_of", "pmu_state", "prepare", "read_choice",
-    "read_cpu_times", "read_vmstat", "redact_args", "refuse_stacked", "registry", "select",
-    "size_of_dir", "survey", "sysfs_pool",
+    "SysfsChoice", "Sysctl", "THP_FILES", "dtlb_events", "joined", "journal", "knob_now",
+    "parse_knob", "parse_perf_csv", "plan_knobs", "plan_of", "pmu_state", "pool_dir",
+    "prepare", "read_choice", "read_cpu_times", "read_vmstat", "redact_args", "refuse_stacked",
+    "registry", "report_of", "select", "size_of_dir", "survey", "thp_file",
 ]

@@ -20,6 +20,8 @@ from __future__ import annotations
 from typing import Callable, NamedTuple
 
 from ..kit.findings import Code
+from ..kit.knob_id import KnobId
+from ..kit.paths import knob_path
 
 # include/uapi/linux/capability.h: CAP_IPC_LOCK is capability bit 14
 CAP_IPC_LOCK = 14
@@ -98,7 +100,7 @@ class Sysctl(NamedTuple):
 
     @property
     def path(self) -> str:
-        return "/proc/sys/" + self.name.replace(".", "/")
+        return knob_path(KnobId.sysctl(self.name))
 
     @property
     def key(self) -> str:

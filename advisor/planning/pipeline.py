@@ -81,6 +81,44 @@ def survey(sr: SysRoot, profile_name: str = "oltp", targets: Targets | None = No
     instances, left_out = _without_scratch(sr, engines, instances)
     if scratch:
         instances, left_out = instances + left_out, []
+    smaps_of = _read_processes(sr, facts, instances, scratch, journal)
+    own_cgroups(facts, instances)
+    _unique_ids(instances, engines)
+    if len(facts.numa_nodes) > 1:
+        bind_nodes(facts, procs, instances)
+    if sr.live:  # what the active applies planned that is not running now keeps its pages
+        from ..ledger.journal import journal_dir
+        from ..ledger.recorded import absent
+        instances += absent(journal_dir(journal), instances, engines)
+    return Survey(sr, facts, profile, engines, instances,
+                  _recorded(sr, journal, instances, engines), smaps_of, left_out, failed)
+
+
+def joined(s: Survey, engine: str, journal: str | None = None) -> Survey:
+    """The survey with validate's own servers as they run now: `engine` finds its instances
+    again, and its scratch servers (SCRATCH_MARK), read as survey reads each process, take
+    the place of those it had; the host's facts and every other instance stay as first read.
+    validate surveys the host once, before it changes anything, and plans each server it
+    starts from that survey: apply's plan for the host as the user has it, not as validate's
+    held pools and THP phases leave it."""
+    eng = s.engines[engine]
+    # copies: the instances the survey holds (and the options that carry it) stay as read
+    running, _ = _without_scratch(s.sr, s.engines, [dataclasses.replace(i)
+                                                    for i in s.instances])
+    _, mine = _without_scratch(s.sr, s.engines, eng.discover(s.facts, ProcTable(s.sr),
+                                                             Targets()))
+    _read_processes(s.sr, s.facts, mine, True, journal)
+    instances = running + mine
+    _unique_ids(instances, s.engines)
+    if len(s.facts.numa_nodes) > 1:
+        bind_nodes(s.facts, ProcTable(s.sr), mine)
+    return dataclasses.replace(s, instances=instances, left_out=[])
+
+
+def _read_processes(sr: SysRoot, facts: HostFacts, instances: list[Instance], scratch: bool,
+                    journal: str | None) -> dict[int, str]:
+    """Each running instance's cgroup limits, THP mode and SysV credentials, read off its
+    main process; returns the mappings the report's THP regions need (by id(instance))."""
     hier = cgroup_mounts(sr)
     gives = bool(thp_sizes(facts.thp, "enabled", advised=False))  # unadvised memory THP
     smaps_of: dict[int, str] = {}  # by the instance object: IDs may still change below
@@ -110,16 +148,7 @@ def survey(sr: SysRoot, profile_name: str = "oltp", targets: Targets | None = No
         for inst in instances:  # a server an active apply started in a mode of its own
             if inst.pid and inst.thp_mode is None:
                 inst.thp_mode = modes.get((inst.pid, start_time(inst.pid)))
-    own_cgroups(facts, instances)
-    _unique_ids(instances, engines)
-    if len(facts.numa_nodes) > 1:
-        bind_nodes(facts, procs, instances)
-    if sr.live:  # what the active applies planned that is not running now keeps its pages
-        from ..ledger.journal import journal_dir
-        from ..ledger.recorded import absent
-        instances += absent(journal_dir(journal), instances, engines)
-    return Survey(sr, facts, profile, engines, instances,
-                  _recorded(sr, journal, instances, engines), smaps_of, left_out, failed)
+    return smaps_of
 
 
 def _notes(s: Survey) -> list[str]:
@@ -265,9 +294,10 @@ def own_cgroups(facts: HostFacts, instances: list[Instance]) -> None:
 
 
 def plan_for(report: Report, selected: list[Instance]) -> Report:
-    """The plan for some of a report's instances only (what validate switches one server to):
-    the same host and profile, no second inspection. The pages of stopped instances kept for
-    their next start stay in the pools (pages running ones hold count as in use by others)."""
+    """The plan for some of a report's instances only: the same host and profile, no second
+    inspection (what plan_of makes from the survey, from a report already built). The pages
+    of stopped instances kept for their next start stay in the pools (pages running ones hold
+    count as in use by others)."""
     return _narrowed(report.host, report.instances, selected, report.profile, report.engines,
                      report.recorded, report.notes)
 

@@ -4,6 +4,7 @@ and disk hold its server too (on a captured host with 1 GiB pages; the disk's fr
 given, as a small disk would report them)."""
 
 import os
+from dataclasses import replace
 import shutil
 
 import pytest
@@ -11,6 +12,8 @@ import pytest
 from hpadvise.benchmarks import options
 from hpadvise.benchmarks.budget import default_clients, disk_need, fitting_scale
 from hpadvise.benchmarks.options import Options, gigantic_variant
+from hpadvise.facts.host import collect
+from hpadvise.planning.pipeline import survey
 from hpadvise.facts.sysroot import SysRoot
 
 GIB = 1 << 30
@@ -55,8 +58,9 @@ class _Target:
 
 @pytest.fixture
 def big_host(hosts):
-    """A captured 126 GiB host with 1 GiB pages (pdpe1gb, hugepages-1048576kB)."""
-    return SysRoot(str(hosts / "lazy-126g"))
+    """A captured 126 GiB host with 1 GiB pages (pdpe1gb, hugepages-1048576kB), as validate's
+    survey reads it."""
+    return collect(SysRoot(str(hosts / "lazy-126g")))
 
 
 def test_1g_variant_where_memory_and_disk_hold_a_third_server(big_host, monkeypatch):
@@ -114,7 +118,8 @@ def test_a_small_disk_for_copies_names_only_what_was_not_given(hosts, monkeypatc
     engine = type("Eng", (), {"name": "postgres", "benches": ("pgbench", "tpcc"),
                               "bench_target": staticmethod(_Copy)})()
     monkeypatch.setattr(options.registry, "get", lambda name: engine)
-    monkeypatch.setattr(options, "see", lambda o, eng, sr: o)  # no instance "main" here
+    # the host surveyed, no instance "main" found in it
+    monkeypatch.setattr(options, "see", lambda o, eng, sr: replace(o, survey=survey(sr)))
     monkeypatch.setattr(options.os, "geteuid", lambda: 0)
     free_disk(monkeypatch, 1)  # 1 GiB free: no copy of 1 GiB of data and its WAL fits
     script = tmp_path / "ok.sql"

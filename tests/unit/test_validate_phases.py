@@ -10,8 +10,10 @@ import pytest
 
 from hpadvise.benchmarks import cpus, stats, variants, wording
 from hpadvise.benchmarks.measure import Sample
+from hpadvise.benchmarks.design import explained
 from hpadvise.benchmarks.options import Options, choose_design
 from hpadvise.kit.errors import InputError
+from hpadvise.facts.meminfo import read_meminfo
 from hpadvise.facts.sysroot import SysRoot
 
 DEFAULT = list(variants.DEFAULT_VARIANTS)
@@ -142,7 +144,7 @@ def test_design_and_phases_chosen(hosts, names, design):
     sr = SysRoot(hosts / "thp-always")  # 24 GB available
     o = Options(variants=variants.labels_for(names), duration_s=600, db="postgres",
                 design=design)
-    got, why, phases = choose_design(o, Twinnable(), 1 << 30, sr)
+    got, why, phases = choose_design(o, Twinnable(), 1 << 30, read_meminfo(sr).available_kb)
     servers = [v for v in names if not variants.host_wide(v)]
     if design == "restart" or not variants.phases_for(names):
         assert got == "restart" and phases == []
@@ -155,14 +157,19 @@ def test_design_and_phases_chosen(hosts, names, design):
         return
     assert got == ("simultaneous" if design == "auto" else design)
     assert phases == ["thp-never", "thp-always"]
-    assert "phases" in why and "thp-never, thp-always" in why
+    assert "phases" not in why
+    said = explained(why, phases, o.variants)
+    assert said.startswith(why) and "thp-never, thp-always change host-wide" in said
+    # with every THP variant skipped, nothing takes turns and the reason says none
+    assert explained(why, [], o.variants) == why
 
 
 def test_an_explicit_side_by_side_design_without_a_per_server_comparison_is_refused(hosts):
     o = Options(variants=["current", "thp-always"], duration_s=600, db="postgres",
                 design="simultaneous")
     with pytest.raises(InputError, match="host-wide THP.*--design restart"):
-        choose_design(o, Twinnable(), 1 << 30, SysRoot(hosts / "thp-always"))
+        choose_design(o, Twinnable(), 1 << 30,
+                      read_meminfo(SysRoot(hosts / "thp-always")).available_kb)
 
 
 @pytest.mark.parametrize("verdict,lo,hi,words", [
@@ -243,8 +250,9 @@ def test_a_short_budget_drops_the_default_thp_phases(duration_s, warm_s, dropped
 def test_one_gib_pages_join_the_default_run_at_production_size(hosts, state, buffers_gib,
                                                                added):
     from hpadvise.benchmarks.options import gigantic_variant
+    from hpadvise.facts.host import collect
     o = Options(variants=list(DEFAULT), duration_s=600, db="postgres", bench="pgbench",
                 scale=1, variants_given=False)  # scale 1: the disk holds it anywhere
     target = type("T", (), {"wal_bytes": 0})()
-    got = gigantic_variant(o, buffers_gib << 30, SysRoot(hosts / state), target)
+    got = gigantic_variant(o, buffers_gib << 30, collect(SysRoot(hosts / state)), target)
     assert got.variants == o.variants + (("hugepages-1g",) if added else ())

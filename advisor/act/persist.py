@@ -18,7 +18,7 @@ from ..kit.knob_id import THP_FILES, KnobId
 from ..nextboot.boot_plan import plan_knobs
 from ..facts.host import CMDLINE_SETS_BOOT
 from ..facts.thp_knobs import THP
-from ..kit.paths import THP_DIR, sysfs_pool
+from ..kit.paths import knob_path, sysfs_pool, thp_file
 from ..kit.sizing import cmdline_size
 from .steps import ApplyPlan, Step
 
@@ -36,7 +36,7 @@ class BootValue:
     @property
     def path(self) -> str:
         return sysfs_pool(self.size_kb, self.node) if self.size_kb is not None \
-            else f"{THP_DIR}/{self.thp}"
+            else thp_file(str(self.thp))
 
 
 def persist_steps(ap: ApplyPlan, root: str) -> None:
@@ -88,6 +88,10 @@ def persist_steps(ap: ApplyPlan, root: str) -> None:
                                  "replaced by " + sysctl_name, "persist"))
     if tuned:
         _tuned_profile(ap, root, host.boot, tuned)
+    elif knobs and host.boot and host.boot.tuned_refused:
+        ap.notices.append(f"{host.boot.tuned_refused}: the settings persist as where TuneD "
+                          "is absent; once TuneD takes its profile again, apply again to "
+                          "persist them through it")
     for key, value in host.cmdline_params:
         if key in CMDLINE_SETS_BOOT:
             ap.notices.append(f"the kernel command line already has {key}={value}: it applies "
@@ -216,7 +220,7 @@ def _tuned_home(k: KnobId, boot, default_kb: int | None) -> tuple[str, str, str]
             THP[k.file].tuned_by(boot.tuned_version, boot.cmdline or ""):
         return "vm.hpadvise", "vm", THP[k.file].tuned[0]
     if not k.is_pool:
-        return "sysfs.hpadvise", "sysfs", f"{THP_DIR}/{k.thp_path}"
+        return "sysfs.hpadvise", "sysfs", knob_path(k)
     if k.page_kb == default_kb:
         return "sysctl.hpadvise", "sysctl", "vm.nr_hugepages"
     return "sysfs.hpadvise", "sysfs", sysfs_pool(k.page_kb)

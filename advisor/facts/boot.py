@@ -67,8 +67,8 @@ class Boot:
     # knob -> the units of TuneD's merged profile that set it, (unit, plugin, option), in the
     # order TuneD applies them: a child profile overrides the knob in each (act/persist.py)
     tuned_units: dict[str, tuple[tuple[str, str, str], ...]] = field(default_factory=dict)
-    tuned_unit_names: tuple[str, ...] = ()  # every unit of the merged profile, applied or not
     tuned_dir: str | None = None  # where TuneD looks for a profile first (hpadvise's goes there)
+    tuned_refused: str | None = None  # why TuneD applies none of the active profile, if so
     notes: list[str] = field(default_factory=list)
     systemd: bool = False  # units run at boot (apply can write one)
     grub: bool = False  # /etc/default/grub exists (apply can add kernel parameters)
@@ -240,9 +240,10 @@ def _tuned(sr: SysRoot, b: Boot, default_kb: int | None,
     active = (sr.read("/etc/tuned/active_profile", quiet_missing=True) or "").split()
     if not active:
         return []
-    p = tuned.profile(sr, active)
+    b.tuned_version = tuned.version(sr)
+    p = tuned.profile(sr, active, b.tuned_version)
     b.tuned_profile, b.tuned_files, b.tuned_dir = " ".join(active), p.files, p.dirs[-1]
-    b.tuned_version, b.tuned_unit_names = tuned.version(sr), p.units
+    b.tuned_refused = p.refused
     b.notes += p.notes
     merged: dict[str, Setter] = {}
     units: dict[str, list[tuple[str, str, str]]] = {}

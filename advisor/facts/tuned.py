@@ -65,8 +65,10 @@ class Profile:
     options: tuple[Option, ...]  # the applied ones, in the order TuneD applies them
     notes: tuple[str, ...]  # units not applied here, and why; what could not be told
     reapply_sysctl: bool  # TuneD applies the system's sysctl files again after its own
-    units: tuple[str, ...]  # every unit name of the merged profile, applied or not
     dirs: tuple[str, ...]  # the load directories, the one TuneD looks in first last
+    # why TuneD applies none of it (a profile it cannot find, a unit that fails the whole
+    # profile), or None: a child profile including it would fail the same way
+    refused: str | None = None
 
 
 def version(sr: SysRoot) -> tuple[int, int] | None:
@@ -220,12 +222,14 @@ def _applies(u: _Unit, facts: dict, lookup: dict) -> tuple[bool, str | None]:
     return True, None
 
 
-def profile(sr: SysRoot, names: list[str]) -> Profile:
+def profile(sr: SysRoot, names: list[str], ver: tuple[int, int] | None) -> Profile:
+    """TuneD's merged profile `names` as TuneD `ver` (version()) loads and applies it."""
     main = main_conf(sr)
     dirs = load_dirs(sr, main)
     notes: list[str] = []
     files: list[str] = []
     found = _chain(sr, names, dirs, files, notes)
+    refused = None if found else notes[-1]
     units: OrderedDict[str, _Unit] = OrderedDict()
     merged_vars: OrderedDict[str, str] = OrderedDict()
     for f in files if found else []:
@@ -250,7 +254,7 @@ def profile(sr: SysRoot, names: list[str]) -> Profile:
     facts = {"uname_regex": main.get("uname_string", (None, 0))[0] or _uname(sr),
              "cpuinfo_regex": main.get("cpuinfo_string", (None, 0))[0]
              or sr.read("/proc/cpuinfo", quiet_missing=True)}
-    regexes = takes_regexes(version(sr))
+    regexes = takes_regexes(ver)
     applied: list[tuple[int, _Unit]] = []
     try:
         for u in units.values():
@@ -267,7 +271,8 @@ def profile(sr: SysRoot, names: list[str]) -> Profile:
                     raise Refused(f"[{u.name}]'s priority {u.priority!r} is not a number") \
                         from None
     except Refused as why:
-        notes.append(f"TuneD refuses the profile: {why}; it applies none of it")
+        refused = f"TuneD refuses the profile: {why}; it applies none of it"
+        notes.append(refused)
         applied = []
     applied.sort(key=lambda pu: pu[0])
     options = []
@@ -281,5 +286,4 @@ def profile(sr: SysRoot, names: list[str]) -> Profile:
                              "not defined or a function of TuneD's, not counted here")
                 continue
             options.append(Option(u.name, u.type, k, value, where))
-    return Profile(tuple(files), tuple(options), tuple(notes), reapply, tuple(units),
-                   dirs)
+    return Profile(tuple(files), tuple(options), tuple(notes), reapply, dirs, refused)

@@ -60,6 +60,9 @@ def persistence(b: Boot, plan: dict[str, str], default_kb: int | None) -> Persis
     /etc/sysctl.conf last; a unit or rc.local whose order is not fixed) blocks that knob."""
     p = Persistence(tuned_file=f"{tuned_home(b)}/tuned.conf")
     default = KnobId.pool(default_kb or 2048).key
+    # a profile TuneD applies none of (tuned.py: refused) sets nothing at boot, and a child
+    # including it would be refused as well: the plan persists as where TuneD is absent
+    tuned = b.tuned_profile is not None and not b.tuned_refused
     for knob, value in plan.items():
         k = KnobId.parse(knob)
         thp = not k.is_pool and not k.is_sysctl
@@ -80,7 +83,7 @@ def persistence(b: Boot, plan: dict[str, str], default_kb: int | None) -> Persis
                         if s.source.split(":")[0].rsplit("/", 1)[-1] >= SYSCTL_LATE:
                             p.blocked.append((knob, s, f"it sorts after {SYSCTL_LATE}"))
             p.sysctl[knob] = value
-        elif b.tuned_profile is None or not thp:
+        elif not tuned or not thp:
             # a unit where systemd runs, else a kernel parameter where GRUB is configured
             # (a THP file that has one, thp_knobs.py; other pool sizes have none here:
             # hugepagesz= pools are whole-boot reservations apply does not write)
@@ -99,7 +102,7 @@ def persistence(b: Boot, plan: dict[str, str], default_kb: int | None) -> Persis
             else:
                 p.blocked.append((knob, s, "it runs later at boot, in an order hpadvise "
                                   "cannot outrank"))
-        if thp and b.tuned_profile is not None:
+        if thp and tuned:
             p.tuned[knob] = value  # TuneD applies THP at every start: say it in its profile
     return p
 

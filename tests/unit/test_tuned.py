@@ -274,3 +274,30 @@ def test_what_makes_tuned_refuse_or_ignore_a_units_condition(hosts, tmp_path):
     b = _boot(_tree(hosts / "no-pools", tmp_path / "old", {
         **base, **arm_only, "/usr/lib/python3/dist-packages/tuned/version.py": old}))
     assert b.at_boot("pool.2048").value == "5"
+
+
+def test_a_profile_tuned_refuses_gets_no_child_of_it(tmp_path):
+    """TuneD applies none of a profile one of whose units has a regex that does not compile,
+    and would refuse a child that includes it just the same: apply persists the THP settings
+    as where TuneD is absent, leaves TuneD's files alone, and says why."""
+    from hpadvise.act.apply import prepare
+    from hpadvise.changes.actions import File
+    files = {**X86, f"{THP}/defrag": "always defer defer+madvise madvise [never]\n",
+             "/etc/tuned/active_profile": "db\n", **_profiles(
+                 db="[x]\ntype=sysfs\nuname_regex=(arm\n[vm]\ntransparent_hugepages=never\n")}
+    root = _tree(GUESTS / "amd64-2node-membind", tmp_path / "refused", files)
+    r = pipeline.inspect(SysRoot(str(root)), engine_names=["postgres"])
+    assert r.host.boot.tuned_refused.startswith("TuneD refuses the profile: [x]'s uname_regex")
+    out = tmp_path / "persist"
+    for d in ("etc/sysctl.d", "run/systemd/system"):  # systemd runs there
+        (out / d).mkdir(parents=True)
+    p = prepare(r, r.engines, restart=False, persist=True, read_only=True,
+                persist_root=str(out))
+    written = {str(s.action.path)[len(str(out)):]: File.decode(s.new) for s in p.steps
+               if isinstance(s.action, File) and s.new is not None}
+    assert not any(w.startswith("/etc/tuned") for w in written), written
+    # the plan's defrag in apply's unit, as on a host without TuneD
+    assert any("echo madvise > /sys/kernel/mm/transparent_hugepage/defrag" in text
+               for text in written.values()), written
+    assert any(n.startswith("TuneD refuses the profile") and "apply again" in n
+               for n in p.notices), p.notices

@@ -18,7 +18,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
-from roots import RootServer, held_pages  # noqa: E402
+from roots import RootServer  # noqa: E402
+from roots_procs import held_pages  # noqa: E402
 
 POOL = Path("/proc/sys/vm/nr_hugepages")
 

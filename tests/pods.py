@@ -91,6 +91,31 @@ def oci_config(args: list[str], user: tuple[int, int], env: list[str], root: str
     }
 
 
+
+def remove_cgroup(cgroup: Path) -> None:
+    """A container's cgroup removed once its processes have left it (rmdir fails with EBUSY
+    while one is still there), within 10 s."""
+    for _ in range(100):
+        if not cgroup.exists():
+            return
+        try:
+            cgroup.rmdir()
+        except OSError:
+            time.sleep(0.1)
+
+
+def release(enabled: list[Path], state, bundle) -> None:
+    """The rest of a container's start undone: the hugetlb controller taken back out of the
+    subtree_control files it was enabled in (the last first), runc's state directory and the
+    bundle removed."""
+    for ctl in reversed(enabled):
+        try:
+            ctl.write_text("-hugetlb")
+        except OSError:
+            pass
+    shutil.rmtree(state, ignore_errors=True)
+    shutil.rmtree(bundle, ignore_errors=True)
+
 class NoRuntime(Exception):
     """runc or a cgroup v2 hierarchy with the hugetlb controller is missing: the reason."""
 
@@ -231,13 +256,7 @@ class Pod:
             self.started = False
             for d in self.datadirs:
                 Path(d, "postmaster.pid").unlink(missing_ok=True)
-        for _ in range(100):  # a cgroup goes once its processes have
-            if not self.cgroup.exists():
-                break
-            try:
-                self.cgroup.rmdir()
-            except OSError:
-                time.sleep(0.1)
+        remove_cgroup(self.cgroup)
         made, self.made = self.made, []
         for path in reversed(made):
             for _ in range(50):
@@ -249,10 +268,4 @@ class Pod:
                 except OSError:
                     time.sleep(0.1)
         enabled, self.enabled = self.enabled, []
-        for ctl in reversed(enabled):
-            try:
-                ctl.write_text("-hugetlb")
-            except OSError:
-                pass
-        shutil.rmtree(self.state, ignore_errors=True)
-        shutil.rmtree(self.bundle, ignore_errors=True)
+        release(enabled, self.state, self.bundle)

@@ -13,9 +13,8 @@ container: when the unshare process dies, the kernel kills it and with it every 
 the namespace, whatever user they run as. From the host the server is a process whose
 /proc/PID/root is the root and whose NSpid has two numbers.
 
-RootContainer runs the same server under runc: the root is the OCI bundle's read-only rootfs,
-with the server's directory (/var/lib/hplab/NAME), /run and /tmp bound writable, in a cgroup
-of the host's v2 hierarchy (runc driven as tests/pods.py drives it).
+RootContainer (tests/roots_container.py) runs the same server under runc; each engine's own
+commands are in tests/roots_engines.py, the namespace's processes in tests/roots_procs.py.
 
 Each server gets a fresh data directory inside the root, /var/lib/hplab/NAME/data, initialised
 inside the root (mysqld --initialize-insecure, mariadb-install-db, initdb), and its log beside
@@ -26,9 +25,7 @@ container are killed)."""
 
 from __future__ import annotations
 
-import json
 import os
-import resource
 import shlex
 import shutil
 import signal
@@ -39,7 +36,8 @@ import uuid
 from pathlib import Path
 
 from hpadvise.benchmarks.target import free_port
-from pods import base_mounts, oci_config, runc_argv, runtime
+from roots_engines import EngineCommands
+from roots_procs import _status, alive, kill_all, ns_of, procs_in
 
 CACHE = Path(os.environ.get("HPADVISE_ROOTS", "/var/tmp/hpadvise-roots"))
 SUITE = {"mysql": "sid", "mariadb": "trixie", "postgres": "trixie"}
@@ -84,69 +82,7 @@ def root_user(root: Path, name: str) -> tuple[int, int]:
     raise NoRoot(f"no user {name!r} in {root}/etc/passwd")
 
 
-def ns_of(pid: int) -> str | None:
-    try:
-        return os.readlink(f"/proc/{pid}/ns/pid")
-    except OSError:
-        return None
-
-
-def _status(pid: int) -> dict[str, str]:
-    try:
-        text = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return {}
-    return dict(line.split(":\t", 1) for line in text.splitlines() if ":\t" in line)
-
-
-def alive(pid: int) -> bool:
-    """The process exists and is not a zombie."""
-    return _status(pid).get("State", "Z")[:1] not in ("Z", "X")
-
-
-def kill_all(left, tries: int = 100) -> None:
-    """SIGKILL what `left()` lists until it lists nothing (10 s at most)."""
-    for _ in range(tries):
-        pids = left()
-        if not pids:
-            return
-        for p in pids:
-            try:
-                os.kill(p, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        time.sleep(0.1)
-
-
-def held_pages(pid: int, page_kb: int = 2048) -> int:
-    """Huge pages of `page_kb` a process's mappings hold, touched or only reserved: the sizes
-    of its mappings on such pages (smaps: Size, KernelPageSize)."""
-    kb = size = 0
-    for line in Path(f"/proc/{pid}/smaps").read_text().splitlines():
-        if line.startswith("Size:"):
-            size = int(line.split()[1])
-        elif line.startswith("KernelPageSize:") and int(line.split()[1]) == page_kb:
-            kb += size
-    return kb // page_kb
-
-
-def procs_in(root: Path) -> list[int]:
-    """Host PIDs of every process whose root directory is `root` or inside it."""
-    out = []
-    r = str(root)
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            link = os.readlink(f"/proc/{d}/root")
-        except OSError:
-            continue
-        if link == r or link.startswith(r + "/"):
-            out.append(int(d))
-    return out
-
-
-class RootServer:
+class RootServer(EngineCommands):
     """One server in a root, in private mount and PID namespaces (see the module's docstring).
 
     `options`: for MySQL and MariaDB, command-line options ("--innodb-buffer-pool-size=1G",
@@ -203,20 +139,6 @@ class RootServer:
     def run_dir(self) -> str:
         return RUNDIR[self.engine]
 
-    @property
-    def socket(self) -> str:
-        return "/run/mysqld/mysqld.sock" if self.engine != "postgres" else \
-            f"/run/postgresql/.s.PGSQL.{self.port}"
-
-    def _options(self, options) -> tuple[list[str], dict]:
-        if self.engine == "postgres":
-            if isinstance(options, dict):
-                return [], dict(options)
-            return list(options or []), {}
-        if isinstance(options, dict):
-            return [f"--{k}={v}" for k, v in options.items()], {}
-        return list(options or []), {}
-
     # ---- setting up
     def _prepare(self) -> None:
         # the host's side of /run and /tmp, and the server's directory in the root
@@ -239,36 +161,6 @@ class RootServer:
         os.chown(log, self.uid, self.gid)
         os.chmod(log, 0o640)
         self._init_datadir()
-
-    def _init_datadir(self) -> None:
-        if self.engine == "mysql":
-            argv = ["mysqld", "--initialize-insecure",
-                    f"--datadir={self.datadir}", f"--log-error={self.dir}/init.log"]
-            user = True
-        elif self.engine == "mariadb":
-            argv = ["mariadb-install-db", "--user=mysql", f"--datadir={self.datadir}",
-                    "--auth-root-authentication-method=socket", "--skip-test-db"]
-            user = False  # run as root inside the root: it chowns to mysql
-        else:
-            argv = [f"{self.pg_bin}/initdb", "-D", self.datadir, "-U", "postgres", "-A", "trust",
-                    "--no-sync", "-E", "UTF8", "--locale=C"]
-            user = True
-        r = subprocess.run(self._enter(argv, as_user=user), capture_output=True, text=True,
-                           timeout=300, start_new_session=True)
-        if r.returncode != 0:
-            extra = ""
-            init = self.host(f"{self.dir}/init.log")
-            if init.is_file():
-                extra = init.read_text(errors="replace")[-1500:]
-            raise RuntimeError(f"initialising {self.datadir} in {self.root} failed (rc "
-                               f"{r.returncode}): {(r.stdout + r.stderr)[-1500:]} {extra}")
-        if self.engine == "postgres":
-            conf = {"port": self.port, "unix_socket_directories": "/run/postgresql",
-                    "listen_addresses": "", **self.settings}
-            with open(self.host(f"{self.datadir}/postgresql.conf"), "a") as f:
-                f.write("\n# hpadvise lab (tests/roots.py)\n")
-                for k, v in conf.items():
-                    f.write(f"{k} = '{str(v).replace(chr(39), chr(39) * 2)}'\n")
 
     def _mounts(self) -> str:
         """Shell commands that make the root a container's: run in the new namespaces."""
@@ -300,30 +192,6 @@ class RootServer:
                 "--kill-child", "sh", "-c", script]
 
     # ---- the server
-    def server_argv(self) -> list[str]:
-        if self.engine == "mysql":
-            return ["mysqld", f"--datadir={self.datadir}", "--mysqlx=OFF",
-                    f"--port={self.port}", "--bind-address=127.0.0.1",
-                    f"--socket={self.socket}", f"--log-error={self.log}",
-                    f"--pid-file={self.run_dir}/mysqld.pid", *self.options]
-        if self.engine == "mariadb":
-            return ["mariadbd", f"--datadir={self.datadir}",
-                    f"--port={self.port}", "--bind-address=127.0.0.1",
-                    f"--socket={self.socket}", f"--log-error={self.log}",
-                    f"--pid-file={self.run_dir}/mariadbd.pid", *self.options]
-        return [f"{self.pg_bin}/postgres", "-D", self.datadir, *self.options]
-
-    def _init_script(self) -> str:
-        """The namespace's PID 1: the server in the foreground, its output in its log; with
-        pg_ctl, the daemonised postmaster (a child of this shell once pg_ctl has left)."""
-        log = shlex.quote(str(self.host(self.log)))
-        if self.engine == "postgres" and self.pg_ctl:
-            start = self._chroot([f"{self.pg_bin}/pg_ctl", "-D", self.datadir, "-l", self.log,
-                                  "-o", shlex.join(self.options), "-W", "start"])
-            return (f"{shlex.join(start)} >> {log} 2>&1\n"
-                    "trap 'exit 0' TERM\nwhile :; do sleep 1; done")
-        # not the shell's last command: it stays PID 1 (dash would exec a last command)
-        return f"{shlex.join(self._chroot(self.server_argv()))} >> {log} 2>&1\nexit $?"
 
     def start(self, timeout: int = 120) -> None:
         """Start the server; back when it accepts connections."""
@@ -376,18 +244,6 @@ class RootServer:
                                    f"within {timeout} s: {log}")
             time.sleep(0.3)
 
-    def _ping(self) -> bool:
-        if self.engine == "postgres":
-            argv = [f"{self.pg_bin}/pg_isready", "-q", "-h", "/run/postgresql", "-p",
-                    str(self.port), "-U", "postgres", "-d", "postgres"]
-        else:
-            tool = "mysqladmin" if self.engine == "mysql" else "mariadb-admin"
-            argv = [tool, f"--socket={self.socket}", "-uroot", "ping"]
-        try:
-            return self.exec(argv, timeout=20).returncode == 0
-        except subprocess.TimeoutExpired:
-            return False
-
     # ---- inside
     def exec_argv(self, argv: list[str], user: bool = False) -> list[str]:
         """argv run inside the server's namespaces and root (nsenter), as root or, with
@@ -403,17 +259,6 @@ class RootServer:
             raise RuntimeError(f"{self.name} is not running")
         return subprocess.run(self.exec_argv(argv, user), capture_output=True, text=True,
                               timeout=timeout, stdin=subprocess.DEVNULL)
-
-    def client_argv(self, query: str) -> tuple[list[str], bool]:
-        if self.engine == "postgres":
-            return [f"{self.pg_bin}/psql", "-X", "-A", "-t", "-q", "-v", "ON_ERROR_STOP=1", "-h",
-                    "/run/postgresql", "-p", str(self.port), "-U", "postgres", "-d",
-                    "postgres", "-c", query], True
-        tool = "mysql" if self.engine == "mysql" else "mariadb"
-        # root over the socket: no password (MySQL: --initialize-insecure), or unix_socket
-        # authentication as the OS root (MariaDB)
-        return [tool, f"--socket={self.socket}", "-uroot", "-N", "-B",
-                "-e", query], False
 
     def sql(self, query: str, timeout: int = 120) -> str:
         """The query run by the root's own client inside the server's namespaces: its
@@ -438,8 +283,6 @@ class RootServer:
             return ""
 
     # ---- ending
-    def _stop_signal(self) -> int:
-        return signal.SIGINT if self.engine == "postgres" else signal.SIGTERM  # fast shutdown
 
     def stop(self, timeout: int = 60) -> None:
         """Clean shutdown (the server's own signal to its host PID), then the namespace goes."""
@@ -496,153 +339,6 @@ class RootServer:
             if self.made_dir:
                 shutil.rmtree(self.host(self.dir), ignore_errors=True)
             shutil.rmtree(self.tmp, ignore_errors=True)
-
-
-class RootContainer(RootServer):
-    """The same server under runc: the root is the bundle's read-only rootfs; the server's
-    directory, /run and /tmp are writable binds; its own PID, mount, IPC and UTS namespaces
-    and a cgroup /hplab-ID in the host's v2 hierarchy. `hugepage_limit` (bytes) is the
-    container's hugetlb.2MB.max, as the kubelet asks a runtime for it. The data directory is
-    initialised as RootServer does (in a namespace), then the container runs the server."""
-
-    def __init__(self, suite_root: Path | None, engine: str,
-                 options: list[str] | dict | None = None, name: str | None = None,
-                 pg_ctl: bool = False, hugepage_limit: int | None = None):
-        self.runc, self.v2 = runtime()
-        self.id = f"hplab-{uuid.uuid4().hex}"
-        self.state = tempfile.mkdtemp(prefix="hplab-runc-state-")
-        self.bundle = Path(tempfile.mkdtemp(prefix="hplab-runc-bundle-"))
-        self.hugepage_limit = hugepage_limit
-        self.enabled: list[Path] = []  # subtree_control without hugetlb before the start
-        self.started = False
-        try:
-            super().__init__(suite_root, engine, options, name, pg_ctl)
-        except BaseException:
-            self._remove_runtime()
-            raise
-
-    @property
-    def cgroup(self) -> Path:
-        return Path(self.v2) / self.id
-
-    def _runc(self, *args: str, timeout: int = 120, out=None) -> subprocess.CompletedProcess:
-        io = {"stdout": out, "stderr": out} if out else {"capture_output": True}
-        return subprocess.run(runc_argv(self.runc, self.v2, self.state, *args), text=True,
-                              timeout=timeout, stdin=subprocess.DEVNULL, **io)
-
-    def _bundle(self) -> None:
-        binds = [(self.host(self.dir), self.dir), (Path(self.tmp, "run"), "/run"),
-                 (Path(self.tmp, "tmp"), "/tmp")]
-        mounts_ = base_mounts(devpts=True) + [{"destination": dst, "type": "bind", "source": str(src),
-              "options": ["rbind", "rw"]} for src, dst in binds]
-        if self.engine == "postgres" and self.pg_ctl:
-            start = shlex.join([f"{self.pg_bin}/pg_ctl", "-D", self.datadir, "-l", self.log, "-o",
-                                shlex.join(self.options), "-W", "start"])
-            cmd = f"{start} >> {shlex.quote(self.log)} 2>&1 && exec sleep infinity"
-        else:
-            cmd = f"exec {shlex.join(self.server_argv())} >> {shlex.quote(self.log)} 2>&1"
-        # no more open files than runc itself may have (raising it is refused)
-        nofile = min(65536, resource.getrlimit(resource.RLIMIT_NOFILE)[1])
-        config = oci_config(["/bin/sh", "-c", cmd], (self.uid, self.gid),
-                            ["HOME=/", "LC_ALL=C.UTF-8"], str(self.root), self.engine, mounts_,
-                            f"/{self.id}", self.hugepage_limit, nofile)
-        (self.bundle / "config.json").write_text(json.dumps(config, indent=1))
-
-    def start(self, timeout: int = 120) -> None:
-        if self.started:
-            raise RuntimeError(f"{self.name} is running already")
-        # runc enables every controller of the hierarchy in the root's subtree_control for
-        # the container's cgroup (fs2.CreateCgroupPath): put back what it was, afterwards
-        ctl = Path(self.v2, "cgroup.subtree_control")
-        if "hugetlb" not in ctl.read_text().split():
-            if self.hugepage_limit is not None:
-                ctl.write_text("+hugetlb")
-            self.enabled.append(ctl)
-        self._bundle()
-        log = self.bundle / "run.log"
-        with open(log, "w") as out:  # detached: the container keeps its stdio
-            r = self._runc("run", "-d", "--bundle", str(self.bundle), self.id, out=out)
-        self.started = True
-        if r.returncode != 0:
-            raise RuntimeError(f"runc run failed: {log.read_text().strip()[-600:]}")
-        deadline = time.time() + timeout
-        while True:
-            st = self.container_state()
-            if st.get("status") != "running":
-                raise RuntimeError(f"{self.engine} container {st.get('status')} before "
-                                   f"accepting connections: {self.log_text()[-1500:]}")
-            self.pid = self.pid if self.pid and alive(self.pid) else self.find_pid()
-            if self.pid and self._ping():
-                return
-            if time.time() > deadline:
-                raise RuntimeError(f"{self.engine} container did not accept connections "
-                                   f"within {timeout} s: {self.log_text()[-1500:]}")
-            time.sleep(0.3)
-
-    def container_state(self) -> dict:
-        r = self._runc("state", self.id, timeout=30)
-        return json.loads(r.stdout) if r.returncode == 0 else {}
-
-    def pids(self) -> list[int]:
-        try:
-            return [int(x) for x in (self.cgroup / "cgroup.procs").read_text().split()]
-        except OSError:
-            return []
-
-    def find_pid(self) -> int | None:
-        """The server's host PID: the container's init once the shell exec'd it; with pg_ctl,
-        the postmaster (the postgres child of the container's init)."""
-        init = self.container_state().get("pid")
-        if not init:
-            return None
-        self.ns = self.ns or ns_of(init)
-        for pid in [init, *self.pids()]:
-            st = _status(pid)
-            if st.get("Name") == COMM[self.engine] and (pid == init or st.get("PPid") ==
-                                                       str(init)):
-                return pid
-        return None
-
-    def exec_argv(self, argv: list[str], user: bool = False) -> list[str]:
-        who = f"{self.uid}:{self.gid}" if user else "0:0"
-        return runc_argv(self.runc, self.v2, self.state, "exec", "--user", who, self.id, *argv)
-
-    def _running(self) -> bool:
-        return self.started
-
-    def processes(self) -> list[int]:
-        return [p for p in self.pids() if alive(p)]
-
-    def _end_namespace(self) -> None:
-        """runc delete -f, then whatever its cgroup still holds killed (its processes' roots
-        read "/" from the host: the container pivoted into the root)."""
-        if self.started:
-            self._runc("delete", "-f", self.id)
-            self.started = False
-        kill_all(self.processes)
-
-    def _remove_runtime(self) -> None:
-        for _ in range(100):  # the cgroup goes once its processes have
-            if not self.cgroup.exists():
-                break
-            try:
-                self.cgroup.rmdir()
-            except OSError:
-                time.sleep(0.1)
-        enabled, self.enabled = self.enabled, []
-        for ctl in enabled:
-            try:
-                ctl.write_text("-hugetlb")
-            except OSError:
-                pass
-        shutil.rmtree(self.state, ignore_errors=True)
-        shutil.rmtree(self.bundle, ignore_errors=True)
-
-    def destroy(self) -> None:
-        try:
-            super().destroy()
-        finally:
-            self._remove_runtime()
 
 
 def mysql97(options: list[str] | dict | None = None, **kw) -> RootServer:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from roots import held_pages
+from roots_procs import held_pages
 from roots_debian import DebianCluster
 from support import check_json, run_cli
 

@@ -13,7 +13,7 @@ from hpadvise.ledger import journal
 from hpadvise.changes.actions import Pool
 from hpadvise.changes.gigantic import pull_in, transient_pages
 from hpadvise.facts.sysroot import SysRoot
-from support import NoGiganticPages
+from gigantic import NoGiganticPages
 
 pytestmark = [pytest.mark.integration, pytest.mark.live]
 

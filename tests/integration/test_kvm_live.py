@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from support import GiganticRoom, check_json, run_cli
+from gigantic import GiganticRoom
+from support import check_json, run_cli
 
 pytestmark = [pytest.mark.integration, pytest.mark.live]
 GiB = 1 << 30

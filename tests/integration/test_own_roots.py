@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 import pytest
 
-from roots import held_pages
+from roots_procs import held_pages
 from support import check_json, run_cli
 
 pytestmark = [pytest.mark.integration, pytest.mark.live]
@@ -171,7 +171,7 @@ def test_postgres_17_in_its_root(knobs, journal, root_lab):
 
 
 def test_postgres_under_runc_is_read_in_its_container(knobs, root_lab):
-    from roots import RootContainer
+    from roots_container import RootContainer
     s = root_lab("postgres", {"shared_buffers": "256MB", "huge_pages": "try"},
                  cls=RootContainer)
     s.start()

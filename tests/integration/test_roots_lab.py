@@ -15,7 +15,8 @@ import time
 
 import pytest
 
-from roots import RootContainer, alive, ns_of, procs_in, _status
+from roots_container import RootContainer
+from roots_procs import _status, alive, ns_of, procs_in
 
 pytestmark = pytest.mark.integration
 

@@ -331,7 +331,7 @@ def see(o: Options, engine, sr: SysRoot) -> Options:
     seen = survey(sr, o.profile, Targets(), None, journal=o.journal_dir)
     report = report_of(seen)
     want = plan_knobs(report)  # a knob the profile keeps is not in it: its value now
-    modes = {f: want.get(KnobId.thp(f).key) or knob_now(report.host, KnobId.thp(f).key)
+    modes = {f: want.get(KnobId.thp(f)) or knob_now(report.host, KnobId.thp(f))
              for f in THP_FILES}
     o = replace(o, survey=seen, seen=tuple(i for i in report.instances
                                            if i.running and i.engine == o.db),

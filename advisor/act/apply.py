@@ -13,11 +13,10 @@ from typing import Callable
 from ..ledger import journal as jr
 from ..changes.actions import (ActionError, Compact, Directory, NotStopped, Pool, SysfsChoice,
                                Sysctl)
-from ..facts.sysctls import BY_NAME
 from ..api.engines import Engine
 from ..api.engines import action_from_spec as from_spec
 from ..kit.errors import InputError
-from ..kit.paths import thp_file
+from ..kit.paths import knob_path
 from ..planning.plan import Report
 from ..changes.process_thp import ProcessThp, how as own_mode_how
 from ..changes.unit_thp import MIN_SYSTEMD, UnitThp, systemd_version
@@ -59,11 +58,11 @@ def prepare(report: Report, engines: dict[str, Engine], *, restart: bool, persis
                                  "runtime"))
     # 2. THP and the declared kernel settings (facts/sysctls.py)
     for c in report.changes:
-        if c.kind == "thp":
-            ap.steps.append(Step(SysfsChoice(sys_root + thp_file(c.knob)),
+        if c.kind == "thp" and c.id:
+            ap.steps.append(Step(SysfsChoice(sys_root + knob_path(c.id)),
                                  c.recommended, c.reason, "runtime"))
-        elif c.kind == "sysctl":
-            ap.steps.append(Step(Sysctl(sys_root + BY_NAME[c.knob].path), c.recommended,
+        elif c.kind == "sysctl" and c.id:
+            ap.steps.append(Step(Sysctl(sys_root + knob_path(c.id)), c.recommended,
                                  c.reason, "runtime"))
     # 3. persistence
     if persist:
@@ -296,7 +295,7 @@ def verify_boot(ap: ApplyPlan, persist_root: str) -> list[str]:
         s = b.at_boot(knob)
         if s is None or s.value != value:
             got = f"{s.value} from {s.source}" if s else "nothing sets it"
-            out.append(f"at next boot {knob} would be {got}, not the planned {value}")
+            out.append(f"at next boot {knob.key} would be {got}, not the planned {value}")
     return out
 
 

@@ -17,6 +17,7 @@ from ..kit.errors import InputError
 from ..ledger.stacked import refuse_stacked
 from ..api.model import Targets
 from ..planning.pipeline import plan_of, select, survey
+from ..planning.plan import unsized
 from ..changes.actions import Action, File
 from .steps import ApplyPlan, Result
 from ..facts.sysroot import SysRoot, planning_snapshot, snapshot_root, snapshot_top
@@ -67,18 +68,13 @@ def plan(req: Request) -> ApplyPlan:
     # An instance that cannot be planned (check reports an error for it, or cannot size it
     # as this user) is named and left out; the others are planned without it.
     why = {i.id: "; ".join(i.errors) for i in selected if i.errors}
-    unsized: dict[str, str] = {}
-    if len(why) < len(selected):
-        report = plan_of(seen, [i for i in selected if i.id not in why])
-        unsized = {i.id: "cannot size it as this user, its configuration is unreadable (run "
-                   "as root or as the server's owner)" for i in selected
-                   if i.id not in why and report.placements[i.id].status == "unsized"}
-        why.update(unsized)
+    why.update({i.id: "cannot size it as this user, its configuration is unreadable (run as "
+                "root or as the server's owner)" for i in selected if i.id not in why
+                and unsized(i, seen.facts, seen.profile, seen.engines.get(i.engine))})
     if len(why) == len(selected):
         raise InputError("nothing can be planned: " + "; ".join(
             f"{i}: {w}" for i, w in why.items()))
-    if unsized:  # planned again without them (their settings are not to be changed)
-        report = plan_of(seen, [i for i in selected if i.id not in why])
+    report = plan_of(seen, [i for i in selected if i.id not in why])
     # a snapshot's servers' files (their settings before) read inside it
     with contextlib.nullcontext() if live else planning_snapshot(root):
         p = ap.prepare(report,

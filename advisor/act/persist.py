@@ -18,7 +18,7 @@ from ..kit.knob_id import THP_FILES, KnobId
 from ..nextboot.boot_plan import plan_knobs
 from ..facts.host import CMDLINE_SETS_BOOT
 from ..facts.thp_knobs import THP
-from ..kit.paths import knob_path, sysfs_pool, thp_file
+from ..kit.paths import knob_path, sysfs_pool
 from ..kit.sizing import cmdline_size
 from .steps import ApplyPlan, Step
 
@@ -31,12 +31,12 @@ class BootValue:
     value: str
     size_kb: int | None = None
     node: int | None = None
-    thp: str | None = None
+    thp: KnobId | None = None
 
     @property
     def path(self) -> str:
         return sysfs_pool(self.size_kb, self.node) if self.size_kb is not None \
-            else thp_file(str(self.thp))
+            else knob_path(self.thp)
 
 
 def persist_steps(ap: ApplyPlan, root: str) -> None:
@@ -56,22 +56,21 @@ def persist_steps(ap: ApplyPlan, root: str) -> None:
         else:
             boot.append(BootValue(str(pp.target_pages), size_kb=pp.size_kb))
     # the declared sysctls the plan sets (facts/sysctls.py), in the same drop-in
-    sysctl_lines += [f"{KnobId.parse(n).file} = {v}" for n, v in knobs.items()
-                     if KnobId.parse(n).is_sysctl and not (per and n in per.tuned)]
+    sysctl_lines += [f"{k.file} = {v}" for k, v in knobs.items()
+                     if k.is_sysctl and not (per and k in per.tuned)]
     # and those an earlier apply persisted that this plan does not decide (an apply for other
     # instances than the SysV huge page users): kept, not dropped from the rewritten drop-in
-    sysctl_lines += [f"{KnobId.parse(s.knob).file} = {s.value}" for s in (
+    sysctl_lines += [f"{s.knob.file} = {s.value}" for s in (
         host.boot.setters if host.boot else ()) if own(s) and s.stage == 1
-        and KnobId.parse(s.knob).is_sysctl and s.knob not in knobs]
+        and s.knob.is_sysctl and s.knob not in knobs]
     p = report.profile
-    changing = {c.knob for c in report.changes if c.kind == "thp"}
+    changing = {c.id for c in report.changes if c.kind == "thp"}
     tuned = dict(per.tuned) if per else {}
-    ids = [KnobId.thp(k) for k in THP_FILES] + [
-        k for k in map(KnobId.parse, knobs) if k.per_size]
+    ids = [KnobId.thp(f) for f in THP_FILES] + [k for k in knobs if k.per_size]
     for k in ids:
-        want = knobs.get(k.key)  # the plan's value, resolved against the instances
-        if want and k.key not in tuned:  # not sysctls: a unit or the command line
-            boot.append(BootValue(want, thp=k.thp_path))
+        want = knobs.get(k)  # the plan's value, resolved against the instances
+        if want and k not in tuned:  # not sysctls: a unit or the command line
+            boot.append(BootValue(want, thp=k))
     if sysctl_lines:
         text = ("# Written by hpadvise apply (profile " + p.name + "); `hpadvise rollback` "
                 "removes it.\n" + "\n".join(sysctl_lines) + "\n")
@@ -131,7 +130,7 @@ def grub_cmdline(text: str, boot: list[BootValue], kernel: tuple[int, int] | Non
     """GRUB_CMDLINE_LINUX with our parameters set (replacing earlier values of the same ones);
     returns the new file text and what the command line cannot express: among it a THP file
     without a kernel parameter (defrag), or whose parameter `kernel` predates (thp_knobs.py)."""
-    cmdline_for = {f: t.cmdline for f, t in THP.items() if t.takes_cmdline(kernel)}
+    cmdline_for = {KnobId.thp(f): t.cmdline for f, t in THP.items() if t.takes_cmdline(kernel)}
     params, left = [], []
     gig: list[tuple[int, str]] = []
     per_node: dict[int, list[str]] = {}
@@ -174,7 +173,7 @@ def grub_cmdline(text: str, boot: list[BootValue], kernel: tuple[int, int] | Non
     return text, left
 
 
-def _tuned_profile(ap: ApplyPlan, root: str, boot, knobs: dict[str, str]) -> None:
+def _tuned_profile(ap: ApplyPlan, root: str, boot, knobs: dict[KnobId, str]) -> None:
     """TuneD re-applies its active profile at every start, over what sysctl files and units
     set: the plan goes into a child profile that includes the active one and overrides just
     these knobs (tuned.conf(5): `include=`), made the active profile the way tuned-adm
@@ -185,9 +184,9 @@ def _tuned_profile(ap: ApplyPlan, root: str, boot, knobs: dict[str, str]) -> Non
     (`[vm.hpadvise]`, `type=vm`), which merges into nothing of the parent's (a parent's [vm]
     may be disabled, for other machines, or of another type). Rollback restores both files."""
     sections: dict[str, tuple[str, list[str]]] = {}
-    for knob, value in sorted(knobs.items()):
+    for knob, value in sorted(knobs.items(), key=lambda kv: kv[0].key):
         for unit, plugin, key in boot.tuned_units.get(knob) or (
-                _tuned_home(KnobId.parse(knob), boot, ap.report.host.default_hugepage_kb),):
+                _tuned_home(knob, boot, ap.report.host.default_hugepage_kb),):
             sections.setdefault(unit, (plugin, []))[1].append(f"{key}={value}")
     parent = ",".join(boot.tuned_profile.split()) if boot.tuned_profile != TUNED_PROFILE \
         else _tuned_parent(root, boot)  # loader.py splits include= at "," and ";"

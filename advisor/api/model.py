@@ -77,16 +77,9 @@ class Change:
     # change (a command line, a cluster member's own file): what to change where instead.
     # apply makes no blocked change, and says this.
     blocked: str | None = None
-
-    @property
-    def boot_knob(self) -> str | None:
-        """The boot-time knob it is, by its key (kit/knob_id.py), as boot.py names them."""
-        if self.kind == "pool":
-            return KnobId.pool(self.size_kb).key
-        if self.kind == "sysctl":
-            return KnobId.sysctl(self.knob).key
-        k = KnobId.of_thp_path(self.knob or "") if self.kind == "thp" else None
-        return k.key if k else None
+    # pools, THP and sysctls: the boot-time knob it changes (kit/knob_id.py), the identity
+    # code reads; `size_kb` and `knob` say it in the JSON
+    id: KnobId | None = None
 
 
 # A file validate leaves in the data directory of every server it makes for itself: check

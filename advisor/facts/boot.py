@@ -47,11 +47,26 @@ STAGES = ("kernel command line", "sysctl files", "units and init scripts", "rc.l
 @dataclass(frozen=True)
 class Setter:
     """One place that sets a knob at boot."""
-    knob: str  # a KnobId's key (kit/knob_id.py)
+    knob: KnobId
     value: str
-    source: str  # file:line, or a description
+    source: str  # for people: file:line, or a description
     stage: int  # index into STAGES
     ordered: bool = True  # False: its order among its stage's peers and later stages is unknown
+    path: str | None = None  # the file that sets it; None: the command line, the kernel
+    plugin: str | None = None  # TuneD's plugin that sets it (vm, sysctl, sysfs)
+    reapplied: bool = False  # a sysctl file's value TuneD applies again after its profile
+
+    def again_by_tuned(self) -> Setter:
+        """This sysctl file's setting as TuneD applies it again (reapply_sysctl)."""
+        return Setter(self.knob, self.value, self.source + " (re-applied by TuneD)", 4,
+                      ordered=False, path=self.path, reapplied=True)
+
+    @property
+    def origin(self) -> str:
+        """Who sets it, without the line: a file, TuneD's plugin and profile, a description."""
+        if self.plugin:
+            return f"TuneD [{self.plugin}] {self.path}"
+        return self.path or self.source
 
 
 @dataclass
@@ -66,7 +81,7 @@ class Boot:
     tuned_version: tuple[int, int] | None = None  # the installed TuneD's (major, minor)
     # knob -> the units of TuneD's merged profile that set it, (unit, plugin, option), in the
     # order TuneD applies them: a child profile overrides the knob in each (act/persist.py)
-    tuned_units: dict[str, tuple[tuple[str, str, str], ...]] = field(default_factory=dict)
+    tuned_units: dict[KnobId, tuple[tuple[str, str, str], ...]] = field(default_factory=dict)
     tuned_dir: str | None = None  # where TuneD looks for a profile first (hpadvise's goes there)
     tuned_refused: str | None = None  # why TuneD applies none of the active profile, if so
     notes: list[str] = field(default_factory=list)
@@ -77,15 +92,11 @@ class Boot:
     release: str | None = None
     kernel: tuple[int, int] | None = None
 
-    def at_boot(self, knob: str) -> Setter | None:
+    def at_boot(self, knob: KnobId) -> Setter | None:
         """The setter whose value the knob has once boot is over (the last to apply; the
         kernel's default, stage -1, when nothing sets it)."""
         found = [s for s in self.setters if s.knob == knob]
         return found[-1] if found else None
-
-    def competitors(self, knob: str, except_source: str = "") -> list[Setter]:
-        return [s for s in self.setters if s.knob == knob and not s.source.startswith(
-            except_source or "\0")]
 
 
 # ---- sysctl files ------------------------------------------------------------------------
@@ -118,13 +129,13 @@ def _masked(sr: SysRoot, path: str) -> bool:
         return False
 
 
-def sysctl_knob(key: str, default_kb: int | None) -> str | None:
+def sysctl_knob(key: str, default_kb: int | None) -> KnobId | None:
     """The knob a sysctl name sets: the default size's pool, or a declared setting."""
     key = key.strip().lstrip("-").replace("/", ".")
     if key in ("vm.nr_hugepages", "vm.nr_hugepages_mempolicy"):
-        return KnobId.pool(default_kb or 2048).key
+        return KnobId.pool(default_kb or 2048)
     s = declared(key)
-    return KnobId.sysctl(s.name).key if s else None
+    return KnobId.sysctl(s.name) if s else None
 
 
 def _sysctl_setters(sr: SysRoot, files: list[str], default_kb: int | None,
@@ -138,7 +149,7 @@ def _sysctl_setters(sr: SysRoot, files: list[str], default_kb: int | None,
             key, _, value = line.partition("=")
             knob = sysctl_knob(key, default_kb)
             if knob:
-                out.append(Setter(knob, value.strip(), f"{f}:{n}", stage))
+                out.append(Setter(knob, value.strip(), f"{f}:{n}", stage, path=f))
     return out
 
 
@@ -149,15 +160,14 @@ _WRITE = re.compile(r"""echo\s+(?:-n\s+)?['"]?([\w+\-]+)['"]?\s*>+\s*['"]?"""
 _SYSCTL_W = re.compile(r"sysctl\s+(?:-q\s+)?-w\s+['\"]?((?:vm|kernel)[./]\w+)\s*=\s*(\d+)")
 
 
-def path_knob(path: str, default_kb: int | None = None) -> str | None:
+def path_knob(path: str, default_kb: int | None = None) -> KnobId | None:
     """The knob a sysfs or /proc/sys path sets."""
     if path.startswith("/proc/sys/"):
-        return sysctl_knob(path[len("/proc/sys/"):], default_kb)
+        return sysctl_knob(path.removeprefix("/proc/sys/"), default_kb)
     if path.startswith(THP + "/"):
-        k = KnobId.of_thp_path(path[len(THP) + 1:])
-        return k.key if k else None
+        return KnobId.of_thp_path(path.removeprefix(THP + "/"))
     pool = pool_of_path(path, HUGEPAGES_DIR, NODES_DIR)
-    return KnobId.pool(pool[1]).key if pool and pool[0] is None else None
+    return KnobId.pool(pool[1]) if pool and pool[0] is None else None
 
 
 def _script_setters(text: str, where: str, stage: int, default_kb: int | None,
@@ -172,18 +182,18 @@ def _script_setters(text: str, where: str, stage: int, default_kb: int | None,
         for mt in _WRITE.finditer(s):
             knob = path_knob(mt.group(2), default_kb)
             if knob:
-                out.append(Setter(knob, mt.group(1), f"{where}:{n}", stage, ordered))
+                out.append(Setter(knob, mt.group(1), f"{where}:{n}", stage, ordered, where))
             elif (pool := pool_of_path(mt.group(2), HUGEPAGES_DIR, NODES_DIR)) \
                     and pool[0] is not None and mt.group(1).isdigit():
                 nodes.setdefault(pool[1], {})[pool[0]] = mt.group(1)
                 first.setdefault(pool[1], n)
         for mt in _SYSCTL_W.finditer(s):
             if knob := sysctl_knob(mt.group(1), default_kb):
-                out.append(Setter(knob, mt.group(2), f"{where}:{n}", stage, ordered))
+                out.append(Setter(knob, mt.group(2), f"{where}:{n}", stage, ordered, where))
     # a pool written node by node is, at the end of the boot, the sum of its nodes
     for kb, per in nodes.items():
-        out.append(Setter(KnobId.pool(kb).key, str(sum(int(v) for v in per.values())),
-                          f"{where}:{first[kb]}", stage, ordered))
+        out.append(Setter(KnobId.pool(kb), str(sum(int(v) for v in per.values())),
+                          f"{where}:{first[kb]}", stage, ordered, where))
     return out
 
 
@@ -245,28 +255,26 @@ def _tuned(sr: SysRoot, b: Boot, default_kb: int | None,
     b.tuned_profile, b.tuned_files, b.tuned_dir = " ".join(active), p.files, p.dirs[-1]
     b.tuned_refused = p.refused
     b.notes += p.notes
-    merged: dict[str, Setter] = {}
-    units: dict[str, list[tuple[str, str, str]]] = {}
+    merged: dict[KnobId, Setter] = {}
+    units: dict[KnobId, list[tuple[str, str, str]]] = {}
     for o in p.options:
         t = next((t for t in DECLARED_THP.values() if o.key in t.tuned), None)
-        knob = (KnobId.thp(t.file).key if o.plugin == "vm" and t and t.tuned_by(
+        k = (KnobId.thp(t.file) if o.plugin == "vm" and t and t.tuned_by(
             b.tuned_version, b.cmdline or "") else sysctl_knob(o.key, default_kb)
             if o.plugin == "sysctl" else path_knob(o.key, default_kb) if o.plugin == "sysfs"
             else None)
-        k = KnobId.parse(knob) if knob else None
         words = (DECLARED_THP[k.file].words if not k.per_size else SIZES[k.file].words) \
             if k and not k.is_pool and not k.is_sysctl else None
         if words and o.value not in words:  # plugin_vm.py refuses it, the kernel too
             b.notes.append(f"TuneD's {o.key}={o.value} ({o.where}) is not one of "
                            f"{', '.join(words)}: it sets nothing")
             continue
-        if knob:  # the last applied wins
-            merged[knob] = Setter(knob, o.value, f"TuneD [{o.plugin}] {o.where}", 4,
-                                  ordered=False)
-            units.setdefault(knob, []).append((o.unit, o.plugin, o.key))
+        if k:  # the last applied wins
+            merged[k] = Setter(k, o.value, f"TuneD [{o.plugin}] {o.where}", 4, ordered=False,
+                               path=o.file, plugin=o.plugin)
+            units.setdefault(k, []).append((o.unit, o.plugin, o.key))
         if o.plugin == "bootloader" and o.key == "cmdline":
-            for knob2, v2 in cmdline_knobs(o.value, default_kb, sizes):
-                k2 = KnobId.parse(knob2)
+            for k2, v2 in cmdline_knobs(o.value, default_kb, sizes):
                 b.notes.append(f"TuneD {o.where} puts "
                                f"{f'a pool of {k2.page_kb}' if k2.is_pool else k2.key}"
                                f"={v2} on the kernel command line it manages")
@@ -286,16 +294,16 @@ def _kernel_defaults(sr: SysRoot, sizes: SizesAtBoot, release: str | None) -> li
     `shmem_enabled` too where it was built otherwise (CONFIG_TRANSPARENT_HUGEPAGE_SHMEM_HUGE_*,
     mm/Kconfig); of the kernel the next boot starts."""
     config = kernel_config(sr, release) or ""
-    out = [Setter(KnobId.sysctl(s.name).key, str(s.default), "kernel default (" +
-                  s.default_source.split(",")[0] + ")", -1) for s in PLANNED]
+    out = [Setter(KnobId.sysctl(s.name), str(s.default), "kernel default (" +
+                  s.default_source + ")", -1) for s in PLANNED]
     for t in DECLARED_THP.values():
         built = [m for m in t.words if t.config and f"{t.config}{m.upper()}=y" in config]
         value = built[-1] if built else t.default
         if value is not None:
-            out.append(Setter(KnobId.thp(t.file).key, value, "kernel default (" + (
+            out.append(Setter(KnobId.thp(t.file), value, "kernel default (" + (
                 f"{t.config}{value.upper()}" if built and t.default is None
                 else t.default_source) + ")", -1))
-    return out + [Setter(k.key, v, f"kernel default ({src})", -1) for k, v, src in
+    return out + [Setter(k, v, f"kernel default ({src})", -1) for k, v, src in
                   sizes.defaults()]
 
 
@@ -332,16 +340,15 @@ def read(sr: SysRoot, default_kb: int | None, sizes: SizesAtBoot | None = None) 
     if by_tuned and any("reapply_sysctl" in n for n in b.notes):
         # after its profile TuneD applies the system's sysctl files again: their last value
         # of each knob TuneD's [sysctl] also sets comes last
-        for knob in {t.knob for t in by_tuned if t.source.startswith("TuneD [sysctl]")}:
+        for knob in {t.knob for t in by_tuned if t.plugin == "sysctl"}:
             mine = [s for s in sysctl if s.knob == knob]
             if mine:
-                last = mine[-1]
-                b.setters.append(Setter(knob, last.value, last.source + " (re-applied by TuneD)",
-                                        4, ordered=False))
+                b.setters.append(mine[-1].again_by_tuned())
     later = [s for s in b.setters if s.stage >= 2]
     for knob in {s.knob for s in later}:
-        who = {s.source.split(":")[0] for s in later if s.knob == knob}
+        who = {s.origin for s in later if s.knob == knob}
         if len(who) > 1:
-            b.notes.append(f"{knob} is written at boot by {', '.join(sorted(who))}, in an order "
+            b.notes.append(f"{knob.key} is written at boot by {', '.join(sorted(who))}, in an "
+                           "order "
                            "that is not fixed: the value after boot may be any of theirs")
     return b

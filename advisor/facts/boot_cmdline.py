@@ -18,13 +18,13 @@ from .thp_knobs import THP as DECLARED_THP, SizesAtBoot
 
 
 def cmdline_knobs(cmdline: str, default_kb: int | None,
-                  sizes: SizesAtBoot | None = None) -> list[tuple[str, str]]:
+                  sizes: SizesAtBoot | None = None) -> list[tuple[KnobId, str]]:
     """(knob, value) from kernel parameters: `hugepages=N` reserves N pages of the size named
     by the `hugepagesz=` before it, or of the default size (`default_hugepagesz=` or the
     architecture's); `hugepages=0:N,1:M` is per node (summed); transparent_hugepage(_shmem)=
     set the THP modes, thp_anon= and thp_shmem= the per-size ones, where the kernel of `sizes`
     takes them (thp_knobs.py; kernel-parameters.txt)."""
-    out: list[tuple[str, str]] = []
+    out: list[tuple[KnobId, str]] = []
     params: list[tuple[str, str]] = []
     size_kb: int | None = None
     default = default_kb or 2048
@@ -43,13 +43,13 @@ def cmdline_knobs(cmdline: str, default_kb: int | None,
         elif key == "hugepages":
             pages = sum(int(p.split(":")[-1]) for p in value.split(",") if p.split(":")[-1]
                         .isdigit())
-            out.append((KnobId.pool(size_kb or default).key, str(pages)))
+            out.append((KnobId.pool(size_kb or default), str(pages)))
             size_kb = None
         elif t := next((t for t in DECLARED_THP.values() if t.cmdline == key
                         and t.takes_cmdline(sizes.kernel if sizes else None)), None):
-            out.append((KnobId.thp(t.file).key, value))  # thp_knobs.py: its parameter
+            out.append((KnobId.thp(t.file), value))  # thp_knobs.py: its parameter
         params.append((key, value))
-    return out + [(k.key, v) for k, v in (sizes.from_cmdline(params) if sizes else ())]
+    return out + list(sizes.from_cmdline(params) if sizes else ())
 
 
 class NextBoot(NamedTuple):
@@ -113,5 +113,5 @@ def _version_order(name: str) -> list:
     return [(0, int(p), "") if p.isdigit() else (1, 0, p) for p in re.split(r"(\d+)", name)]
 
 
-def _fmt(knobs: dict[str, str]) -> str:
-    return ", ".join(f"{k}={v}" for k, v in sorted(knobs.items()))
+def _fmt(knobs: dict[KnobId, str]) -> str:
+    return ", ".join(sorted(f"{k.key}={v}" for k, v in knobs.items()))

@@ -170,13 +170,13 @@ CODES = {c.code: c for c in (
 )}
 
 SYSCTLS: tuple[Sysctl, ...] = (
-    Sysctl("vm.zone_reclaim_mode", 0, "mm/vmscan.c node_reclaim_mode, zero-initialised; since "
-           "Linux 3.16 (\"mm: disable zone_reclaim_mode by default\") nothing turns it on "
-           "where nodes are far apart", (0,), 0,
+    # the kernel's default: node_reclaim_mode is zero-initialised; since Linux 3.16 ("mm:
+    # disable zone_reclaim_mode by default") nothing turns it on where nodes are far apart
+    Sysctl("vm.zone_reclaim_mode", 0, "mm/vmscan.c node_reclaim_mode", (0,), 0,
            CODES["kernel.zone_reclaim_mode"], _zone_reclaim,
            "bits: 1 reclaim on the node first, 2 write dirty pages out, 4 swap; 0 off"),
-    Sysctl("vm.hugetlb_shm_group", 0, "fs/hugetlbfs/inode.c sysctl_hugetlb_shm_group, "
-           "zero-initialised (root's group)",
+    # zero-initialised: root's group
+    Sysctl("vm.hugetlb_shm_group", 0, "fs/hugetlbfs/inode.c sysctl_hugetlb_shm_group",
            ("auto",), "auto", CODES["kernel.hugetlb_shm_group"], _shm_group,
            "the group id whose members may create SysV shared memory on huge pages"),
     # read for other findings, never planned here

@@ -56,7 +56,12 @@ class Option:
     plugin: str  # the unit's type, its name unless `type=` says otherwise
     key: str
     value: str  # ${variables} expanded
-    where: str  # file:line of the value the merge kept
+    file: str  # the profile file of the value the merge kept
+    line: int  # and its line
+
+    @property
+    def where(self) -> str:
+        return f"{self.file}:{self.line}"
 
 
 @dataclass(frozen=True)
@@ -105,9 +110,9 @@ def load_dirs(sr: SysRoot, main: dict[str, tuple[str, int]]) -> tuple[str, ...]:
 
 
 def _chain(sr: SysRoot, names: list[str], dirs: tuple[str, ...], done: list[str],
-           notes: list[str], depth: int = 0) -> bool:
-    """Profile files into `done`, parents first, as loader.py loads them; False where a
-    profile cannot be found (TuneD then loads none)."""
+           depth: int = 0) -> str | None:
+    """Profile files into `done`, parents first, as loader.py loads them; where a profile
+    cannot be found (TuneD then loads none), what is missing, else None."""
     for name in names:
         conditional, name = name.startswith("-"), name.lstrip("-")
         path, skipped = None, False
@@ -120,17 +125,17 @@ def _chain(sr: SysRoot, names: list[str], dirs: tuple[str, ...], done: list[str]
         if path is None or depth > 10:
             if conditional or (skipped and path is None):  # locator.py: "" is passed over
                 continue
-            notes.append(f"TuneD cannot find profile {name!r} in {', '.join(reversed(dirs))}"
-                         ": it loads no profile")
-            return False
+            return (f"TuneD cannot find profile {name!r} in {', '.join(reversed(dirs))}: it "
+                    "loads no profile")
         done.append(path)
         inc = ini(sr.read(path) or "").get("main", {}).get("include", ("", 0))[0]
-        if inc and not _chain(sr, [x for x in re.split(r"\s*[,;]\s*", inc.strip()) if x],
-                              dirs, done, notes, depth + 1):
-            return False
+        missing = _chain(sr, [x for x in re.split(r"\s*[,;]\s*", inc.strip()) if x], dirs,
+                         done, depth + 1) if inc else None
+        if missing:
+            return missing
         done.remove(path)  # the parents come first in the chain
         done.append(path)
-    return True
+    return None
 
 
 class _Unit:
@@ -147,7 +152,7 @@ class _Unit:
         self.cpuinfo = pop("cpuinfo_regex")
         for k in ("devices", "devices_udev_regex", "script_pre", "script_post", "prepend"):
             cfg.pop(k, None)
-        self.options = OrderedDict((k, (v, f"{where}:{n}")) for k, (v, n) in cfg.items())
+        self.options = OrderedDict((k, (v, where, n)) for k, (v, n) in cfg.items())
 
     def merge(self, later: _Unit) -> None:
         self.type, self.enabled = later.type, later.enabled
@@ -228,8 +233,9 @@ def profile(sr: SysRoot, names: list[str], ver: tuple[int, int] | None) -> Profi
     dirs = load_dirs(sr, main)
     notes: list[str] = []
     files: list[str] = []
-    found = _chain(sr, names, dirs, files, notes)
-    refused = None if found else notes[-1]
+    refused = _chain(sr, names, dirs, files)
+    notes += [refused] if refused else []
+    found = refused is None
     units: OrderedDict[str, _Unit] = OrderedDict()
     merged_vars: OrderedDict[str, str] = OrderedDict()
     for f in files if found else []:
@@ -277,13 +283,13 @@ def profile(sr: SysRoot, names: list[str], ver: tuple[int, int] | None) -> Profi
     applied.sort(key=lambda pu: pu[0])
     options = []
     for _, u in applied:
-        for k, (v, where) in u.options.items():
+        for k, (v, file, line) in u.options.items():
             value = _expand(v, lookup)
             if u.type == "sysctl":  # plugin_sysctl.py unquotes
                 value = re.sub(r'^"(.*)"$', r"\1", value)
             if "${" in value:
-                notes.append(f"TuneD's {k} in [{u.name}] ({where}) is {value!r}: a variable "
+                notes.append(f"TuneD's {k} in [{u.name}] ({file}:{line}) is {value!r}: a variable "
                              "not defined or a function of TuneD's, not counted here")
                 continue
-            options.append(Option(u.name, u.type, k, value, where))
+            options.append(Option(u.name, u.type, k, value, file, line))
     return Profile(tuple(files), tuple(options), tuple(notes), reapply, dirs, refused)

@@ -2,8 +2,9 @@
 per-size THP file, or a setting under /proc/sys (facts/sysctls.py declares those). One type,
 one spelling and one parser for each:
 
-- the key, as journals, check's JSON (plan.boot[].knob) and the boot view carry it:
-  "pool.2048", "thp.defrag", "thp.hugepages-64kB/enabled", "sysctl.vm.zone_reclaim_mode";
+- the key, as check's JSON (plan.boot[].knob) and its boot view write it: "pool.2048",
+  "thp.defrag", "thp.hugepages-64kB/enabled", "sysctl.vm.zone_reclaim_mode". It is written
+  only: code passes the KnobId itself, and nothing reads a key back;
 - a sysfs choice file's value ("always [madvise] never");
 - the kernel's directory of a page size, "hugepages-<kB>kB", under /sys/kernel/mm/hugepages
   (the pools, Documentation/admin-guide/mm/hugetlbpage.rst) and under
@@ -23,8 +24,6 @@ THP_FILES = ("enabled", "defrag", "shmem_enabled")
 SIZE_FILES = ("enabled", "shmem_enabled")
 
 _SIZE_DIR = re.compile(r"hugepages-([1-9]\d*)kB")
-_KEY = re.compile(r"pool\.([1-9]\d*)|thp\.(?:hugepages-([1-9]\d*)kB/)?(\w+)"
-                  r"|sysctl\.((?:vm|kernel)\.[a-z_]+)")
 
 
 @dataclass(frozen=True)
@@ -90,20 +89,6 @@ class KnobId:
     @classmethod
     def sysctl(cls, name: str) -> KnobId:
         return cls("sysctl", None, name)
-
-    @classmethod
-    def parse(cls, key: str) -> KnobId:
-        mt = _KEY.fullmatch(key)
-        if not mt:
-            raise ValueError(f"not a knob's key: {key!r}")
-        if mt.group(4):
-            return cls.sysctl(mt.group(4))
-        if mt.group(1):
-            return cls.pool(int(mt.group(1)))
-        kb, file = (int(mt.group(2)) if mt.group(2) else None), mt.group(3)
-        if file not in (THP_FILES if kb is None else SIZE_FILES):
-            raise ValueError(f"not a knob's key: {key!r} (no such THP file)")
-        return cls.thp(file, kb)
 
     @classmethod
     def of_thp_path(cls, rest: str) -> KnobId | None:

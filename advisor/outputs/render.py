@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 from ..api.engines import SEVERITIES
 from ..nextboot.boot_plan import view as boot_view
@@ -37,7 +37,8 @@ def facts_time(root: str) -> str:
 
 def to_dict(r: Report, root: str = "/") -> dict:
     h = r.host
-    host = asdict(h)
+    host = asdict(replace(h, boot=None))
+    host["boot"] = boot_json(h.boot)
     host["cpu_flags"] = sorted(f for f in h.cpu_flags if f in ("pdpe1gb", "pse", "hypervisor"))
     host["thp"]["enabled"] = asdict(h.thp.enabled)
     host["default_hugepage_kb"] = h.default_hugepage_kb
@@ -78,7 +79,7 @@ def to_dict(r: Report, root: str = "/") -> dict:
                       for p in r.pools],
             "placements": [asdict(p) for p in r.placements.values()],
             "unused_pages": {str(k): v for k, v in r.unused_pages.items()},
-            "changes": [asdict(c) for c in r.changes],
+            "changes": [change_json(c) for c in r.changes],
             "blocked": r.blocked,
             "boot": boot_view(r),
         },
@@ -96,6 +97,25 @@ def _cg(c) -> str:
     who = workload(c.cgroup)
     return f"v{c.version} {c.cgroup}{f' ({who})' if who else ''} {c.size}: faults {lim}, " \
            f"reservations {rsvd}{hits}"
+
+
+def boot_json(b) -> dict | None:
+    """The boot sources as the JSON says them: each knob by its key."""
+    if b is None:
+        return None
+    d = asdict(replace(b, setters=[], tuned_units={}))
+    d["setters"] = [{"knob": s.knob.key, "value": s.value, "source": s.source,
+                     "stage": s.stage, "ordered": s.ordered} for s in b.setters]
+    d["tuned_units"] = {k.key: [list(u) for u in v] for k, v in b.tuned_units.items()}
+    return d
+
+
+def change_json(c) -> dict:
+    """A change as the JSON says it: its knob by `size_kb` and `knob`, not by the KnobId code
+    passes around (`Change.id`)."""
+    d = asdict(c)
+    del d["id"]
+    return d
 
 
 def to_json(r: Report, root: str = "/") -> str:

@@ -103,13 +103,13 @@ def to_json(r: Report) -> dict:
     """`size --json`: the planned instances, each pool's verdict, the findings, the settings."""
     from dataclasses import asdict
 
-    from .render import version_json
+    from .render import change_json, version_json
     return {"instances": [{"engine": i.engine, "id": i.id, "label": i.label,
                            "version": version_json(i), "demand": asdict(i.demand)}
                           for i in r.instances],
             "pools": [asdict(v) for v in verdicts(r)],
             "findings": [asdict(f) for f in r.findings],
-            "changes": [asdict(c) for c in r.changes if c.kind == "setting"]}
+            "changes": [change_json(c) for c in r.changes if c.kind == "setting"]}
 
 
 def render(r: Report, console) -> None:

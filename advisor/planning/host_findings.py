@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..kit.knob_id import THP_FILES
+from ..kit.knob_id import THP_FILES, KnobId
 from ..facts.thp_knobs import THP
 from ..facts.cgroups import size_name, workload
 from ..facts.cgroups import verdict as cgroup_verdict
@@ -85,7 +85,7 @@ def thp(r: Report, engines: dict[str, Engine] | None = None) -> None:
         if want == "keep" or cur == want:
             continue
         r.changes.append(Change("thp", f"transparent_hugepage/{knob}", cur, want,
-                                THP[knob].why, knob=knob))
+                                THP[knob].why, knob=knob, id=KnobId.thp(knob)))
         sev = "warn" if cur in ("always", "force") else "info"
         r.findings.append(THP[knob].code(
             THP[knob].why, f"{THP_DIR}/{knob} = {cur}",

@@ -105,13 +105,13 @@ def joined(s: Survey, engine: str, journal: str | None = None) -> Survey:
     # copies: the instances the survey holds (and the options that carry it) stay as read
     running, _ = _without_scratch(s.sr, s.engines, [dataclasses.replace(i)
                                                     for i in s.instances])
-    _, mine = _without_scratch(s.sr, s.engines, eng.discover(s.facts, ProcTable(s.sr),
-                                                             Targets()))
+    procs = ProcTable(s.sr)
+    _, mine = _without_scratch(s.sr, s.engines, eng.discover(s.facts, procs, Targets()))
     _read_processes(s.sr, s.facts, mine, True, journal)
     instances = running + mine
     _unique_ids(instances, s.engines)
     if len(s.facts.numa_nodes) > 1:
-        bind_nodes(s.facts, ProcTable(s.sr), mine)
+        bind_nodes(s.facts, procs, mine)
     return dataclasses.replace(s, instances=instances, left_out=[])
 
 

@@ -19,6 +19,7 @@ from ..facts.host import HostFacts
 from ..facts.hugetlb_kernel import hvo, vmemmap_saved_kb
 from ..api.model import SCHEMA_VERSION, Change, Instance, Placement, Recorded, Report  # noqa: F401
 from ..api.profiles import Profile
+from ..kit.knob_id import KnobId
 from ..ledger.recorded import why as recorded_why
 from ..kit.sizing import GIB_KB, PoolPlan, fmt_bytes, fmt_page, headrooms, pool_label, spread
 
@@ -105,6 +106,17 @@ def keeps_pages(inst: Instance, eng: Engine | None) -> bool:
     return inst.state is None or eng.needs_pages_at_start(inst)
 
 
+def unsized(inst: Instance, host: HostFacts, profile: Profile, eng: Engine | None) -> str | None:
+    """Why the plan cannot size a running or named instance's pool (Placement "unsized"), or
+    None: from the instance, the host and the profile alone, so that apply can leave such an
+    instance out before it plans."""
+    if (inst.found and not inst.running) or (eng is not None and not eng.uses_pool(
+            inst, profile)) or choose_page_kb(inst, host, profile) is not None:
+        return None
+    return ("its demand is unknown (its configuration could not be read)"
+            if inst.demand is None else "no page size it can use exists on this host")
+
+
 def _place(r: Report, inst: Instance, eng: Engine | None) -> Placement:
     """Where the instance's memory goes: the one place this is decided."""
     if inst.found and not inst.running:  # stopped, found but not named: kept, not changed
@@ -118,11 +130,10 @@ def _place(r: Report, inst: Instance, eng: Engine | None) -> Placement:
                          "start; nothing of it is changed", by_size=d.split)
     if eng is not None and not eng.uses_pool(inst, r.profile):
         return Placement(inst.id, "thp", None, 0, "its engine serves it from THP, not a pool")
-    kb = choose_page_kb(inst, r.host, r.profile)
-    if kb is None:
-        why = ("its demand is unknown (its configuration could not be read)"
-               if inst.demand is None else "no page size it can use exists on this host")
+    why = unsized(inst, r.host, r.profile, eng)
+    if why:
         return Placement(inst.id, "unsized", None, 0, why)
+    kb = choose_page_kb(inst, r.host, r.profile)
     d = inst.demand
     why_not = eng.held_back(inst, r.profile) if eng is not None else None
     if why_not:
@@ -193,7 +204,8 @@ def _pools(r: Report) -> None:
                     for i in insts if (pl := r.placements[i.id]).recorded_by]
             r.changes.insert(0, Change("pool", pool_label(size_kb), pp.current_pages,
                                        pp.target_pages, " + ".join(parts) + "".join(
-                                           f"; {w}" for w in whys), size_kb=size_kb))
+                                           f"; {w}" for w in whys), size_kb=size_kb,
+                                       id=KnobId.pool(size_kb)))
         r.pools[-1] = feasibility(r, pp)
     demote(r)
     # Safety rail: never plan pools that leave the OS less than the profile's floor.

@@ -17,7 +17,7 @@ def plan(r: Report) -> None:
     b = r.host.boot
     for s in PLANNED:
         now = r.host.sysctls.get(s.name)
-        at = b.at_boot(KnobId.sysctl(s.name).key) if b else None
+        at = b.at_boot(KnobId.sysctl(s.name)) if b else None
         want = s.rule(Case(now, r.profile.wants(s.name), r.host.numa_nodes, users,
                            at is not None and own(at)))
         if want is None:
@@ -26,7 +26,8 @@ def plan(r: Report) -> None:
             r.sysctls[s.name] = want.value
             if want.value == now:
                 continue
-            r.changes.append(Change("sysctl", s.name, now, want.value, want.why, knob=s.name))
+            r.changes.append(Change("sysctl", s.name, now, want.value, want.why, knob=s.name,
+                                    id=KnobId.sysctl(s.name)))
         r.findings.append(s.code(
             want.why, want.evidence, severity=want.severity,
             title=want.title or f"{s.name} is {now}; the plan sets {want.value}"))

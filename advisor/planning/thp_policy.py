@@ -76,7 +76,8 @@ def plan_sizes(r: Report, planned: dict[str, str | None]) -> None:
                 severity="warn" if cur in ("always", "force") and more else "info"))
             r.changes.append(Change(
                 "thp", f"transparent_hugepage/{name}", cur, want,
-                f"per-size override of {knob} (planned {top})", knob=name))
+                f"per-size override of {knob} (planned {top})", knob=name,
+                id=KnobId.thp(knob, kb)))
 
 
 # ---- a THP mode of their own, for servers the host-wide mode gives more than they want -----

@@ -30,7 +30,6 @@ from typing import TYPE_CHECKING
 
 from ..facts.procs import Mapping, parse_smaps
 from ..facts.thp_rules import thp_sizes
-from ..kit.knob_id import KnobId
 
 if TYPE_CHECKING:
     from ..facts.thp_rules import THPFacts
@@ -113,13 +112,13 @@ def planned_thp(thp: THPFacts, r: Report) -> THPFacts:
     """The host's THP knobs as the plan leaves them."""
     top, per_size = {}, {}
     for c in r.changes:
-        if c.kind != "thp" or not c.knob:
+        k = c.id
+        if c.kind != "thp" or k is None:
             continue
-        k = KnobId.of_thp_path(c.knob)
-        if k is not None and k.per_size:  # hugepages-<kB>kB/<knob>
+        if k.per_size:  # hugepages-<kB>kB/<knob>
             per_size.setdefault(k.page_kb, {})[k.file] = c.recommended
-        elif c.knob in ("enabled", "shmem_enabled"):
-            top[c.knob] = dataclasses.replace(getattr(thp, c.knob), value=c.recommended)
+        elif k.file in ("enabled", "shmem_enabled"):
+            top[k.file] = dataclasses.replace(getattr(thp, k.file), value=c.recommended)
     mthp = {kb: {**d, **per_size.get(kb, {})} for kb, d in thp.mthp.items()}
     return dataclasses.replace(thp, mthp=mthp, **top)
 

@@ -18,6 +18,7 @@ from hpadvise.changes.actions import File
 from hpadvise.api.engines import Demand, Instance, registry
 from hpadvise.kit.errors import InputError
 from hpadvise.facts.sysroot import SysRoot
+from hpadvise.kit.knob_id import KnobId
 
 
 @pytest.fixture
@@ -123,12 +124,12 @@ def test_refuses_to_take_pages_in_use(hosts, tmp_path):
 
 
 @pytest.mark.parametrize("before,boot,after", [
-    ('GRUB_CMDLINE_LINUX=""\n', [BootValue("never", thp="enabled")],
+    ('GRUB_CMDLINE_LINUX=""\n', [BootValue("never", thp=KnobId.thp("enabled"))],
      'GRUB_CMDLINE_LINUX="transparent_hugepage=never"\n'),
     ('GRUB_CMDLINE_LINUX="ro hugepagesz=1G hugepages=4 transparent_hugepage=always"\n',
-     [BootValue("9", size_kb=1048576), BootValue("madvise", thp="enabled")],
+     [BootValue("9", size_kb=1048576), BootValue("madvise", thp=KnobId.thp("enabled"))],
      'GRUB_CMDLINE_LINUX="ro hugepagesz=1G hugepages=9 transparent_hugepage=madvise"\n'),
-    ('X=1\n', [BootValue("madvise", thp="enabled")],
+    ('X=1\n', [BootValue("madvise", thp=KnobId.thp("enabled"))],
      'X=1\nGRUB_CMDLINE_LINUX="transparent_hugepage=madvise"\n'),
 ])
 def test_grub_cmdline(before, boot, after):
@@ -137,8 +138,8 @@ def test_grub_cmdline(before, boot, after):
 
 
 def test_defrag_is_not_a_kernel_parameter():
-    _, left = grub_cmdline("", [BootValue("madvise", thp="defrag")])
-    assert left == [BootValue("madvise", thp="defrag")]
+    _, left = grub_cmdline("", [BootValue("madvise", thp=KnobId.thp("defrag"))])
+    assert left == [BootValue("madvise", thp=KnobId.thp("defrag"))]
     assert left[0].path == "/sys/kernel/mm/transparent_hugepage/defrag"
 
 

@@ -11,6 +11,7 @@ from hpadvise.facts import boot
 from hpadvise.nextboot import boot_persist
 from hpadvise.planning import pipeline
 from hpadvise.facts.sysroot import SysRoot
+from hpadvise.kit.knob_id import KnobId
 
 from support import run_cli
 
@@ -44,32 +45,32 @@ def test_sysctl_files_sort_together_shadow_and_mask(hosts, tmp_path):
         "/run/sysctl.d/60-run.conf": "vm/nr_hugepages = 14\n",
     })
     b = _boot(root)
-    pools = [(s.value, s.source) for s in b.setters if s.knob == "pool.2048"]
+    pools = [(s.value, s.source) for s in b.setters if s.knob == KnobId.pool(2048)]
     assert [v for v, _ in pools] == ["10", "14", "12"]
     assert pools[-1][1] == "/etc/sysctl.d/70-shadowed.conf:2"
-    assert b.at_boot("pool.2048").value == "12"
+    assert b.at_boot(KnobId.pool(2048)).value == "12"
 
 
 def test_etc_sysctl_conf_is_last_for_procps_only(hosts, tmp_path):
     files = {"/etc/sysctl.d/99-late.conf": "vm.nr_hugepages = 100\n",
              "/etc/sysctl.conf": "vm.nr_hugepages = 77\n"}
     b = _boot(_tree(hosts, tmp_path, files))
-    assert b.sysctl_engine == "procps" and b.at_boot("pool.2048").value == "77"
+    assert b.sysctl_engine == "procps" and b.at_boot(KnobId.pool(2048)).value == "77"
     b = _boot(_tree(hosts, tmp_path / "sd", {**files, "/run/systemd/system/x": ""}))
-    assert b.sysctl_engine == "systemd-sysctl" and b.at_boot("pool.2048").value == "100"
+    assert b.sysctl_engine == "systemd-sysctl" and b.at_boot(KnobId.pool(2048)).value == "100"
 
 
 def test_grub_default_generated_config_and_bls(hosts, tmp_path):
     grub = 'GRUB_CMDLINE_LINUX_DEFAULT="quiet"\nGRUB_CMDLINE_LINUX="hugepagesz=1G ' \
         'hugepages=4 transparent_hugepage=never"\n'
     b = _boot(_tree(hosts, tmp_path, {"/etc/default/grub": grub}))
-    assert b.at_boot("thp.enabled").value == "never"
-    assert b.at_boot("pool.1048576").value == "4" and b.grub
+    assert b.at_boot(KnobId.thp("enabled")).value == "never"
+    assert b.at_boot(KnobId.pool(1048576)).value == "4" and b.grub
     # the generated config is what boots: without update-grub the new line is not there yet
     cfg = "menuentry 'Debian' {\n  linux /vmlinuz root=/dev/vda1 ro quiet\n}\n"
     b = _boot(_tree(hosts, tmp_path / "g", {"/etc/default/grub": grub,
                                             "/boot/grub/grub.cfg": cfg}))
-    s = b.at_boot("thp.enabled")  # the kernel's default, or unknown without its config
+    s = b.at_boot(KnobId.thp("enabled"))  # the kernel's default, or unknown without its config
     assert s is None or s.stage == -1
     assert any("update-grub" in n for n in b.notes)
     # BLS: the newest entry's options
@@ -77,7 +78,7 @@ def test_grub_default_generated_config_and_bls(hosts, tmp_path):
         "/boot/loader/entries/a-6.1.conf": "title old\noptions root=x hugepages=5\n",
         "/boot/loader/entries/b-6.8.conf": "title new\noptions root=x hugepages=64 "
                                            "transparent_hugepage=madvise\n"}))
-    assert b.at_boot("pool.2048").value == "64" and "b-6.8.conf" in b.cmdline_source
+    assert b.at_boot(KnobId.pool(2048)).value == "64" and "b-6.8.conf" in b.cmdline_source
     # without any boot loader configuration this boot's command line stands in
     b = _boot(_tree(hosts, tmp_path / "n", {}))
     assert "this boot" in b.cmdline_source and b.notes
@@ -96,10 +97,10 @@ def test_disable_thp_unit_and_rc_local(hosts, tmp_path):
         "/etc/rc.local": "#!/bin/sh\necho 64 > /sys/kernel/mm/hugepages/hugepages-2048kB/"
                          "nr_hugepages\nexit 0\n"}, modes={"/etc/rc.local": 0o755})
     b = _boot(root)
-    assert b.at_boot("thp.enabled").value == "never"
-    assert "disable-thp.service" in b.at_boot("thp.defrag").source
+    assert b.at_boot(KnobId.thp("enabled")).value == "never"
+    assert "disable-thp.service" in b.at_boot(KnobId.thp("defrag")).source
     assert not [s for s in b.setters if "not-enabled" in s.source]
-    assert b.at_boot("pool.2048").source == "/etc/rc.local:2"
+    assert b.at_boot(KnobId.pool(2048)).source == "/etc/rc.local:2"
 
 
 def test_tuned_include_chain_and_reapplied_sysctl(hosts, tmp_path):
@@ -114,33 +115,34 @@ def test_tuned_include_chain_and_reapplied_sysctl(hosts, tmp_path):
     b = _boot(root)
     assert b.tuned_profile == "postgresql"
     assert [f.split("/")[-2] for f in b.tuned_files] == ["throughput-performance", "postgresql"]
-    s = b.at_boot("thp.enabled")
+    s = b.at_boot(KnobId.thp("enabled"))
     assert s.value == "never" and "postgresql/tuned.conf" in s.source
     # TuneD applies the system's sysctl files again after its [sysctl] (reapply_sysctl)
-    assert b.at_boot("pool.2048").value == "50"
+    assert b.at_boot(KnobId.pool(2048)).value == "50"
     root2 = _tree(hosts, tmp_path / "x", {
         "/usr/sbin/tuned": "", "/etc/tuned/active_profile": "throughput-performance\n",
         "/etc/tuned/tuned-main.conf": "reapply_sysctl = 0\n",
         "/usr/lib/tuned/throughput-performance/tuned.conf": "[sysctl]\nvm.nr_hugepages=8\n",
         "/etc/sysctl.d/60-pool.conf": "vm.nr_hugepages = 50\n"})
-    assert _boot(root2).at_boot("pool.2048").value == "8"
+    assert _boot(root2).at_boot(KnobId.pool(2048)).value == "8"
 
 
 def test_plan_persistence_outranks_later_files_and_refuses_what_it_cannot(hosts, tmp_path):
     b = _boot(_tree(hosts, tmp_path, {"/etc/sysctl.d/99-other.conf": "vm.nr_hugepages = 100\n"}))
-    per = boot_persist.persistence(b, {"pool.2048": "73"}, 2048)
+    per = boot_persist.persistence(b, {KnobId.pool(2048): "73"}, 2048)
     assert per.sysctl_name == boot_persist.SYSCTL_LATE and not per.blocked
-    assert boot_persist.after_apply(b, per).at_boot("pool.2048").value == "73"
+    assert boot_persist.after_apply(b, per).at_boot(KnobId.pool(2048)).value == "73"
     b = _boot(_tree(hosts, tmp_path / "c", {"/etc/sysctl.conf": "vm.nr_hugepages = 77\n"}))
-    per = boot_persist.persistence(b, {"pool.2048": "73"}, 2048)
+    per = boot_persist.persistence(b, {KnobId.pool(2048): "73"}, 2048)
     assert per.blocked and per.blocked[0][1].source == "/etc/sysctl.conf:1"
     # under TuneD the THP knobs go into a child profile
     b = _boot(_tree(hosts, tmp_path / "t", {
         "/usr/sbin/tuned": "", "/etc/tuned/active_profile": "postgresql\n",
         "/usr/lib/tuned/postgresql/tuned.conf": "[vm]\ntransparent_hugepages=never\n"}))
-    per = boot_persist.persistence(b, {"thp.enabled": "madvise", "pool.2048": "73"}, 2048)
-    assert per.tuned == {"thp.enabled": "madvise"} and per.sysctl == {"pool.2048": "73"}
-    assert boot_persist.after_apply(b, per).at_boot("thp.enabled").value == "madvise"
+    enabled, pool = KnobId.thp("enabled"), KnobId.pool(2048)
+    per = boot_persist.persistence(b, {enabled: "madvise", pool: "73"}, 2048)
+    assert per.tuned == {enabled: "madvise"} and per.sysctl == {pool: "73"}
+    assert boot_persist.after_apply(b, per).at_boot(KnobId.thp("enabled")).value == "madvise"
 
 
 def test_check_shows_three_ways_and_the_crit_finding_before_apply(hosts, tmp_path):

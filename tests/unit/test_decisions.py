@@ -17,6 +17,7 @@ from hpadvise.api.engines import Demand, Instance, registry
 from hpadvise.facts.host import collect
 from hpadvise.facts.procs import ProcTable
 from hpadvise.facts.sysroot import SysRoot
+from hpadvise.kit.knob_id import KnobId
 
 
 def _inst(iid, pages_2m, pages_1g=None, page_kb=2048):
@@ -114,9 +115,9 @@ def test_changes_are_typed(hosts):
     r = pipeline.inspect(SysRoot(hosts / "thp-always"))
     thp = {c.knob: c for c in r.changes if c.kind == "thp"}
     assert set(thp) == {"enabled", "defrag", "shmem_enabled"}
-    assert all(c.boot_knob == f"thp.{k}" for k, c in thp.items())
+    assert all(c.id == KnobId.thp(k) and c.id.key == f"thp.{k}" for k, c in thp.items())
     prof = profiles.load("oltp", registry.profile_schemas())
     r = plan.build(collect(SysRoot(hosts / "no-pools")), [_inst("a", 100)], prof, {})
     [pool] = [c for c in r.changes if c.kind == "pool"]
-    assert pool.size_kb == 2048 and pool.boot_knob == "pool.2048" and pool.at_boot == "0"
+    assert pool.size_kb == 2048 and pool.id == KnobId.pool(2048) and pool.at_boot == "0"
     assert r.placements["a"].pooled and r.placements["a"].pages == 100

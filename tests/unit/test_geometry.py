@@ -7,6 +7,7 @@ from pathlib import Path
 from hpadvise.facts.cgroups import size_name
 from hpadvise.facts.probe import Geometry, variants_for
 from hpadvise.kit.sizing import cmdline_size, fmt_page
+from hpadvise.kit.knob_id import KnobId
 
 KB = 1
 MB = 1024
@@ -63,7 +64,7 @@ def test_a_snapshot_keeps_the_units_a_wants_directory_links(tmp_path):
     write_snapshot(sr, str(tmp_path / "snap"))
     after = boot._unit_setters(SysRoot(str(tmp_path / "snap")), 2048, True)
     assert [(s.knob, s.value) for s in after] == [(s.knob, s.value) for s in before] == [
-        ("pool.32768", "10")]
+        (KnobId.pool(32768), "10")]
     # a listed name that is a directory read below stays a directory
     assert (tmp_path / "snap/etc/postgresql/15/main/postgresql.conf").read_text() == "port = 5432\n"
 

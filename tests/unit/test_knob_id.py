@@ -19,36 +19,34 @@ SPELLED = re.compile(
     r"""|hugepages-\{(?!k8s)|hugepages-\(\\d|hugepages-\\d""")
 
 
-@pytest.mark.parametrize("key,kind,kb,file,path", [
-    ("pool.2048", "pool", 2048, None, None),
-    ("pool.1048576", "pool", 1048576, None, None),
-    ("thp.enabled", "thp", None, "enabled", "enabled"),
-    ("thp.defrag", "thp", None, "defrag", "defrag"),
-    ("thp.shmem_enabled", "thp", None, "shmem_enabled", "shmem_enabled"),
-    ("thp.hugepages-64kB/enabled", "thp", 64, "enabled", "hugepages-64kB/enabled"),
-    ("thp.hugepages-2048kB/shmem_enabled", "thp", 2048, "shmem_enabled",
+@pytest.mark.parametrize("k,key,path", [
+    (KnobId.pool(2048), "pool.2048", None),
+    (KnobId.pool(1048576), "pool.1048576", None),
+    (KnobId.thp("enabled"), "thp.enabled", "enabled"),
+    (KnobId.thp("defrag"), "thp.defrag", "defrag"),
+    (KnobId.thp("shmem_enabled"), "thp.shmem_enabled", "shmem_enabled"),
+    (KnobId.thp("enabled", 64), "thp.hugepages-64kB/enabled", "hugepages-64kB/enabled"),
+    (KnobId.thp("shmem_enabled", 2048), "thp.hugepages-2048kB/shmem_enabled",
      "hugepages-2048kB/shmem_enabled"),
+    (KnobId.sysctl("vm.zone_reclaim_mode"), "sysctl.vm.zone_reclaim_mode", None),
 ])
-def test_every_key_parses_and_spells_itself_again(key, kind, kb, file, path):
-    k = KnobId.parse(key)
-    assert (k.kind, k.page_kb, k.file) == (kind, kb, file)
+def test_every_knob_spells_its_key_and_its_path_reads_back(k, key, path):
+    """The key is written (check's JSON), never read back; a THP knob's path under
+    transparent_hugepage/ is read back from scripts and TuneD's [sysfs]."""
     assert k.key == str(k) == key
     if path is None:
-        assert k.is_pool and not k.per_size
+        assert not k.per_size and k.kind != "thp"
         with pytest.raises(ValueError):
             k.thp_path
     else:
         assert k.thp_path == path and KnobId.of_thp_path(path) == k
-        assert k.per_size == (kb is not None)
+        assert k.per_size == (k.page_kb is not None)
 
 
-@pytest.mark.parametrize("bad", ["pool.", "pool.2M", "thp.", "thp.hugepages-64/enabled",
-                                 "nr_hugepages", "thp.hugepages-64kB/", "thp.a/b/c", "",
-                                 "thp.bogus", "thp.hugepages-64kB/defrag", "pool.02048",
-                                 "thp.hugepages-064kB/enabled"])
-def test_what_is_no_key_is_refused(bad):
-    with pytest.raises(ValueError, match="not a knob's key"):
-        KnobId.parse(bad)
+def test_knobs_are_values():
+    """Equal knobs are one key in a dict, whichever constructor made them."""
+    assert KnobId.thp("enabled", 64) == KnobId.of_thp_path("hugepages-64kB/enabled")
+    assert len({KnobId.pool(2048), KnobId("pool", 2048), KnobId.thp("enabled")}) == 2
 
 
 def test_paths_under_transparent_hugepage_that_no_plan_sets_are_no_knob():
@@ -78,6 +76,25 @@ def test_no_other_module_spells_or_slices_a_key():
                         "CORE[", "CODES[", ".code", "Code(")):
                     offenders.append(f"{f.relative_to(REPO)}:{n}: {line.strip()}")
     assert offenders == []
+
+
+# a key read back, or a boot setter's words taken apart for its file, plugin or kind
+READ_BACK = re.compile(r"KnobId\.parse"
+                       r"|\.key(\[|\.(split|rpartition|partition|startswith|removeprefix)\b)"
+                       r"|\bsource\.(split|rsplit|partition|rpartition|startswith|endswith"
+                       r"|removeprefix)\(")
+
+
+def test_no_module_reads_a_key_or_a_setters_words_back():
+    """Code passes KnobIds, and a boot setter's file, TuneD plugin and re-application as
+    fields (facts/boot.py Setter): its `source` is words for people, never taken apart."""
+    offenders = [f"{f.relative_to(REPO)}:{n}: {line.strip()}"
+                 for top in ("advisor", "plugins", "benchmarks") for f in (REPO / top).rglob("*.py")
+                 for n, line in enumerate(f.read_text().splitlines(), 1) if READ_BACK.search(line)]
+    assert offenders == []
+    for old in ('k = KnobId.parse(knob)', 'path = s.source.split(":")[0]',
+                'if s.source.endswith("(re-applied by TuneD)"):', 'knob.key.startswith("thp.")'):
+        assert READ_BACK.search(old), old
 
 
 def test_the_guard_above_catches_what_it_forbids():

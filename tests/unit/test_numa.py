@@ -12,6 +12,7 @@ from hpadvise.api import profiles
 from hpadvise.api.engines import Demand, Instance, registry
 from hpadvise.facts.procs import ProcTable
 from hpadvise.facts.sysroot import SysRoot
+from hpadvise.kit.knob_id import KnobId
 
 GUESTS = Path(__file__).resolve().parent.parent / "fixtures" / "guests"
 TWO = GUESTS / "amd64-2node-membind"
@@ -282,5 +283,5 @@ def test_the_next_boot_counts_a_pool_written_node_by_node(tmp_path):
     (tmp_path / "proc").mkdir()
     (tmp_path / "proc/cmdline").write_text("root=/dev/vda\n")
     b = boot.read(SysRoot(str(tmp_path)), 2048)
-    s = b.at_boot("pool.2048")
+    s = b.at_boot(KnobId.pool(2048))
     assert (s.value, s.source) == ("277", "/etc/systemd/system/hpadvise-hugepages.service:3")

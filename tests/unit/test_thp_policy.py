@@ -15,6 +15,7 @@ from hpadvise.api.engines import Instance, registry
 from hpadvise.plugins import kv
 from hpadvise.facts.sysroot import SysRoot
 from hpadvise.facts.thp_rules import effective, thp_sizes
+from hpadvise.kit.knob_id import KnobId
 
 THP = "sys/kernel/mm/transparent_hugepage"
 
@@ -44,7 +45,7 @@ def test_per_size_override_found_planned_and_persisted(hosts):
     ch = [c for c in r.changes if c.kind == "thp"]
     assert [(c.knob, c.current, c.recommended) for c in ch] == [
         ("hugepages-2048kB/enabled", "always", "inherit")]
-    assert boot_plan.plan_knobs(r)["thp.hugepages-2048kB/enabled"] == "inherit"
+    assert boot_plan.plan_knobs(r)[KnobId.thp("enabled", 2048)] == "inherit"
     # Redis is not told that madvise suits it: the per-size knob gives it THP anyway
     codes = {x.code for x in r.findings if x.instance == "redis:6379"}
     assert codes == {"redis.thp.always"}
@@ -101,7 +102,7 @@ def test_zgc_on_thp_keeps_shmem_advise_under_every_profile(hosts, profile):
     assert [u.pid for u in r.host.thp_users] == [17079]
     assert r.host.thp_users[0].shmem_pmd_kb == 73728
     assert not [c for c in r.changes if c.knob == "shmem_enabled"]
-    assert boot_plan.plan_knobs(r)["thp.shmem_enabled"] == "advise"
+    assert boot_plan.plan_knobs(r)[KnobId.thp("shmem_enabled")] == "advise"
     res = [x for x in r.findings if x.code == "thp.resolved" and "shmem_enabled" in x.title]
     assert res and "pid 17079 (java)" in res[0].evidence and "ZGC" in res[0].evidence
     active = _jvm_codes(r)["jvm.thp.active"]

@@ -10,6 +10,7 @@ from pathlib import Path
 from hpadvise.facts import boot
 from hpadvise.facts.sysroot import SysRoot
 from hpadvise.facts.thp_knobs import SIZES, SizesAtBoot, sizes_at_boot
+from hpadvise.kit.knob_id import KnobId
 
 from support import run_cli
 
@@ -45,9 +46,9 @@ def test_a_kernel_before_the_parameter_ignores_it():
     sizes = {"enabled": ANON}
     params = [("thp_anon", "64K:always")]
     assert SizesAtBoot(sizes, 2048, (6, 11)).from_cmdline(params) == []
-    got = dict((k.key, v) for k, v in SizesAtBoot(sizes, 2048, (6, 12)).from_cmdline(params))
-    assert got["thp.hugepages-64kB/enabled"] == "always"
-    assert got["thp.hugepages-2048kB/enabled"] == "never"
+    got = dict(SizesAtBoot(sizes, 2048, (6, 12)).from_cmdline(params))
+    assert got[KnobId.thp("enabled", 64)] == "always"
+    assert got[KnobId.thp("enabled", 2048)] == "never"
     # shmem's arrived a release later
     shm = SizesAtBoot({"shmem_enabled": ANON}, 2048, (6, 12))
     assert shm.from_cmdline([("thp_shmem", "64K:always")]) == []
@@ -55,21 +56,21 @@ def test_a_kernel_before_the_parameter_ignores_it():
 
 def test_defaults_and_the_next_boots_command_line(hosts, tmp_path):
     b = boot.read(SysRoot(hosts / "no-pools"), 2048)
-    pmd, small = b.at_boot("thp.hugepages-2048kB/enabled"), b.at_boot("thp.hugepages-64kB/enabled")
+    pmd, small = b.at_boot(KnobId.thp("enabled", 2048)), b.at_boot(KnobId.thp("enabled", 64))
     assert (pmd.value, pmd.stage, small.value) == ("inherit", -1, "never")
     assert "mm/huge_memory.c" in pmd.source
-    assert b.at_boot("thp.hugepages-2048kB/shmem_enabled").source == "kernel default (mm/shmem.c)"
+    assert b.at_boot(KnobId.thp("shmem_enabled", 2048)).source == "kernel default (mm/shmem.c)"
     root = tmp_path / "root"
     shutil.copytree(hosts / "no-pools", root, symlinks=True)
     (root / "etc" / "kernel").mkdir(parents=True)
     (root / "etc" / "kernel" / "cmdline").write_text("root=/dev/vda thp_anon=64K:always "
                                                     "thp_shmem=2M:advise\n")
     b = boot.read(SysRoot(root), 2048)
-    for knob, value in (("hugepages-64kB/enabled", "always"),
-                        ("hugepages-2048kB/enabled", "never"),
-                        ("hugepages-2048kB/shmem_enabled", "advise"),
-                        ("hugepages-64kB/shmem_enabled", "never")):
-        s = b.at_boot(f"thp.{knob}")
+    for knob, value in ((KnobId.thp("enabled", 64), "always"),
+                        (KnobId.thp("enabled", 2048), "never"),
+                        (KnobId.thp("shmem_enabled", 2048), "advise"),
+                        (KnobId.thp("shmem_enabled", 64), "never")):
+        s = b.at_boot(knob)
         assert (s.value, s.stage) == (value, 0), knob
         assert s.source == "kernel command line (/etc/kernel/cmdline)"
     # without hpage_pmd_size, the largest anonymous size is the PMD size
@@ -77,7 +78,7 @@ def test_defaults_and_the_next_boots_command_line(hosts, tmp_path):
     assert sizes_at_boot(SysRoot(root)).pmd_kb == 2048
     # a kernel that predates the parameters keeps its defaults
     (root / "proc" / "sys" / "kernel" / "osrelease").write_text("6.10.3\n")
-    s = boot.read(SysRoot(root), 2048).at_boot("thp.hugepages-2048kB/enabled")
+    s = boot.read(SysRoot(root), 2048).at_boot(KnobId.thp("enabled", 2048))
     assert (s.value, s.stage) == ("inherit", -1)
 
 
@@ -129,13 +130,14 @@ def test_transparent_hugepage_shmem_needs_6_13(hosts, tmp_path):
     for release, shmem in (("6.18.4\n", ("advise", 0)), ("6.12.9\n", ("never", -1))):
         (root / "proc" / "sys" / "kernel" / "osrelease").write_text(release)
         b = boot.read(SysRoot(root), 2048)
-        s = b.at_boot("thp.shmem_enabled")
+        s = b.at_boot(KnobId.thp("shmem_enabled"))
         assert (s.value, s.stage) == shmem, release
-        assert b.at_boot("thp.enabled").value == "never"  # transparent_hugepage= is old
-    want = [BootValue("madvise", thp="enabled"), BootValue("advise", thp="shmem_enabled")]
+        assert b.at_boot(KnobId.thp("enabled")).value == "never"  # transparent_hugepage= is old
+    want = [BootValue("madvise", thp=KnobId.thp("enabled")),
+            BootValue("advise", thp=KnobId.thp("shmem_enabled"))]
     text, left = grub_cmdline('GRUB_CMDLINE_LINUX="quiet"\n', want, (6, 1))
     assert text == 'GRUB_CMDLINE_LINUX="quiet transparent_hugepage=madvise"\n'
-    assert [b.thp for b in left] == ["shmem_enabled"]
+    assert [b.thp for b in left] == [KnobId.thp("shmem_enabled")]
     text, left = grub_cmdline('GRUB_CMDLINE_LINUX="quiet"\n', want, (6, 13))
     assert "transparent_hugepage_shmem=advise" in text and not left
 
@@ -168,9 +170,9 @@ def test_the_next_boots_kernel_is_the_boot_entrys(tmp_path):
         b = boot.read(SysRoot(root), 2048)
         assert (b.release, b.kernel) == (nxt, (6, 16)), name
         assert any(f"the next boot starts kernel {nxt}" in n for n in b.notes), b.notes
-        s = b.at_boot("thp.shmem_enabled")
+        s = b.at_boot(KnobId.thp("shmem_enabled"))
         assert (s.value, s.stage) == ("advise", 0), (name, s)
-        enabled = b.at_boot("thp.enabled")
+        enabled = b.at_boot(KnobId.thp("enabled"))
         if name == "noconfig":
             assert enabled is None or "ALWAYS" not in enabled.source, enabled
         else:

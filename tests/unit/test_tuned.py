@@ -6,9 +6,12 @@ line's THP mode; and the child profile apply writes, overriding each unit that s
 import shutil
 from pathlib import Path
 
+import pytest
+
 from hpadvise.facts import boot, tuned
 from hpadvise.facts.sysroot import SysRoot
 from hpadvise.planning import pipeline
+from hpadvise.kit.knob_id import KnobId
 
 TUNED = Path(__file__).resolve().parents[1] / "fixtures" / "tuned"
 GUESTS = Path(__file__).resolve().parents[1] / "fixtures" / "guests"
@@ -38,7 +41,7 @@ def _boot(root: Path) -> boot.Boot:
     return boot.read(SysRoot(root), 2048)
 
 
-def _by(b: boot.Boot, knob: str) -> str:
+def _by(b: boot.Boot, knob: KnobId) -> str:
     """Who sets the knob at boot ("" where nothing does, the tree has no kernel config)."""
     s = b.at_boot(knob)
     return s.source if s else ""
@@ -52,7 +55,7 @@ def test_a_unit_for_other_cpus_is_not_applied(hosts, tmp_path):
                "/etc/tuned/active_profile": "throughput-performance\n"}
     b = _boot(_tree(hosts / "no-pools", tmp_path / "x86", {**shipped, **X86}))
     assert b.tuned_version == (2, 20)
-    assert not _by(b, "thp.enabled").startswith("TuneD"), _by(b, "thp.enabled")
+    assert not _by(b, KnobId.thp("enabled")).startswith("TuneD"), _by(b, KnobId.thp("enabled"))
     assert any("TuneD does not apply [vm.thunderx]: its uname_regex does not match" in n
                for n in b.notes), b.notes
     # the same profile on a ThunderX2 (CPU part 0x0af): never, from that unit
@@ -61,10 +64,10 @@ def test_a_unit_for_other_cpus_is_not_applied(hosts, tmp_path):
                                                         "CPU part\t: 0x0af")
     b = _boot(_tree(arm, tmp_path / "arm", {**shipped, "/proc/cpuinfo": cpuinfo,
                                             **X86, "/proc/sys/kernel/arch": "aarch64\n"}))
-    s = b.at_boot("thp.enabled")
+    s = b.at_boot(KnobId.thp("enabled"))
     assert s.value == "never" and s.source.startswith("TuneD [vm]"), s
     assert s.source.endswith("throughput-performance/tuned.conf:22")
-    assert b.tuned_units["thp.enabled"] == (("vm.thunderx", "vm", "transparent_hugepages"),)
+    assert b.tuned_units[KnobId.thp("enabled")] == (("vm.thunderx", "vm", "transparent_hugepages"),)
 
 
 def test_units_apply_in_the_merged_order_and_only_options_the_version_takes(hosts, tmp_path):
@@ -75,15 +78,15 @@ def test_units_apply_in_the_merged_order_and_only_options_the_version_takes(host
         db=f"[sysfs]\n{THP}/khugepaged/defrag=1\n[vm]\ntransparent_hugepage.defrag=always\n",
         db_local=f"[main]\ninclude=db\n[sysfs]\n{THP}/defrag=never\n")}
     b = _boot(_tree(hosts / "no-pools", tmp_path / "a", files))
-    s = b.at_boot("thp.defrag")
+    s = b.at_boot(KnobId.thp("defrag"))
     assert s.value == "always" and s.source == "TuneD [vm] /etc/tuned/db/tuned.conf:4", s
-    assert b.tuned_units["thp.defrag"] == (("sysfs", "sysfs", f"{THP}/defrag"),
+    assert b.tuned_units[KnobId.thp("defrag")] == (("sysfs", "sysfs", f"{THP}/defrag"),
                                            ("vm", "vm", "transparent_hugepage.defrag"))
     old = VERSION.replace("MINOR = 20", "MINOR = 10")
     b = _boot(_tree(hosts / "no-pools", tmp_path / "b", {
         **files, "/usr/lib/python3/dist-packages/tuned/version.py": old}))
     assert b.tuned_version == (2, 10)
-    assert b.at_boot("thp.defrag").value == "never"
+    assert b.at_boot(KnobId.thp("defrag")).value == "never"
 
 
 def test_priority_disabled_units_and_the_command_line(hosts, tmp_path):
@@ -94,15 +97,15 @@ def test_priority_disabled_units_and_the_command_line(hosts, tmp_path):
         f"[early]\ntype=sysfs\npriority=-10\n{THP}/enabled=always\n"
         f"[off]\ntype=sysfs\nenabled=false\n{THP}/shmem_enabled=always\n"))}
     b = _boot(_tree(hosts / "no-pools", tmp_path / "a", files))
-    s = b.at_boot("thp.enabled")
+    s = b.at_boot(KnobId.thp("enabled"))
     assert s.value == "never" and s.source.startswith("TuneD [vm]"), s
-    assert b.tuned_units["thp.enabled"] == (("early", "sysfs", f"{THP}/enabled"),
+    assert b.tuned_units[KnobId.thp("enabled")] == (("early", "sysfs", f"{THP}/enabled"),
                                             ("vm", "vm", "transparent_hugepages"))
-    assert not _by(b, "thp.shmem_enabled").startswith("TuneD")
+    assert not _by(b, KnobId.thp("shmem_enabled")).startswith("TuneD")
     assert "TuneD's [off] is disabled (enabled=false)" in b.notes
     grub = {"/etc/default/grub": 'GRUB_CMDLINE_LINUX="quiet transparent_hugepage=madvise"\n'}
     b = _boot(_tree(hosts / "no-pools", tmp_path / "b", {**files, **grub}))
-    s = b.at_boot("thp.enabled")  # the [sysfs] unit still writes; [vm] leaves it alone
+    s = b.at_boot(KnobId.thp("enabled"))  # the [sysfs] unit still writes; [vm] leaves it alone
     assert s.value == "always" and s.source.startswith("TuneD [sysfs]"), s
 
 
@@ -159,16 +162,16 @@ def test_the_child_profile_overrides_every_unit_that_sets_a_knob(tmp_path):
     assert f"thp]\ntype=sysfs\n{THP}/defrag=madvise" in sections, text
     vm = next(s for s in sections if s.startswith("vm]"))
     assert "transparent_hugepage.defrag=madvise" in vm and "transparent_hugepages=" in vm
-    assert (b.at_boot("thp.defrag").value, b.tuned_profile) == ("madvise", "hpadvise")
+    assert (b.at_boot(KnobId.thp("defrag")).value, b.tuned_profile) == ("madvise", "hpadvise")
     files["/etc/tuned/db/tuned.conf"] = "[vm]\ntransparent_hugepages=never\n"
     text, b = _applied(tmp_path, files, "none")
     assert "\n[vm.hpadvise]\ntype=vm\ntransparent_hugepage.defrag=madvise\n" in text, text
-    assert b.at_boot("thp.defrag").value == "madvise"
+    assert b.at_boot(KnobId.thp("defrag")).value == "madvise"
     files["/usr/lib/python3/dist-packages/tuned/version.py"] = VERSION.replace("= 20", "= 10")
     text, b = _applied(tmp_path, files, "old")
     assert f"\n[sysfs.hpadvise]\ntype=sysfs\n{THP}/defrag=madvise\n" in text, text
     assert "transparent_hugepage.defrag" not in text
-    assert b.at_boot("thp.defrag").value == "madvise"
+    assert b.at_boot(KnobId.thp("defrag")).value == "madvise"
 
 
 def test_the_child_never_merges_into_a_unit_that_does_not_set_the_knob(tmp_path):
@@ -181,7 +184,7 @@ def test_the_child_never_merges_into_a_unit_that_does_not_set_the_knob(tmp_path)
         files = {**X86, "/etc/tuned/active_profile": "db\n", **_profiles(db=unit)}
         text, b = _applied(tmp_path, files, name)
         assert "\n[vm]\n" not in text, (name, text)
-        for knob in ("thp.enabled", "thp.defrag"):
+        for knob in (KnobId.thp("enabled"), KnobId.thp("defrag")):
             s = b.at_boot(knob)
             assert s and s.source.startswith("TuneD") and "/hpadvise/tuned.conf" in s.source, \
                 (name, knob, s)
@@ -197,12 +200,12 @@ def test_tuned_files_as_tunes_configparser_and_variables_read_them(hosts, tmp_pa
                  '[sysfs]\n/sys/kernel/mm/transparent_hugepage/defrag="never"\n'
                  "[sysctl]\nvm.nr_hugepages=${hp}\nvm.zone_reclaim_mode=${unset}\n"))}
     b = _boot(_tree(hosts / "no-pools", tmp_path / "a", files))
-    assert b.at_boot("thp.enabled").value == "never"
-    assert not _by(b, "thp.defrag").startswith("TuneD")
+    assert b.at_boot(KnobId.thp("enabled")).value == "never"
+    assert not _by(b, KnobId.thp("defrag")).startswith("TuneD")
     assert any("defrag=\"never\"" in n and "sets nothing" in n for n in b.notes), b.notes
-    assert b.at_boot("pool.2048").value == "64"
+    assert b.at_boot(KnobId.pool(2048)).value == "64"
     assert any("${unset}" in n and "not counted" in n for n in b.notes), b.notes
-    assert not _by(b, "sysctl.vm.zone_reclaim_mode").startswith("TuneD")
+    assert not _by(b, KnobId.sysctl("vm.zone_reclaim_mode")).startswith("TuneD")
 
 
 def test_profiles_are_found_as_tuneds_locator_finds_them(hosts, tmp_path):
@@ -218,11 +221,12 @@ def test_profiles_are_found_as_tuneds_locator_finds_them(hosts, tmp_path):
     assert [f.split("/tuned/")[1] for f in b.tuned_files] == [
         "profiles/base/tuned.conf", "profiles/local/tuned.conf", "profiles/local/tuned.conf"]
     assert b.tuned_dir == "/etc/tuned/profiles"
-    assert b.at_boot("thp.enabled").value == "never" and b.at_boot("pool.2048").value == "8"
+    assert b.at_boot(KnobId.thp("enabled")).value == "never"
+    assert b.at_boot(KnobId.pool(2048)).value == "8"
     files["/etc/tuned/profiles/local/tuned.conf"] = "[main]\ninclude=gone\n[vm]\nx=1\n"
     b = _boot(_tree(hosts / "no-pools", tmp_path / "b", files))
     assert any("TuneD cannot find profile 'gone'" in n for n in b.notes), b.notes
-    assert not _by(b, "thp.enabled").startswith("TuneD")
+    assert not _by(b, KnobId.thp("enabled")).startswith("TuneD")
 
 
 def test_what_cannot_be_matched_is_said_only_where_it_decides(hosts, tmp_path):
@@ -233,10 +237,10 @@ def test_what_cannot_be_matched_is_said_only_where_it_decides(hosts, tmp_path):
         "transparent_hugepages=never\n[b]\ntype=sysctl\nuname_regex=aarch64\n"
         "vm.nr_hugepages=5\n"))}
     b = _boot(_tree(hosts / "no-pools", tmp_path / "a", files))
-    assert not _by(b, "thp.enabled").startswith("TuneD")
+    assert not _by(b, KnobId.thp("enabled")).startswith("TuneD")
     assert any("[a]: its cpuinfo_regex does not match" in n for n in b.notes)
     assert not any("[a] here is not known" in n for n in b.notes), b.notes
-    assert b.at_boot("pool.2048").value == "5"
+    assert b.at_boot(KnobId.pool(2048)).value == "5"
     assert any("[b] here is not known" in n for n in b.notes), b.notes
 
 
@@ -266,28 +270,34 @@ def test_what_makes_tuned_refuse_or_ignore_a_units_condition(hosts, tmp_path):
         b = _boot(_tree(hosts / "no-pools", tmp_path / name, {**base, **_profiles(
             db=unit + f"{THP}/enabled=never\n[vm]\ntransparent_hugepages=always\n")}))
         assert any(n.startswith("TuneD refuses the profile") for n in b.notes), b.notes
-        assert not _by(b, "thp.enabled").startswith("TuneD"), name
+        assert not _by(b, KnobId.thp("enabled")).startswith("TuneD"), name
     arm_only = _profiles(db="[a]\ntype=sysctl\nuname_regex=aarch64\nvm.nr_hugepages=5\n")
     b = _boot(_tree(hosts / "no-pools", tmp_path / "new", {**base, **arm_only}))
-    assert not _by(b, "pool.2048").startswith("TuneD")
+    assert not _by(b, KnobId.pool(2048)).startswith("TuneD")
     old = VERSION.replace("MINOR = 20", "MINOR = 12")
     b = _boot(_tree(hosts / "no-pools", tmp_path / "old", {
         **base, **arm_only, "/usr/lib/python3/dist-packages/tuned/version.py": old}))
-    assert b.at_boot("pool.2048").value == "5"
+    assert b.at_boot(KnobId.pool(2048)).value == "5"
 
 
-def test_a_profile_tuned_refuses_gets_no_child_of_it(tmp_path):
+@pytest.mark.parametrize("db,why", [
+    ("[x]\ntype=sysfs\nuname_regex=(arm\n[vm]\ntransparent_hugepages=never\n",
+     "TuneD refuses the profile: [x]'s uname_regex"),
+    ("[main]\ninclude=gone\n[vm]\ntransparent_hugepages=never\n",
+     "TuneD cannot find profile 'gone'"),
+])
+def test_a_profile_tuned_refuses_gets_no_child_of_it(tmp_path, db, why):
     """TuneD applies none of a profile one of whose units has a regex that does not compile,
-    and would refuse a child that includes it just the same: apply persists the THP settings
-    as where TuneD is absent, leaves TuneD's files alone, and says why."""
+    or that includes one it cannot find, and would refuse a child that includes it just the
+    same: apply persists the THP settings as where TuneD is absent, leaves TuneD's files
+    alone, and says why."""
     from hpadvise.act.apply import prepare
     from hpadvise.changes.actions import File
     files = {**X86, f"{THP}/defrag": "always defer defer+madvise madvise [never]\n",
-             "/etc/tuned/active_profile": "db\n", **_profiles(
-                 db="[x]\ntype=sysfs\nuname_regex=(arm\n[vm]\ntransparent_hugepages=never\n")}
+             "/etc/tuned/active_profile": "db\n", **_profiles(db=db)}
     root = _tree(GUESTS / "amd64-2node-membind", tmp_path / "refused", files)
     r = pipeline.inspect(SysRoot(str(root)), engine_names=["postgres"])
-    assert r.host.boot.tuned_refused.startswith("TuneD refuses the profile: [x]'s uname_regex")
+    assert r.host.boot.tuned_refused.startswith(why), r.host.boot.tuned_refused
     out = tmp_path / "persist"
     for d in ("etc/sysctl.d", "run/systemd/system"):  # systemd runs there
         (out / d).mkdir(parents=True)
@@ -299,5 +309,50 @@ def test_a_profile_tuned_refuses_gets_no_child_of_it(tmp_path):
     # the plan's defrag in apply's unit, as on a host without TuneD
     assert any("echo madvise > /sys/kernel/mm/transparent_hugepage/defrag" in text
                for text in written.values()), written
-    assert any(n.startswith("TuneD refuses the profile") and "apply again" in n
-               for n in p.notices), p.notices
+    assert any(n.startswith(why) and "apply again" in n for n in p.notices), p.notices
+
+
+@pytest.fixture
+def sources(hosts, tmp_path) -> boot.Boot:
+    """A knob set by every kind of source: the kernel command line, a sysctl file, rc.local,
+    TuneD's [sysctl] and [vm], and the sysctl file again after TuneD (reapply_sysctl)."""
+    files = {**X86, "/etc/kernel/cmdline": "root=/dev/vda hugepages=3\n",
+             "/etc/sysctl.d/70-db.conf": "vm.nr_hugepages = 5\n",
+             "/etc/rc.local": f"#!/bin/sh\necho never > {THP}/defrag\n",
+             "/etc/tuned/active_profile": "db\n", **_profiles(
+                 db="[sysctl]\nvm.nr_hugepages=7\n[vm]\ntransparent_hugepage.defrag=always\n")}
+    root = _tree(hosts / "no-pools", tmp_path / "sources", files)
+    (root / "etc/rc.local").chmod(0o755)
+    return _boot(root)
+
+
+@pytest.mark.parametrize("knob,source,stage,path,plugin,reapplied", [
+    (KnobId.pool(2048), "kernel command line (/etc/kernel/cmdline)", 0, None, None, False),
+    (KnobId.pool(2048), "/etc/sysctl.d/70-db.conf:1", 1, "/etc/sysctl.d/70-db.conf", None,
+     False),
+    (KnobId.pool(2048), "TuneD [sysctl] /etc/tuned/db/tuned.conf:2", 4,
+     "/etc/tuned/db/tuned.conf", "sysctl", False),
+    (KnobId.pool(2048), "/etc/sysctl.d/70-db.conf:1 (re-applied by TuneD)", 4,
+     "/etc/sysctl.d/70-db.conf", None, True),
+    (KnobId.thp("defrag"), "/etc/rc.local:2", 3, "/etc/rc.local", None, False),
+    (KnobId.thp("defrag"), "TuneD [vm] /etc/tuned/db/tuned.conf:4", 4,
+     "/etc/tuned/db/tuned.conf", "vm", False),
+    (KnobId.sysctl("vm.zone_reclaim_mode"), "kernel default (mm/vmscan.c node_reclaim_mode)",
+     -1, None, None, False),
+])
+def test_each_setter_carries_where_it_comes_from_as_fields(sources, knob, source, stage, path,
+                                                           plugin, reapplied):
+    """What code reads of a setter (its file, TuneD's plugin, a re-application) is a field
+    of its own; `source` is the words people read, the same as before."""
+    (s,) = [s for s in sources.setters if s.knob == knob and s.source == source]
+    assert (s.stage, s.path, s.plugin, s.reapplied) == (stage, path, plugin, reapplied)
+
+
+def test_who_sets_a_knob_in_an_order_not_fixed_is_named_by_origin(sources):
+    """The re-applied sysctl file comes last (it wins over TuneD's [sysctl]); rc.local and
+    TuneD's [vm] both write defrag after the sysctl files, in no fixed order: each is named
+    by its file, TuneD's with its plugin, without a line."""
+    assert sources.at_boot(KnobId.pool(2048)).reapplied
+    assert ("thp.defrag is written at boot by /etc/rc.local, TuneD [vm] /etc/tuned/db/tuned.conf,"
+            " in an order that is not fixed: the value after boot may be any of theirs"
+            ) in sources.notes, sources.notes

@@ -114,4 +114,4 @@ def _version_order(name: str) -> list:
 
 
 def _fmt(knobs: dict[KnobId, str]) -> str:
-    return ", ".join(sorted(f"{k.key}={v}" for k, v in knobs.items()))
+    return ", ".join(f"{k.key}={v}" for k, v in sorted(knobs.items(), key=lambda kv: kv[0].key))

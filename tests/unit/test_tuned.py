@@ -356,3 +356,18 @@ def test_who_sets_a_knob_in_an_order_not_fixed_is_named_by_origin(sources):
     assert ("thp.defrag is written at boot by /etc/rc.local, TuneD [vm] /etc/tuned/db/tuned.conf,"
             " in an order that is not fixed: the value after boot may be any of theirs"
             ) in sources.notes, sources.notes
+
+
+def test_an_earlier_applys_drop_in_that_tuned_applies_again_is_still_its_own(hosts, tmp_path):
+    """TuneD's [sysctl] sets the group, then applies the sysctl files again: the value that
+    wins at boot is hpadvise's own drop-in's, so the plan may move it as an earlier apply's
+    (docs/check.md: a group someone set is never moved, one an earlier apply set may be).
+    The words of such a setter once hid its file from that test."""
+    from hpadvise.nextboot.boot_persist import own
+    files = {**X86, "/etc/sysctl.d/60-hpadvise.conf": "vm.hugetlb_shm_group = 1001\n",
+             "/etc/tuned/active_profile": "db\n",
+             **_profiles(db="[sysctl]\nvm.hugetlb_shm_group=1005\n")}
+    b = _boot(_tree(hosts / "no-pools", tmp_path / "own", files))
+    at = b.at_boot(KnobId.sysctl("vm.hugetlb_shm_group"))
+    assert at.reapplied and at.value == "1001" and at.path == "/etc/sysctl.d/60-hpadvise.conf"
+    assert own(at)

@@ -5,6 +5,7 @@ in place."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field, replace
 
 from ..facts.boot import Boot, Setter
@@ -27,13 +28,8 @@ def tuned_home(b: Boot) -> str:
 def own(s: Setter) -> bool:
     """Set by hpadvise's own persistence (an earlier apply)."""
     path = s.path or ""
-    return _name(path) in (SYSCTL_NAME, SYSCTL_LATE, UNIT_NAME) or \
+    return os.path.basename(path) in (SYSCTL_NAME, SYSCTL_LATE, UNIT_NAME) or \
         path.endswith(f"/{TUNED_PROFILE}/tuned.conf")
-
-
-def _name(path: str | None) -> str:
-    """A file's name without its directory."""
-    return (path or "").rsplit("/", 1)[-1]
 
 
 @dataclass
@@ -79,12 +75,12 @@ def persistence(b: Boot, plan: dict[KnobId, str], default_kb: int | None) -> Per
             for s in late:
                 p.blocked.append((k, s, "sysctl --system reads /etc/sysctl.conf after every "
                                   "sysctl.d file"))
-            names = [_name(s.path) for s in files if s not in late]
+            names = [os.path.basename(s.path or "") for s in files if s not in late]
             if any(n >= SYSCTL_NAME for n in names):
                 p.sysctl_name = SYSCTL_LATE
                 if any(n >= SYSCTL_LATE for n in names):
                     for s in files:
-                        if _name(s.path) >= SYSCTL_LATE:
+                        if os.path.basename(s.path or "") >= SYSCTL_LATE:
                             p.blocked.append((k, s, f"it sorts after {SYSCTL_LATE}"))
             p.sysctl[k] = value
         elif not tuned or not thp:
@@ -119,7 +115,7 @@ def after_apply(b: Boot, p: Persistence) -> Boot:
     keep = [s for s in b.setters if not own(s) and not s.reapplied
             and not (s.stage == 4 and s.knob in p.tuned and s.plugin is not None)]
     order = [s.path for s in keep if s.stage == 1] + [f"/etc/sysctl.d/{p.sysctl_name}"]
-    names = {o: _name(o) for o in order}
+    names = {o: os.path.basename(o) for o in order}
 
     def key(s: Setter) -> tuple:
         path = s.path

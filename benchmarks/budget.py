@@ -93,6 +93,24 @@ def default_clients() -> tuple[int, str]:
     return n, f"{n} clients: 2 per CPU of the {cpus} this process may use, at least 16"
 
 
+def clients_for(o: Options, bench, servers: int) -> tuple[int, str]:
+    """The default clients (default_clients), but no more a server than the rows that its
+    workload's transactions all update serve (Benchmark.contended) at o.scale: beyond them
+    the clients mostly wait for each other's row locks, and the runs measure that queue
+    (pgbench's documentation, "Good Practices"). `servers`: how many run at once, sharing
+    the clients. A user's own script or data is not capped. Returns the number and the
+    reason, for the report."""
+    n, why = default_clients()
+    cap = {w: (k, rows) for w, k, rows in bench.contended}.get(o.workload)
+    if cap is None or o.script or o.scale < 1 or n <= o.scale * cap[0] * servers:
+        return n, why
+    each = o.scale * cap[0]
+    most = each * servers
+    return most, (f"{most} clients" + (f", {each} a server" if servers > 1 else "") +
+                  f": at {bench.unit} {o.scale} more would queue on {cap[1]} "
+                  f"(instead of {n}, 2 per CPU)")
+
+
 # The smallest share of the default scale validate shrinks the data to on a small disk;
 # below it the data would no longer stand for the buffers and the command is refused.
 MIN_SCALE_SHARE = 0.25

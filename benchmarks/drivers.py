@@ -45,6 +45,10 @@ class Benchmark:
     rate: str = "TPS"  # what a run's figure counts per second, as the report names it
     # what its driver does before the runs where it loads no data of its own (a replay)
     prepares: str = ""
+    # workload -> (the most clients one unit of scale serves, the rows more would queue on):
+    # validate's default clients per server stay within it (options.within_rows), so that a
+    # run measures the memory huge pages change, not a queue for the same few rows
+    contended: tuple[tuple[str, int, str], ...] = ()
 
     def loading(self, scale: int) -> str:
         """The progress line while the driver is made: scale 0 is the user's copied data,
@@ -68,7 +72,11 @@ BENCHMARKS = {b.name: b for b in (
                    "effect huge pages have"),
         ("tpcb", "TPC-B (pgbench's default script): updates with WAL and fsync as well, "
                  "where the huge page effect is diluted; --workload select isolates it")),
-        15, "scale", True),
+        15, "scale", True,
+        # pgbench's documentation, "Good Practices": pgbench_branches holds one row per unit
+        # of scale and every TPC-B transaction updates one of them, so with more clients
+        # than the scale a run mostly measures update contention
+        contended=(("tpcb", 1, "pgbench_branches' rows, one per unit of scale"),)),
     # One TPC-C warehouse with its share of ITEM is ~100 MiB loaded (TPC-C 5.11 clause 4.2.2
     # puts it near 70 MiB of rows; measured here with indexes: ~95 MiB on MariaDB and
     # PostgreSQL).

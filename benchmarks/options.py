@@ -15,7 +15,7 @@ from hpadvise.api.face import counted, fmt_bytes, InputError, parse_bytes, SysRo
 from hpadvise.act.face import (GIB_KB, KnobId, knob_now, plan_knobs, registry, report_of,
                                select, survey, THP_FILES)
 
-from .budget import (MIN_RUN_S, MIN_SCALE_SHARE, START_S, START_S_PER_GIB, default_clients,
+from .budget import (MIN_RUN_S, MIN_SCALE_SHARE, START_S, START_S_PER_GIB, clients_for,
                      default_rounds, disk_need, duration_for, fitting_scale, run_seconds,
                      swap_seconds)
 from .drivers import BENCHMARKS
@@ -37,7 +37,7 @@ class Options:
     db: str  # the engine (its plugin provides the server under test)
     bench: str = ""  # one of drivers.BENCHMARKS (the engine's first when empty)
     workload: str | None = None  # one of the benchmark's workloads (its first when None)
-    clients: int | None = None  # None: default_clients()
+    clients: int | None = None  # None: budget.clients_for()
     scale: int | None = None
     run_s: int | None = None
     warm_s: int | None = None
@@ -167,10 +167,7 @@ def check(given: Options, sr: SysRoot):
         raise InputError(f"--scale {o.scale}: give at least 1")
     if o.clients is None and o.replay:
         o = replace(o, clients=1)  # a replay's sessions are the log's (its report says so)
-    if o.clients is None:
-        clients, why = default_clients()
-        o = o.noted(why, clients=clients)
-    if o.clients < 1:
+    if o.clients is not None and o.clients < 1:
         raise InputError(f"--clients {o.clients}: give at least 1")
     if o.run_s is not None and o.run_s < 1:
         raise InputError(f"--run-seconds {o.run_s}: a run needs at least 1 second")
@@ -229,6 +226,9 @@ def check(given: Options, sr: SysRoot):
                          f"~{fmt_bytes(need)} of disk in {tempfile.gettempdir()}, {fmt_bytes(free)} is free; lower "
                          "--scale or --buffers" + (", or give --design restart (one server)"
                                                    if servers > 1 else ""))
+    if o.clients is None:  # once the scale and the servers side by side are settled
+        clients, why = clients_for(o, b, n if design == "simultaneous" else 1)
+        o = o.noted(why, clients=clients)
     rounds_given = o.rounds is not None
     if o.rounds is None:
         o = replace(o, rounds=default_rounds(design, n, trades(o)))

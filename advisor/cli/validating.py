@@ -53,7 +53,7 @@ def validate(
              "[default: about 3, cutting the run into equal pieces on every CPU].")] = None,
     clients: Annotated[Optional[int], typer.Option(
         help="Clients (pgbench -c, sysbench --threads), shared out among servers side by side "
-             "[default: 2 per CPU, at least 16].")] = None,
+             "[default: 2 per CPU, at least 16; TPC-B: at most the scale a server].")] = None,
     scale: Annotated[Optional[int], typer.Option(
         help="pgbench scale or TPC-C warehouses [default: what fits in the buffers].")] = None,
     run_seconds: Annotated[Optional[int], typer.Option(

@@ -143,7 +143,8 @@ def test_the_scratch_servers_run_as_said_and_one_that_fails_to_stop_costs_no_kno
     """One run, two promises. While the runs measure, every scratch server really runs with
     what the report says it differs by from PostgreSQL's defaults (no checkpoint within an
     epoch, commits that do not wait for the shared disk, no full-page writes), the clients
-    default to the host's CPUs (at least 16), and the report names both. Then each scratch
+    default to the host's CPUs (at least 16) but no more a server than pgbench_branches has
+    rows, and the report names both. Then each scratch
     server's stop fails (the target's stop raises from the first measured run on): validate's
     restore records it and still puts every pool and THP knob back and removes the scratch
     servers; before, the failing stop skipped the rest."""
@@ -182,7 +183,11 @@ def test_the_scratch_servers_run_as_said_and_one_that_fails_to_stop_costs_no_kno
                          "wal_level": "replica"}[name], (key, value)
     m = v.meta
     n, why = default_clients()
-    assert m["clients"] == n >= 16 and m["default_notes"] == [why]
+    # 128MB hold scale 6: 6 clients a server, one per pgbench_branches row, not 2 per CPU
+    assert n >= 16 and v.o.scale == 6 and m["clients"] == 12, (m["clients"], v.o.scale)
+    (why,) = m["default_notes"]
+    assert why.startswith("12 clients, 6 a server: at scale 6 more would queue on "
+                          "pgbench_branches' rows") and f"instead of {n}" in why, why
     line = wording.server_line(m)
     assert "synchronous_commit = off" in line and "full_page_writes = off" in line
     assert wording.defaults_line(m) == f"chosen for this host: {why}"

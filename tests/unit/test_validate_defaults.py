@@ -28,6 +28,34 @@ def test_clients_follow_the_cpus(monkeypatch, cpus, clients):
     assert f"{clients} clients" in why and f"the {cpus} this process" in why
 
 
+@pytest.mark.parametrize("workload,scale,servers,script,clients", [
+    ("tpcb", 6, 2, None, 12),     # 128MB side by side: one client per pgbench_branches row
+    ("tpcb", 6, 1, None, 6),      # one server at a time takes them all
+    ("tpcb", 3, 3, None, 9),
+    ("tpcb", 409, 2, None, 16),   # 8 GB: rows enough for the CPUs' clients
+    ("tpcb", 8, 2, None, 16),     # exactly enough
+    ("select", 6, 2, None, 16),   # reads queue on no row
+    ("tpcb", 6, 2, "own.sql", 16),  # the user's own script: its rows are not known
+])
+def test_default_clients_stay_within_the_rows_they_update(monkeypatch, workload, scale,
+                                                          servers, script, clients):
+    """TPC-B updates one of pgbench_branches' rows per transaction, one row per unit of
+    scale: more clients a server than rows would mostly measure their queue."""
+    from hpadvise.benchmarks.budget import clients_for
+    from hpadvise.benchmarks.drivers import BENCHMARKS
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    o = replace(_opts(scale), workload=workload, script=script)
+    n, why = clients_for(o, BENCHMARKS["pgbench"], servers)
+    assert n == clients
+    if clients == 16:
+        assert why == default_clients()[1]
+    else:
+        assert why.startswith(f"{clients} clients")
+        assert (f", {scale} a server" in why) == (servers > 1)
+        assert f"at scale {scale} more would queue on pgbench_branches' rows" in why
+        assert why.endswith("(instead of 16, 2 per CPU)")
+
+
 @pytest.mark.parametrize("free_gib", [10, 54, 64, 200, 1000])
 @pytest.mark.parametrize("servers", [1, 2, 3])
 def test_fitting_scale_is_the_largest_that_fits(free_gib, servers):

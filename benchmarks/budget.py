@@ -108,7 +108,7 @@ def clients_for(o: Options, bench, servers: int) -> tuple[int, str]:
     most = each * servers
     return most, (f"{most} clients" + (f", {each} a server" if servers > 1 else "") +
                   f": at {bench.unit} {o.scale} more would queue on {cap[1]} "
-                  f"(instead of {n}, 2 per CPU)")
+                  f"(instead of {n}: 2 per CPU, at least 16)")
 
 
 # The smallest share of the default scale validate shrinks the data to on a small disk;

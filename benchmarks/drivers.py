@@ -46,7 +46,7 @@ class Benchmark:
     # what its driver does before the runs where it loads no data of its own (a replay)
     prepares: str = ""
     # workload -> (the most clients one unit of scale serves, the rows more would queue on):
-    # validate's default clients per server stay within it (options.within_rows), so that a
+    # validate's default clients per server stay within it (budget.clients_for), so that a
     # run measures the memory huge pages change, not a queue for the same few rows
     contended: tuple[tuple[str, int, str], ...] = ()
 

@@ -53,7 +53,7 @@ def test_default_clients_stay_within_the_rows_they_update(monkeypatch, workload,
         assert why.startswith(f"{clients} clients")
         assert (f", {scale} a server" in why) == (servers > 1)
         assert f"at scale {scale} more would queue on pgbench_branches' rows" in why
-        assert why.endswith("(instead of 16, 2 per CPU)")
+        assert why.endswith("(instead of 16: 2 per CPU, at least 16)")
 
 
 @pytest.mark.parametrize("free_gib", [10, 54, 64, 200, 1000])

@@ -49,6 +49,9 @@ class Benchmark:
     # validate's default clients per server stay within it (budget.clients_for), so that a
     # run measures the memory huge pages change, not a queue for the same few rows
     contended: tuple[tuple[str, int, str], ...] = ()
+    # the workload that isolates the memory effect huge pages have, which the report offers
+    # when a run of another one could not decide ("" where it has none)
+    isolates: str = ""
 
     def loading(self, scale: int) -> str:
         """The progress line while the driver is made: scale 0 is the user's copied data,
@@ -76,7 +79,8 @@ BENCHMARKS = {b.name: b for b in (
         # pgbench's documentation, "Good Practices": pgbench_branches holds one row per unit
         # of scale and every TPC-B transaction updates one of them, so with more clients
         # than the scale a run mostly measures update contention
-        contended=(("tpcb", 1, "pgbench_branches' rows, one per unit of scale"),)),
+        contended=(("tpcb", 1, "pgbench_branches' rows, one per unit of scale"),),
+        isolates="select"),
     # One TPC-C warehouse with its share of ITEM is ~100 MiB loaded (TPC-C 5.11 clause 4.2.2
     # puts it near 70 MiB of rows; measured here with indexes: ~95 MiB on MariaDB and
     # PostgreSQL).

@@ -51,10 +51,9 @@ def answer(result: dict) -> list[str]:
         "regressed": f"Apply the plan? Not for speed: it lost {est}.",
         "no meaningful change": f"Apply the plan? For speed it makes no difference beyond "
                                 f"±{band:g}% here: {est}.",
-        "inconclusive": f"Apply the plan? Not decided by this run: {est} reaches beyond "
-                        f"±{band:g}% on {'both sides' if e['lo_pct'] < 0 < e['hi_pct'] else 'one side'}"
-                        "; give it a longer --duration, or --workload select to isolate the "
-                        "memory effect.",
+        "inconclusive": f"Apply the plan? Not decided by this run: {est} reaches "
+                        f"{beyond(e['lo_pct'], e['hi_pct'], band)}; give it a longer --duration"
+                        + isolating(m) + ".",
     }[e["verdict"]]
     unit = e.get("unit") or "epoch"
     how = (f"Measured {design_of(e, m)}, {e['n']} {unit}s"
@@ -62,6 +61,22 @@ def answer(result: dict) -> list[str]:
            + f", {m.get('workload')} workload, {buffers_word(m)} {m.get('shared_buffers')}."
            + strata_words(e))
     return [head, how]
+
+
+def beyond(lo: float, hi: float, band: float) -> str:
+    """Where an undecided interval leaves the band: below it, above it or both."""
+    if lo < -band and hi > band:
+        return f"beyond ±{band:g}% on both sides"
+    return f"below -{band:g}%" if lo < -band else f"above +{band:g}%"
+
+
+def isolating(m: dict) -> str:
+    """The advice to run the benchmark's workload that isolates the memory effect, where it
+    has one and this run measured another (drivers.Benchmark.isolates)."""
+    b = BENCHMARKS.get(m.get("bench") or "")
+    if b is None or not b.isolates or m.get("workload") == b.isolates:
+        return ""
+    return f", or --workload {b.isolates} to isolate the memory effect"
 
 
 def strata_words(e: dict) -> str:

@@ -128,10 +128,10 @@ PY
 fi
 
 # Two workers (pytest-xdist): the tests that own the host (pools, THP, cgroups, servers every
-# check sees) run one at a time in one of them, validate's budgeted runs first and the rest in
-# file order, under the host's lock (tests/hostlock.py; the scheduler in tests/conftest.py);
-# the contained tests (unit tests, captured trees, a root's private namespaces) run beside them
-# in the other. `-n 0` runs everything in one process.
+# check sees) run one at a time in one of them, in file order, under the host's lock
+# (tests/hostlock.py; the scheduler in tests/conftest.py); the contained tests (unit tests,
+# captured trees, a root's private namespaces) run beside them in the other. `-n 0` runs
+# everything in one process.
 set +e
 "$venv/bin/python" -m pytest -q -rs -p no:cacheprovider -n 2 "$@"
 rc=$?

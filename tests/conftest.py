@@ -21,18 +21,16 @@ _LIVE = {"used": False}
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     """The tests hostlock.CONTAINED lists are marked `contained`; every other test owns the
-    host (tests/hostlock.py). The host's budgeted tests go first (hostlock.BUDGETED_FIRST),
-    every file's tests kept together and in order."""
+    host (tests/hostlock.py)."""
     for item in items:
         if hostlock.contained(item.nodeid):
             item.add_marker(pytest.mark.contained)
-    items.sort(key=lambda item: hostlock.run_order(item.nodeid))
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
     """pytest-xdist's scheduling by scope, with every test that owns the host in one scope: one
-    worker runs them all, in the order collected (module fixtures once), while the contained tests go
+    worker runs them all, in file order (module fixtures once), while the contained tests go
     to whichever worker is free. The largest scope goes out first, so the host's tests start
     at once."""
     from xdist.scheduler import LoadScopeScheduling

@@ -7,8 +7,7 @@ found it when they end: pools, THP knobs, cgroups, /etc/sysctl.d, hugetlbfs and 
 The contained tests (CONTAINED: the unit tests, and what runs only on captured trees, in a
 root's private namespaces or in a scratch directory) take no lock and may run beside them in a
 second worker: scripts/test.sh runs pytest-xdist with two, and its scheduler (conftest.py)
-gives every test that owns the host to one worker, as one unit of work: the budgeted files
-first (BUDGETED_FIRST), then the rest in file order.
+gives every test that owns the host to one worker, in file order, as one unit of work.
 """
 
 from __future__ import annotations
@@ -38,30 +37,8 @@ CONTAINED = (
 )
 
 
-# The tests that own the host but whose time is a budget they are given (validate's runs measure
-# for the --duration they are handed, whatever the CPUs do), by file: the host's worker runs them
-# first, while the contained tests keep the other CPU busy, and the tests whose time is work
-# (initdb, server starts, roots, guests, Patroni) after, when that CPU has come free. Run in
-# plain file order, the budgeted runs came last, after the contained worker had ended, and one
-# CPU stood mostly idle for ten minutes (lab/suite-time.md, run 40's idle table).
-BUDGETED_FIRST = (
-    "tests/integration/test_validate.py",
-    "tests/integration/test_validate_binaries.py",
-    "tests/integration/test_validate_default.py",
-    "tests/integration/test_validate_own.py",
-    "tests/integration/test_validate_pages.py",
-    "tests/integration/test_scripts_bounded.py",
-    "tests/integration/test_killed_live.py",
-)
-
-
 def contained(nodeid: str) -> bool:
     return nodeid.startswith(CONTAINED)
-
-
-def run_order(nodeid: str) -> int:
-    """0 for a budgeted test of the host's, 1 for every other (a key for a stable sort)."""
-    return 0 if nodeid.split("::", 1)[0] in BUDGETED_FIRST else 1
 
 
 LOCK = "/run/hpadvise-tests.lock"

@@ -5,7 +5,7 @@ pgbench_accounts and its primary key, its updates (HOT and not), its dead tuples
 the database's blocks read from outside shared_buffers; then read the polls against the run's
 epochs.
 
-    python3 lab/validate_pgstate.py sample OUT.jsonl SECONDS &   # beside validate --json --output RUN.json
+    python3 lab/validate_pgstate.py sample OUT.jsonl SECONDS &  # beside validate --output RUN.json
     python3 lab/validate_pgstate.py read RUN.json OUT.jsonl
 
 `read` names each server by the socket directory its last epoch's bench command used

@@ -31,9 +31,9 @@ Q = ("SELECT pg_relation_size('pgbench_accounts'), pg_relation_size('pgbench_acc
 
 def poll() -> dict:
     out = {}
+    psql = sorted(glob.glob("/usr/lib/postgresql/*/bin/psql"))[-1]
     for sock in glob.glob("/tmp/hpadvise-pg-*/.s.PGSQL.*"):
         d, port = os.path.dirname(sock), sock.rsplit(".", 1)[1]
-        psql = glob.glob("/usr/lib/postgresql/*/bin/psql")[-1]
         r = subprocess.run([psql, "-h", d, "-p", port, "-U", "postgres", "-XAtq", "-F", ",",
                             "-c", Q, "postgres"], capture_output=True, text=True, timeout=5)
         if r.returncode == 0 and r.stdout.strip():

@@ -44,6 +44,8 @@ class Effect:
     verdict: str
     # the server placements the interval was stratified by (paired_effect); 1: none
     strata: int = 1
+    # whether each placement's level was fitted as a straight line over the run (paired_effect)
+    drift: bool = False
 
     @property
     def half_width_pct(self) -> float:
@@ -62,8 +64,15 @@ def verdict(pct: float, lo: float, hi: float, band: float) -> str:
     return "inconclusive"
 
 
+# Each placement holds at least this many epochs before its level is fitted as a line over the
+# run: two more parameters cost width where the level stays put (from the t quantile on n - 4
+# instead of n - 2 degrees of freedom), 3% or less from 6 epochs a placement on, 7% at 5 and
+# 13% at 4 (lab/strata_sim.py, lab/README.md "Server placement as strata").
+DRIFT_MIN_EPOCHS = 6
+
+
 def paired_effect(a: list[float], b: list[float], band_pct: float = 1.0,
-                  strata: list | None = None) -> Effect:
+                  strata: list | None = None, times: list[float] | None = None) -> Effect:
     """B over A from paired TPS: the mean of ln(b/a) with a Student t 95% interval.
 
     `strata` (one key per pair: which server each side ran on, side by side) is a factor the
@@ -76,35 +85,65 @@ def paired_effect(a: list[float], b: list[float], band_pct: float = 1.0,
     one-way layout by placement, the effect a contrast of its means with variance
     s^2 / k^2 x sum(1 / n_i) (Montgomery, Design and Analysis of Experiments, 8th ed., 3.5;
     lab/README.md, "Server placement as strata", simulates its coverage). Otherwise, or with
-    one stratum, the plain paired t."""
+    one stratum, the plain paired t.
+
+    The servers' difference need not stay put over a run: a copy can grow slower from some
+    epoch on. Where every stratum holds DRIFT_MIN_EPOCHS pairs or more, each stratum's level
+    is a straight line in `times` (the pairs' epochs, in order where not given): separate
+    regression lines, the analysis of covariance with a slope per group (Montgomery 15.3).
+    The effect is the mean of the lines' values at the run's mean time, each with variance
+    s^2 x (1 / n_i + (T - t_i)^2 / S_tt,i) (the fitted mean response of a simple regression:
+    Montgomery, Peck and Vining, Introduction to Linear Regression Analysis, 5th ed., 2.4.2),
+    s^2 the pooled residual variance on n - 2k degrees of freedom."""
     if len(a) != len(b):
         raise ValueError("paired samples need equal lengths")
     keys = strata if strata is not None else [None] * len(a)
-    d = [(k, math.log(y / x)) for x, y, k in zip(a, b, keys) if x > 0 and y > 0]
+    when = times if times is not None else list(range(len(a)))
+    d = [(k, t, math.log(y / x)) for x, y, k, t in zip(a, b, keys, when) if x > 0 and y > 0]
     n = len(d)
     if n == 0:
         return Effect(0, math.nan, math.nan, math.nan, "inconclusive")
-    mean = sum(x for _, x in d) / n
+    mean = sum(x for _, _, x in d) / n
     if n < 2:
         pct = (math.exp(mean) - 1) * 100
         return Effect(n, pct, -math.inf, math.inf, "inconclusive")
     groups: dict = {}
-    for k, x in d:
-        groups.setdefault(k, []).append(x)
+    for k, t, x in d:
+        groups.setdefault(k, []).append((t, x))
     k = len(groups)
-    if k > 1 and all(len(g) >= 2 for g in groups.values()):
-        means = {key: sum(g) / len(g) for key, g in groups.items()}
+    drift = k > 1 and all(len({t for t, _ in g}) >= DRIFT_MIN_EPOCHS for g in groups.values())
+    if drift:
+        mean, se, df = _lines(groups, sum(t for _, t, _ in d) / n, n)
+    elif k > 1 and all(len(g) >= 2 for g in groups.values()):
+        means = {key: sum(x for _, x in g) / len(g) for key, g in groups.items()}
         mean = sum(means.values()) / k
-        ss = sum((x - means[key]) ** 2 for key, g in groups.items() for x in g)
+        ss = sum((x - means[key]) ** 2 for key, g in groups.items() for _, x in g)
         sd, df = math.sqrt(ss / (n - k)), n - k
         se = sd / k * math.sqrt(sum(1 / len(g) for g in groups.values()))
     else:
         k, df = 1, n - 1
-        sd = math.sqrt(sum((x - mean) ** 2 for _, x in d) / df)
+        sd = math.sqrt(sum((x - mean) ** 2 for _, _, x in d) / df)
         se = sd / math.sqrt(n)
     h = t975(df) * se
     pct, lo, hi = ((math.exp(v) - 1) * 100 for v in (mean, mean - h, mean + h))
-    return Effect(n, pct, lo, hi, verdict(pct, lo, hi, band_pct), strata=k)
+    return Effect(n, pct, lo, hi, verdict(pct, lo, hi, band_pct), strata=k, drift=drift)
+
+
+def _lines(groups: dict, at: float, n: int) -> tuple[float, float, int]:
+    """Separate regression lines, one per stratum (paired_effect): the mean of their values at
+    time `at`, its standard error and degrees of freedom."""
+    k = len(groups)
+    level, coef, ss = 0.0, 0.0, 0.0
+    for g in groups.values():
+        mt = sum(t for t, _ in g) / len(g)
+        mx = sum(x for _, x in g) / len(g)
+        stt = sum((t - mt) ** 2 for t, _ in g)
+        slope = sum((t - mt) * (x - mx) for t, x in g) / stt
+        level += mx + slope * (at - mt)
+        coef += 1 / len(g) + (at - mt) ** 2 / stt
+        ss += sum((x - mx - slope * (t - mt)) ** 2 for t, x in g)
+    df = n - 2 * k
+    return level / k, math.sqrt(ss / df * coef) / k, df
 
 
 def geomean(values: list[float]) -> float:
@@ -162,7 +201,7 @@ def effects(samples: list, pairs: list[tuple[str, str]], band_pct: float
     out = {}
     epochs = sorted({unit(s) for s in samples})
     for a, b in pairs:
-        ta, tb, placed = [], [], []
+        ta, tb, placed, when = [], [], [], []
         for ep in epochs:
             sa = [s for s in samples if unit(s) == ep and s.variant == a]
             sb = [s for s in samples if unit(s) == ep and s.variant == b]
@@ -170,7 +209,8 @@ def effects(samples: list, pairs: list[tuple[str, str]], band_pct: float
                 ta.append(geomean([s.tps for s in sa]))
                 tb.append(geomean([s.tps for s in sb]))
                 placed.append(placement(sa, sb))
-        out[(a, b)] = paired_effect(ta, tb, band_pct, placed)
+                when.append(ep)
+        out[(a, b)] = paired_effect(ta, tb, band_pct, placed, when)
     return out
 
 

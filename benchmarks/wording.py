@@ -80,11 +80,17 @@ def isolating(m: dict) -> str:
 
 
 def strata_words(e: dict) -> str:
-    """How the interval was made where the server placements were strata (stats.paired_effect),
-    else nothing: the plain paired t needs no words."""
+    """How the interval was made where the server placements were strata, with or without a
+    line over the run each (stats.paired_effect), else nothing: the plain paired t needs no
+    words."""
     k = e.get("strata") or 1
     if k < 2:
         return ""
+    if e.get("drift"):
+        return (f" Its interval is a paired t stratified by server placement ({k} placements, "
+                "weighted alike), each placement's level a straight line over the run "
+                "(separate regression lines), so a server faster than its twin, or one "
+                "growing slower, does not widen it.")
     return (f" Its interval is a paired t stratified by server placement ({k} placements, "
             "weighted alike), so a server faster than its twin does not widen it.")
 

@@ -1,8 +1,10 @@
-"""validate's interval stratified by server placement (stats.paired_effect): a known answer
-worked by hand, the fall-back to the plain paired t, and the placements read off the samples
-of a side-by-side run, THP phases included."""
+"""validate's interval stratified by server placement (stats.paired_effect): known answers
+worked by hand (a level per placement, and a line per placement over the run), the
+fall-back to the plain paired t, and the placements read off the samples of a side-by-side
+run, THP phases included."""
 
 import math
+import unittest.mock
 
 import pytest
 
@@ -81,3 +83,72 @@ def test_placements_are_read_off_the_samples_of_a_side_by_side_run():
                                          "hi_pct": plan.hi_pct, "verdict": plan.verdict,
                                          "strata": plan.strata}]})
     assert "stratified by server placement (2 placements" in " ".join(words)
+
+
+def test_lines_known_answer():
+    """Placement p at epochs 0, 2, .. 10: 0.2 + 0.01 (t - 5) + r; placement q at 1, 3, .. 11:
+    0.3 - 0.02 (t - 6) + r, r = (+1, -1, 0, 0, -1, +1) x 0.01 (orthogonal to both lines).
+    Lines at the mean epoch 5.5: 0.205 and 0.31, the effect their mean 0.2575; residual SS
+    2 x 0.0004 on 12 - 4 df; se = sqrt(0.0008 / 8 x 2 (1/6 + 0.5^2 / 70)) / 2, t(0.975, 8) =
+    2.306."""
+    r = [0.01, -0.01, 0.0, 0.0, -0.01, 0.01]
+    p = {2 * i: 0.2 + 0.01 * (2 * i - 5) + r[i] for i in range(6)}
+    q = {2 * i + 1: 0.3 - 0.02 * (2 * i + 1 - 6) + r[i] for i in range(6)}
+    d = {**p, **q}
+    epochs = sorted(d)
+    e = stats.paired_effect([1.0] * 12, [math.exp(d[t]) for t in epochs], 1.0,
+                            ["p" if t % 2 == 0 else "q" for t in epochs], epochs)
+    se = math.sqrt(0.0008 / 8 * 2 * (1 / 6 + 0.25 / 70)) / 2
+    assert e.strata == 2 and e.drift and e.n == 12
+    assert e.pct == pytest.approx((math.exp(0.2575) - 1) * 100)
+    assert e.lo_pct == pytest.approx((math.exp(0.2575 - 2.306 * se) - 1) * 100)
+    assert e.hi_pct == pytest.approx((math.exp(0.2575 + 2.306 * se) - 1) * 100)
+
+
+def _drifting(n, noise=(0.002, -0.001, -0.002, 0.001, 0.0, 0.001, -0.001, 0.0)):
+    """+2% with a copy growing slower by 0.5% an epoch, the servers turning every epoch."""
+    return [0.02 + (-1) ** i * 0.005 * i + noise[i % len(noise)] for i in range(n)]
+
+
+def test_a_server_growing_slower_no_longer_widens_the_interval():
+    """17 epochs: the level-per-placement interval carries the drift as noise (about 1.4%
+    wide), the lines only the noise; both centred on +2%."""
+    d = _drifting(17)
+    b = [math.exp(x) for x in d]
+    keys = [i % 2 for i in range(17)]
+    lines = stats.paired_effect([1.0] * 17, b, 1.0, keys)
+    assert lines.drift and lines.half_width_pct < 0.3
+    assert lines.pct == pytest.approx(2.02, abs=0.1) and lines.verdict == "improved"
+    with unittest.mock.patch.object(stats, "DRIFT_MIN_EPOCHS", 99):
+        levels = stats.paired_effect([1.0] * 17, b, 1.0, keys)
+    assert not levels.drift and levels.strata == 2 and levels.half_width_pct > 1.0
+    assert levels.pct == pytest.approx(lines.pct, abs=0.3)
+
+
+@pytest.mark.parametrize("n, drift", [(10, False), (11, False), (12, True), (17, True)])
+def test_lines_only_where_each_placement_holds_enough_epochs(n, drift):
+    """Two placements by turns: lines from DRIFT_MIN_EPOCHS (6) epochs in each on."""
+    b = [math.exp(x) for x in _drifting(n)]
+    e = stats.paired_effect([1.0] * n, b, 1.0, [i % 2 for i in range(n)])
+    assert e.drift is drift and e.strata == 2
+
+
+def test_comparisons_fit_lines_over_the_epochs_and_the_report_says_so():
+    """14 epochs side by side, server 1 slowing by 0.4% an epoch: the plan's comparison is
+    fitted with a line per placement over the epochs, and the report names the method."""
+    samples = []
+    for ep in range(14):
+        on = {"current": ep % 2, "recommended": 1 - ep % 2}
+        for v, gain in (("current", 1.0), ("recommended", 1.03)):
+            slow = 1 - 0.004 * ep if on[v] == 1 else 1.0
+            samples.append(_run(ep, v, 1000 * gain * slow * (1 + 0.001 * (ep % 3)), on[v]))
+    plan = stats.comparisons(samples, [("current", "recommended")], [], 1.0)[
+        ("current", "recommended")]
+    assert plan.drift and plan.strata == 2 and plan.half_width_pct < 0.3
+    assert plan.pct == pytest.approx(3.0, abs=0.2)
+    words = wording.answer({"meta": {"workload": "tpcb", "shared_buffers": "128MB"},
+                            "effects": [{"a": "current", "b": "recommended", "n": plan.n,
+                                         "pct": plan.pct, "lo_pct": plan.lo_pct,
+                                         "hi_pct": plan.hi_pct, "verdict": plan.verdict,
+                                         "strata": plan.strata, "drift": plan.drift}]})
+    assert "each placement's level a straight line over the run" in " ".join(words)

@@ -139,7 +139,8 @@ def main(paths: list[str]) -> int:
 
 def as_reported(runs: list[dict]) -> None:
     """The same checks on the intervals the runs reported, which validate stratifies by
-    server placement (stats.paired_effect: df = n - k with k placements): each run's
+    server placement (stats.paired_effect: df = n - k with k placements, n - 2k where each
+    placement's level is a line over the run): each run's
     estimate and se = half-width / t(df) on the log scale; the pooled effect is the
     inverse-variance weighted mean of the run estimates (the stratified estimate is a mean
     of placement means, not of epochs)."""
@@ -149,7 +150,8 @@ def as_reported(runs: list[dict]) -> None:
         k = e.get("strata") or 1
         n = len(r["lr"])
         lo, hi = math.log1p(e["lo_pct"] / 100), math.log1p(e["hi_pct"] / 100)
-        t = t975(n - k if k >= 2 else n - 1)
+        # lines per placement (stats.paired_effect's drift): n - 2k df; levels: n - k
+        t = t975(n - k * (2 if e.get("drift") else 1) if k >= 2 else n - 1)
         rep.append((math.log1p(e["pct"] / 100), (hi - lo) / (2 * t), lo, hi))
     k = len(rep)
     w = [1 / se ** 2 for _, se, _, _ in rep]

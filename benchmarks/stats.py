@@ -65,9 +65,10 @@ def verdict(pct: float, lo: float, hi: float, band: float) -> str:
 
 
 # Each placement holds at least this many epochs before its level is fitted as a line over the
-# run: two more parameters cost width where the level stays put (from the t quantile on n - 4
-# instead of n - 2 degrees of freedom), 3% or less from 6 epochs a placement on, 7% at 5 and
-# 13% at 4 (lab/strata_sim.py, lab/README.md "Server placement as strata").
+# run: two more parameters cost width where the level stays put (the t quantile on n - 4
+# instead of n - 2 degrees of freedom), simulated 4% at six epochs a placement, 1% at 17
+# epochs in all, but 8% at five and 13% at four (lab/strata_sim.py; lab/README.md, "A line
+# per placement over the run").
 DRIFT_MIN_EPOCHS = 6
 
 

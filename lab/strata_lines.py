@@ -46,9 +46,9 @@ def epochs(d: dict) -> tuple[list[float], list[float], list, list[int]]:
 
 def effect(d: dict, way: str) -> stats.Effect:
     at = WAYS[way] or stats.DRIFT_MIN_EPOCHS
+    ta, tb, keys, when = epochs(d)
     with mock.patch.object(stats, "DRIFT_MIN_EPOCHS", at):
-        return stats.paired_effect(*epochs(d)[:2], d["meta"].get("band_pct", 1.0),
-                                   *epochs(d)[2:])
+        return stats.paired_effect(ta, tb, d["meta"].get("band_pct", 1.0), keys, when)
 
 
 def se_of(e: stats.Effect) -> tuple[float, float, float, float]:

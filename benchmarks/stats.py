@@ -48,6 +48,12 @@ class Effect:
     drift: bool = False
 
     @property
+    def df(self) -> int:
+        """The degrees of freedom of the interval's t (paired_effect): n - 1 for the plain t,
+        n - k for a level per placement, n - 2k for a line per placement."""
+        return self.n - 1 if self.strata < 2 else self.n - self.strata * (2 if self.drift else 1)
+
+    @property
     def half_width_pct(self) -> float:
         return (self.hi_pct - self.lo_pct) / 2
 

@@ -86,13 +86,11 @@ def strata_words(e: dict) -> str:
     k = e.get("strata") or 1
     if k < 2:
         return ""
-    if e.get("drift"):
-        return (f" Its interval is a paired t stratified by server placement ({k} placements, "
-                "weighted alike), each placement's level a straight line over the run "
-                "(separate regression lines), so a server faster than its twin, or one "
-                "growing slower, does not widen it.")
+    lines = (", each placement's level a straight line over the run (separate regression "
+             "lines)", ", or one growing slower,") if e.get("drift") else ("", "")
     return (f" Its interval is a paired t stratified by server placement ({k} placements, "
-            "weighted alike), so a server faster than its twin does not widen it.")
+            f"weighted alike){lines[0]}, so a server faster than its twin{lines[1]} does not "
+            "widen it.")
 
 
 def phase_lines(result: dict) -> list[str]:

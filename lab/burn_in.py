@@ -56,9 +56,7 @@ def estimate(rows: list[tuple[float, float, tuple]]) -> tuple[float, float, floa
         return None
     lo, hi = math.log1p(e.lo_pct / 100), math.log1p(e.hi_pct / 100)
     m = math.log1p(e.pct / 100)
-    # levels per placement: n - k df; a line per placement (e.drift): n - 2k
-    df = e.n - e.strata * (2 if e.drift else 1) if e.strata > 1 else e.n - 1
-    return m, (hi - lo) / 2 / t975(df), (e.hi_pct - e.lo_pct) / 2
+    return m, (hi - lo) / 2 / t975(e.df), (e.hi_pct - e.lo_pct) / 2
 
 
 def summarise(ests: list[tuple[float, float, float]]) -> str:

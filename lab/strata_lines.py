@@ -53,9 +53,8 @@ def effect(d: dict, way: str) -> stats.Effect:
 
 def se_of(e: stats.Effect) -> tuple[float, float, float, float]:
     """ln estimate, se, ln bounds: se = half-width / t on the df the interval used."""
-    df = e.n - (2 * e.strata if e.drift else e.strata if e.strata > 1 else 1)
     lo, hi = math.log1p(e.lo_pct / 100), math.log1p(e.hi_pct / 100)
-    return math.log1p(e.pct / 100), (hi - lo) / 2 / stats.t975(df), lo, hi
+    return math.log1p(e.pct / 100), (hi - lo) / 2 / stats.t975(e.df), lo, hi
 
 
 def over(runs: list[stats.Effect]) -> str:

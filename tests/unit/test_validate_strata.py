@@ -19,7 +19,7 @@ def test_stratified_known_answer():
     keys = ["p", "q", "p", "q", "q"]
     e = stats.paired_effect([1.0] * 5, [math.exp(x) for x in d], 1.0, keys)
     se = math.sqrt(0.1 / 3) / 2 * math.sqrt(1 / 2 + 1 / 3)
-    assert e.strata == 2 and e.n == 5
+    assert e.strata == 2 and e.n == 5 and e.df == 3
     assert e.pct == pytest.approx((math.exp(0.2) - 1) * 100)
     assert e.lo_pct == pytest.approx((math.exp(0.2 - 3.182 * se) - 1) * 100)
     assert e.hi_pct == pytest.approx((math.exp(0.2 + 3.182 * se) - 1) * 100)
@@ -99,7 +99,7 @@ def test_lines_known_answer():
     e = stats.paired_effect([1.0] * 12, [math.exp(d[t]) for t in epochs], 1.0,
                             ["p" if t % 2 == 0 else "q" for t in epochs], epochs)
     se = math.sqrt(0.0008 / 8 * 2 * (1 / 6 + 0.25 / 70)) / 2
-    assert e.strata == 2 and e.drift and e.n == 12
+    assert e.strata == 2 and e.drift and e.n == 12 and e.df == 8
     assert e.pct == pytest.approx((math.exp(0.2575) - 1) * 100)
     assert e.lo_pct == pytest.approx((math.exp(0.2575 - 2.306 * se) - 1) * 100)
     assert e.hi_pct == pytest.approx((math.exp(0.2575 + 2.306 * se) - 1) * 100)

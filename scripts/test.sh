@@ -20,6 +20,12 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
 
+# The tests start hpadvise as a command over and over: each start reads its modules' bytecode
+# from a cache outside the checkout instead of compiling them again (0.1 s of a 0.2 s start
+# where PYTHONDONTWRITEBYTECODE is set).
+export PYTHONPYCACHEPREFIX=${PYTHONPYCACHEPREFIX:-/var/tmp/hpadvise-pycache}
+unset PYTHONDONTWRITEBYTECODE
+
 if [ "${1:-}" = "--fast" ]; then
   shift
   venv=${HPADVISE_VENV:-$repo/.venv}

@@ -8,6 +8,7 @@ import os
 import signal
 from pathlib import Path
 
+import hostlock
 from support import KernelKnobs
 
 
@@ -33,6 +34,7 @@ class NoGiganticPages:
         return f"{MEMORY}/memory{n}/state"
 
     def __enter__(self) -> "NoGiganticPages":
+        hostlock.hold_memory()  # it fills all free memory for a moment: nothing beside it
         try:
             block = int(Path(f"{MEMORY}/block_size_bytes").read_text(), 16)
         except OSError:
@@ -117,6 +119,7 @@ class GiganticRoom:
 
     @staticmethod
     def make() -> None:
+        hostlock.hold_memory()  # the room stays until the test ends: no guest beside takes it
         os.sync()
         KernelKnobs.set("/proc/sys/vm/drop_caches", 3)
         KernelKnobs.set("/proc/sys/vm/compact_memory", 1)

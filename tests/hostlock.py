@@ -32,6 +32,7 @@ CONTAINED = (
     "tests/integration/test_browser.py::",
     "tests/integration/test_promtool.py::",
     "tests/integration/test_guest_image.py::",
+    "tests/integration/test_numa_guest.py::",
     "tests/integration/test_doc_examples.py::test_the_examples_were_found",
     "tests/integration/test_doc_examples.py::test_every_example_parses",
 )
@@ -41,7 +42,25 @@ def contained(nodeid: str) -> bool:
     return nodeid.startswith(CONTAINED)
 
 
+# Contained tests whose module fixture is dear (a guest booted once for all of them): one unit
+# of work, so that one worker runs them all and the fixture runs once
+ONE_UNIT = ("tests/integration/test_numa_guest.py",)
+
+
+def scope(nodeid: str) -> str:
+    """The scheduler's unit of work: the host's tests as one, a dear module as one, else the
+    test."""
+    if not contained(nodeid):
+        return "the host"
+    module = nodeid.split("::")[0]
+    return module if module in ONE_UNIT else nodeid
+
+
 LOCK = "/run/hpadvise-tests.lock"
+# The host's free memory as one resource: a contained test that takes gigabytes of it (a guest
+# of 6 GiB) holds this lock while it does, and so do the host's tests that need all free memory
+# to themselves (gigantic.NoGiganticPages fills it with a pool, then takes ranges offline)
+MEMORY_LOCK = "/run/hpadvise-tests-memory.lock"
 # set where tests run beside the host's own without an xdist worker's name (the unit tests
 # under Python 3.9 in a root): contained tests there are not held to the host's account
 BESIDE = "HPADVISE_TESTS_BESIDE_HOST"
@@ -89,13 +108,33 @@ def changed(before: dict[str, str], after: dict[str, str]) -> list[str]:
 
 
 class Held:
-    """The host's lock, held from enter to exit (blocks while another worker holds it)."""
+    """A lock (the host's unless told), held from enter to exit (blocks while another worker
+    holds it)."""
+
+    def __init__(self, path: str = LOCK):
+        self.path = path
 
     def __enter__(self) -> "Held":
-        self.fd = os.open(LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         fcntl.flock(self.fd, fcntl.LOCK_EX)
         return self
 
     def __exit__(self, *exc) -> None:
         fcntl.flock(self.fd, fcntl.LOCK_UN)
         os.close(self.fd)
+
+
+_memory: list[Held] = []
+
+
+def hold_memory() -> None:
+    """Hold the memory lock from now to the end of the running test (the host_lock fixture lets
+    it go): for a test about to need all free memory, or 1 GiB pages, which a guest running
+    beside would break up."""
+    if not _memory:
+        _memory.append(Held(MEMORY_LOCK).__enter__())
+
+
+def release_memory() -> None:
+    while _memory:
+        _memory.pop().__exit__()

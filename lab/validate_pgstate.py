@@ -55,14 +55,21 @@ def sample(out: str, seconds: float, every: float = 3.0) -> None:
             time.sleep(every)
 
 
-def read(run: str, samples: str) -> None:
-    r = json.load(open(run))
-    polls = [json.loads(ln) for ln in open(samples)]
+def server_names(r: dict) -> dict[str, int]:
+    """A run's scratch servers, socket directory -> server index: the directory each
+    variant's bench command used in the last epoch, and the server that epoch gave it."""
     last = max(s["epoch"] for s in r["samples"])
     idx = {s["variant"]: s["server"] for s in r["samples"] if s["epoch"] == last}
     name = {}
     for v, cmd in r["meta"]["bench_commands"].items():
         name[cmd[cmd.index("-h") + 1]] = idx[v]
+    return name
+
+
+def read(run: str, samples: str) -> None:
+    r = json.load(open(run))
+    polls = [json.loads(ln) for ln in open(samples)]
+    name = server_names(r)
     length = r["meta"]["run_s"] + r["meta"]["warm_s"]
 
     def at(t: float, srv: int):

@@ -23,6 +23,9 @@
 # qemu-system-x86 or qemu-system-arm. Timeout for a run: $HPADVISE_GUEST_TIMEOUT seconds
 # (default 900). HPADVISE_GUEST_SUITE picks the Debian release (default bookworm; another is
 # cached apart, as ARCH-SUITE); HPADVISE_GUEST_APPEND adds to the guest kernel's command line.
+# HPADVISE_GUEST_AS=NAME runs QEMU under that process name (through a link of that name):
+# hpadvise knows QEMU guests by their process name, so a lab guest run beside a check of the
+# host is not counted among the host's guests.
 set -euo pipefail
 
 cache=${HPADVISE_GUESTS:-/var/tmp/hpadvise-guests}
@@ -155,8 +158,15 @@ run() {
                  -append "root=/dev/vda rw console=ttyAMA0 quiet ${HPADVISE_GUEST_APPEND:-}") ;;
   esac
   command -v "${qemu[0]}" >/dev/null || die "${qemu[0]} is missing (Debian: qemu-system-x86 or qemu-system-arm)"
+  local as=""
+  if [ -n "${HPADVISE_GUEST_AS:-}" ]; then
+    as=$(mktemp -d)
+    ln -s "$(command -v "${qemu[0]}")" "$as/$HPADVISE_GUEST_AS"
+    qemu[0]=$as/$HPADVISE_GUEST_AS
+  fi
   timeout --kill-after=10 "${HPADVISE_GUEST_TIMEOUT:-900}" "${qemu[@]}" "${common[@]}" "$@" \
     </dev/null || true
+  [ -z "$as" ] || rm -rf "$as"
   [ -f "$share/rc" ] || { tail -n 30 "$share/console.log" >&2 || true;
                           die "the guest ended without running $share/run.sh to its end"; }
   return "$(cat "$share/rc")"
@@ -167,5 +177,5 @@ case "$cmd" in
   build) arch_ok "${1:-}"; build "$1" ;;
   run) arch_ok "${1:-}"; [ $# -ge 2 ] || die "usage: guest.sh run ARCH SHARE [QEMU-OPTS...]"; run "$@" ;;
   path) arch_ok "${1:-}"; image "$1" ;;
-  *) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

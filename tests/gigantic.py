@@ -119,7 +119,6 @@ class GiganticRoom:
 
     @staticmethod
     def make() -> None:
-        hostlock.hold_memory()  # the room stays until the test ends: no guest beside takes it
         os.sync()
         KernelKnobs.set("/proc/sys/vm/drop_caches", 3)
         KernelKnobs.set("/proc/sys/vm/compact_memory", 1)

@@ -60,9 +60,6 @@ class KernelKnobs:
         fragmented memory is asked again once there is room (GiganticRoom), so that no
         test's outcome depends on what the host ran before."""
         p = f"/sys/kernel/mm/hugepages/hugepages-{size_kb}kB/nr_hugepages"
-        if size_kb >= 1 << 20 and pages:
-            import hostlock  # no guest beside breaks up the free memory until the test ends
-            hostlock.hold_memory()
         self.set(p, pages)
         got = int(Path(p).read_text())
         if got < pages and size_kb >= 1 << 20:

@@ -5,6 +5,7 @@ wrote. Used by the guest tests in tests/integration."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -30,10 +31,10 @@ def pinned() -> list[str]:
 
 
 def run_lab(share: Path, driver: str, cases: tuple[str, ...], qemu: list[str],
-            env: dict | None = None) -> dict:
+            env: dict | None = None, booted=contextlib.nullcontext) -> dict:
     """Build (once) and boot the amd64 guest with tests/guests/`driver` in `share`, running
     `cases`; its result.json, each case's error failing the test. `env`: guest.sh's own
-    settings (HPADVISE_GUEST_SUITE, ...)."""
+    settings (HPADVISE_GUEST_SUITE, ...); `booted`: a context held while the guest runs."""
     import pytest
     if os.geteuid() != 0:
         pytest.skip("the guest lab builds its image with debootstrap: needs root")
@@ -53,8 +54,9 @@ def run_lab(share: Path, driver: str, cases: tuple[str, ...], qemu: list[str],
         shutil.copy(REPO / "tests" / "guests" / f, share / f)
     (share / "run.sh").write_text("export PYTHONPATH=/share/pylib\n"
                                   f"python3 /share/{driver} {' '.join(cases)}\n")
-    r = subprocess.run([str(GUEST), "run", "amd64", str(share), *qemu], capture_output=True,
-                       text=True, timeout=2400, env=env)
+    with booted():
+        r = subprocess.run([str(GUEST), "run", "amd64", str(share), *qemu],
+                           capture_output=True, text=True, timeout=2400, env=env)
     out = (share / "out.log").read_text() if (share / "out.log").exists() else ""
     assert r.returncode == 0, r.stderr[-2000:] + out[-3000:]
     result = json.loads((share / "result.json").read_text())

@@ -8,12 +8,17 @@ nothing of it outlives the run, and nothing of this host is changed."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import sys
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 import hostlock
+from support import check_json
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "guests"))
 from hostside import run_lab  # noqa: E402
@@ -23,14 +28,40 @@ NUMA = ["-m", "6G", "-smp", "2",
         "-object", "memory-backend-ram,id=m1,size=3G",
         "-numa", "node,nodeid=0,cpus=0,memdev=m0", "-numa", "node,nodeid=1,cpus=1,memdev=m1"]
 CASES = ("numactl", "cpuset", "systemd", "short", "short_cpuset")
+BESIDE_AS = "numa-lab-guest"  # the process name of its QEMU (scripts/guest.sh)
 
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    """The guest's run, beside the host's tests: its 6 GiB stay out of the way of those that
-    need all free memory or 1 GiB pages (the memory lock, tests/hostlock.py)."""
-    with hostlock.Held(hostlock.MEMORY_LOCK):
-        return run_lab(tmp_path_factory.mktemp("numa-guest"), "numa_lab.py", CASES, NUMA)
+    """The guest's run, beside the host's tests: while it boots and runs, the tests that take
+    all free memory for a moment wait (the memory lock, tests/hostlock.py), and its QEMU
+    runs under a name of its own, so that their checks do not count it among the host's
+    guests."""
+    with ThreadPoolExecutor(1) as pool:
+        run = pool.submit(run_lab, tmp_path_factory.mktemp("numa-guest"), "numa_lab.py", CASES,
+                          NUMA, env={"HPADVISE_GUEST_AS": BESIDE_AS},
+                          booted=lambda: hostlock.Held(hostlock.MEMORY_LOCK))
+        seen = _seen_from_the_host(run)
+        return {**run.result(), "seen_from_the_host": seen}
+
+
+def _seen_from_the_host(run: Future) -> dict:
+    """While the guest runs: its QEMU's process name, and what a check of the host's QEMU
+    guests found of it."""
+    qemu = os.path.realpath(shutil.which("qemu-system-x86_64") or "qemu-system-x86_64")
+    while not run.done():
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                if os.readlink(f"/proc/{pid}/exe") != qemu:
+                    continue
+                comm = Path(f"/proc/{pid}/comm").read_text().strip()
+            except OSError:
+                continue
+            report, _ = check_json("--db", "qemu")
+            return {"pid": int(pid), "comm": comm,
+                    "instances": [(i["id"], i["pid"]) for i in report["instances"]]}
+        time.sleep(0.5)
+    return {}
 
 
 def _check(case: dict, how: str) -> None:
@@ -74,6 +105,16 @@ def _applied_and_rolled_back(case: dict, policy: str | None, mems: str) -> None:
     assert end["running"] and end["mems_allowed"] == mems and end["huge_pages_by_node"] == {}
     if policy:
         assert end["policies"] == [policy]
+
+
+def test_a_check_of_the_host_beside_it_does_not_count_the_guest(lab):
+    """The guest's QEMU runs under a name of its own (scripts/guest.sh, HPADVISE_GUEST_AS), and
+    a check of the host's QEMU guests made while it ran found no instance of it."""
+    seen = lab["seen_from_the_host"]
+    assert seen, "the guest's QEMU was never seen running"
+    assert seen["comm"] == BESIDE_AS, seen
+    assert not [i for i in seen["instances"] if i[1] == seen["pid"]
+                or i[0] == f"qemu:{seen['pid']}"], seen
 
 
 def test_two_nodes_seen(lab):

@@ -22,7 +22,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.live]
 
 def test_short_validate_every_variant(knobs, tmp_path):
     before, dirs, t0 = host_state(), scratch_dirs(), time.time()
-    r = run_cli("validate", "--duration", "60s", "--shared-buffers", "128MB", "--clients", "4",
+    # 36 s: one block of the five variants takes 22 s here, restarting for each run
+    r = run_cli("validate", "--duration", "36s", "--shared-buffers", "128MB", "--clients", "4",
                 "--run-seconds", "2", "--warmup-seconds", "2", "--variants",
                 "current,recommended,thp-always,thp-never,hugepages-off",
                 "--report", str(tmp_path / "r.html"), "--json",

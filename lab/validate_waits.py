@@ -7,12 +7,13 @@ against each run's seconds, to say what a server's backends were doing in the se
 fell.
 
     python3 lab/validate_waits.py sample OUT.jsonl SECONDS &  # beside validate --output RUN.json
-    python3 lab/validate_waits.py read RUN.json OUT.jsonl
+    python3 lab/validate_waits.py read RUN.json OUT.jsonl [VMSTAT.jsonl]
 
 `read` names the servers as lab/validate_pgstate.py does, then prints for each server the share
 of backend samples in each state over the measured seconds where its rate held (within 10% of
 the run's median second for it) and over those where it fell by more than 15%, and the epochs
-with most fallen seconds. Standard library and psql only.
+with most fallen seconds; given lab/vmstat_during.py's samples of the same run, also the host's
+CPU steal and iowait in those seconds. Standard library and psql only.
 """
 
 from __future__ import annotations
@@ -100,9 +101,24 @@ def sample(out: str, seconds: float, every: float = 0.25) -> None:
         s.close()
 
 
-def read(run: str, samples: str) -> None:
+def host_cpu(vmstat: str | None) -> list[tuple[float, float, float]]:
+    """(time, steal %, iowait %) over each second lab/vmstat_during.py sampled /proc/stat."""
+    if not vmstat:
+        return []
+    vm = [json.loads(ln) for ln in open(vmstat)]
+    out = []
+    for a, b in zip(vm, vm[1:]):
+        d = [y - x for x, y in zip(a["cpu"], b["cpu"])]
+        out.append((b["t"], 100 * d[7] / max(1, sum(d)), 100 * d[4] / max(1, sum(d))))
+    return out
+
+
+def read(run: str, samples: str, vmstat: str | None = None) -> None:
     r = json.load(open(run))
     polls = [json.loads(ln) for ln in open(samples)]
+    cpu = host_cpu(vmstat)
+    steal: dict[str, list[float]] = {"held": [], "fell": []}
+    iowait: dict[str, list[float]] = {"held": [], "fell": []}
     name = server_names(r)
     warm = r["meta"]["warm_s"]
     held: dict[int, Counter] = {0: Counter(), 1: Counter()}
@@ -127,9 +143,17 @@ def read(run: str, samples: str) -> None:
                 fell[srv].update(states)
                 seconds[srv][1] += 1
                 fallen_in[(s["epoch"] + 1, srv)] += 1
+                kind = "fell"
             elif abs(tps - mid) <= 0.10 * mid:
                 held[srv].update(states)
                 seconds[srv][0] += 1
+                kind = "held"
+            else:
+                continue
+            for t_cpu, st, io in cpu:
+                if lo < t_cpu <= hi + 0.5:
+                    steal[kind].append(st)
+                    iowait[kind].append(io)
     for srv in (0, 1):
         keys = sorted(set(held[srv]) | set(fell[srv]),
                       key=lambda k: -(held[srv][k] + fell[srv][k]))
@@ -141,10 +165,16 @@ def read(run: str, samples: str) -> None:
             print(f"| {k} | {100 * held[srv][k] / th:.1f}% | {100 * fell[srv][k] / tf:.1f}% |")
     print("\nepochs with most fallen seconds (epoch, server): "
           + ", ".join(f"{e} on {s}: {n}" for (e, s), n in fallen_in.most_common(8)))
+    for kind in ("held", "fell"):
+        if steal[kind]:
+            st, io = statistics.mean(steal[kind]), statistics.mean(iowait[kind])
+            print(f"host CPU where a server's rate {kind}: steal {st:.1f}%, iowait {io:.1f}% "
+                  "(mean of "
+                  f"{len(steal[kind])} seconds)")
 
 
 if __name__ == "__main__":
     if sys.argv[1] == "sample":
         sample(sys.argv[2], float(sys.argv[3]))
     else:
-        read(sys.argv[2], sys.argv[3])
+        read(sys.argv[2], sys.argv[3], sys.argv[4] if len(sys.argv) > 4 else None)

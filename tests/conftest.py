@@ -3,6 +3,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections import OrderedDict
 from pathlib import Path
 
 import pytest
@@ -54,8 +55,17 @@ def pytest_xdist_make_scheduler(config, log):
     from xdist.scheduler import LoadScopeScheduling
 
     class HostInOneWorker(LoadScopeScheduling):
+        ranked = False
+
         def _split_scope(self, nodeid: str) -> str:
             return hostlock.scope(nodeid)
+
+        def _assign_work_unit(self, node) -> None:
+            if not self.ranked:  # the units by hostlock.rank, in xdist's order within a rank
+                self.workqueue = OrderedDict(sorted(self.workqueue.items(),
+                                                    key=lambda unit: hostlock.rank(unit[0])))
+                self.ranked = True
+            super()._assign_work_unit(node)
     return HostInOneWorker(config, log)
 
 

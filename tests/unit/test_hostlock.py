@@ -29,6 +29,15 @@ def test_units_of_work(nodeid, unit):
     assert hostlock.contained(nodeid) == (unit != "the host")
 
 
+def test_the_host_goes_out_first_and_the_guest_last():
+    units = ["tests/unit/test_cli.py::test_help", "tests/integration/test_numa_guest.py",
+             "the host", "tests/integration/test_python39.py::test_the_unit_tests_pass"]
+    assert sorted(units, key=hostlock.rank) == [
+        "the host", "tests/unit/test_cli.py::test_help",
+        "tests/integration/test_python39.py::test_the_unit_tests_pass",
+        "tests/integration/test_numa_guest.py"]
+
+
 def _taken_elsewhere(path: str) -> bool:
     """Whether another process finds the lock at `path` held."""
     probe = ("import fcntl, os, sys\n"

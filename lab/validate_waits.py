@@ -46,28 +46,27 @@ class Session:
         self.p = subprocess.Popen([psql, "-h", sock_dir, "-p", port, "-U", "postgres", "-XAtq",
                                    "-F", "\t", "-v", "ON_ERROR_STOP=1", "postgres"],
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  stderr=subprocess.DEVNULL, text=True, bufsize=1)
+                                  stderr=subprocess.DEVNULL, bufsize=0)
 
     def ask(self, timeout: float = 1.0) -> dict | None:
+        """One answer, read unbuffered up to its end mark; None where psql has ended or
+        does not answer in time."""
         try:
-            self.p.stdin.write(Q)
-            self.p.stdin.flush()
+            self.p.stdin.write(Q.encode())
         except (BrokenPipeError, OSError):
             return None
-        out: dict[str, int] = {}
-        end = time.time() + timeout
-        while time.time() < end:
+        got, end = b"", time.time() + timeout
+        while not got.endswith(b"__end__\n"):
             ready, _, _ = select.select([self.p.stdout], [], [], max(0.0, end - time.time()))
-            if not ready:
-                break
-            line = self.p.stdout.readline()
-            if not line:
+            chunk = os.read(self.p.stdout.fileno(), 65536) if ready else b""
+            if not chunk:
                 return None
-            if line.strip() == "__end__":
-                return out
-            state, n = line.rstrip("\n").split("\t")
+            got += chunk
+        out: dict[str, int] = {}
+        for line in got.decode().splitlines()[:-1]:
+            state, n = line.split("\t")
             out[state] = int(n)
-        return None
+        return out
 
     def close(self) -> None:
         self.p.kill()
@@ -80,7 +79,8 @@ def sample(out: str, seconds: float, every: float = 0.25) -> None:
     with open(out, "w") as f:
         while time.time() < end:
             socks = {os.path.dirname(s): s.rsplit(".", 1)[1]
-                     for s in glob.glob("/tmp/hpadvise-pg-*/.s.PGSQL.*")}
+                     for s in glob.glob("/tmp/hpadvise-pg-*/.s.PGSQL.*")
+                     if s.rsplit(".", 1)[1].isdigit()}  # not the socket's .lock file
             row = {}
             for d, port in socks.items():
                 s = sessions.get(d) or Session(d, port)
@@ -131,7 +131,7 @@ def read(run: str, samples: str, vmstat: str | None = None) -> None:
         if not rates:
             continue
         mid = statistics.median(p[1] for p in rates)
-        for t, tps in rates:
+        for t, tps, *_ in rates:
             lo, hi = s["started"] + t - 1, s["started"] + t
             states = Counter()
             for p in polls:

@@ -141,10 +141,14 @@ def test_a_member_own_setting_is_named_and_nothing_impossible_is_planned(patroni
     urllib.request.urlopen(urllib.request.Request(
         f"http://127.0.0.1:{m2['api']}/reload", method="POST", data=b""), timeout=10)
     patroni_cluster.wait_json(f"http://127.0.0.1:{m2['api']}/patroni", 30)
-    for _ in range(60):
-        if _psql(m2, "SHOW huge_pages") != "off":
-            break
-        time.sleep(0.5)
+    # until the server has read the file Patroni wrote: huge_pages takes a restart, so the
+    # running value stays off and the setting waits for one (pg_settings.pending_restart)
+    deadline = time.monotonic() + 30
+    while _psql(m2, "SELECT pending_restart FROM pg_settings WHERE name = 'huge_pages'") \
+            != "t" and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _psql(m2, "SELECT pending_restart FROM pg_settings WHERE name = 'huge_pages'") \
+        == "t", "member2 never read its fixed configuration"
     r = run_cli("apply", "--db", "postgres", *both, "--restart", "--yes", "--json",
                 "--journal-dir", str(j), "--persist-root", str(root))
     assert r.returncode == 0, r.stderr + r.stdout

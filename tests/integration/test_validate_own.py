@@ -119,7 +119,8 @@ def test_capture_then_replay_side_by_side(knobs, pg_factory, tmp_path):
     assert any("UPDATE items SET stock" in ln for ln in lines)
     assert not any("ALTER SYSTEM" in ln for ln in lines)  # none of the capture's own
     src_pid, host, dirs = c.pid, host_state(), scratch_dirs()
-    r = run_cli("validate", "--replay", str(out), "--duration", "25s", "--variants",
+    # 15 s held three epochs here (25 s six): the interval needs two
+    r = run_cli("validate", "--replay", str(out), "--duration", "15s", "--variants",
                 "current,recommended", "--json", "--output", str(tmp_path / "r.json"),
                 "--html", str(tmp_path / "r.html"), timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
@@ -148,7 +149,7 @@ def test_copy_of_an_instance_replays_a_stderr_log(knobs, pg_factory, tmp_path):
     assert (out / "statements.log").read_text().startswith("20")  # '%m|...' lines
     dirs, src_pid = scratch_dirs(), c.pid
     r = run_cli("validate", "--instance", c.datadir, "--copy", "--replay",
-                str(out / "statements.log"), "--duration", "25s", "--variants",
+                str(out / "statements.log"), "--duration", "15s", "--variants",
                 "current,current", "--json", "--output", str(tmp_path / "r.json"), timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     res = json.loads((tmp_path / "r.json").read_text())
@@ -191,7 +192,7 @@ def test_scripts_of_the_user(knobs, pg_factory, tmp_path):
     os.chmod(tmp_path, 0o700)  # the server's OS user cannot read it: validate copies it
     dirs = scratch_dirs()
     r = run_cli("validate", "--instance", c.datadir, "--copy", "--script", str(sql),
-                "--database", "shop", "--duration", "20s", "--run-seconds", "3",
+                "--database", "shop", "--duration", "12s", "--run-seconds", "3",
                 "--warmup-seconds", "1", "--variants", "current,current", "--json",
                 "--output", str(tmp_path / "s.json"), timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
@@ -203,7 +204,7 @@ def test_scripts_of_the_user(knobs, pg_factory, tmp_path):
     lua = tmp_path / "pick.lua"
     lua.write_text('function event()\n  local con = sysbench.sql.driver():connect()\n'
                    '  con:query("SELECT 1")\n  con:disconnect()\nend\n')
-    r = run_cli("validate", "--bench", "tpcc", "--script", str(lua), "--duration", "15s",
+    r = run_cli("validate", "--bench", "tpcc", "--script", str(lua), "--duration", "10s",
                 "--shared-buffers", "128MB", "--scale", "1", "--run-seconds", "3",
                 "--warmup-seconds", "1", "--variants", "current,hugepages-off", "--json",
                 "--output", str(tmp_path / "l.json"), timeout=600)

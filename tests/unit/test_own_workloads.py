@@ -132,6 +132,36 @@ def test_capture_follows_csvlog_across_a_rotation(tmp_path):
     assert (tmp_path / "out.csv").read_text() == CSV + CSV.replace("SELECT 1", "SELECT 2")
 
 
+def test_capture_ends_once_its_log_is_quiet_or_after_a_second(tmp_path):
+    """The end of a capture copies what the server logged before the reload: a log written
+    from another thread until it falls quiet is copied whole, without the whole second; one
+    that never falls quiet is copied up to the second's end."""
+    import threading
+    import time
+    log = tmp_path / "server.log"
+    log.write_text("")
+
+    def write(lines: int, every: float) -> None:
+        with open(log, "a") as w:
+            for _ in range(lines):
+                w.write(STDERR)
+                w.flush()
+                time.sleep(every)
+    # (lines written, seconds apart, the settle's longest wait, the bounds of the time it took)
+    for lines, every, most, took_in in ((4, 0.05, 3.0, (0.65, 2.5)), (200, 0.02, 1.0, (1, 2))):
+        f = Follower(str(tmp_path / "out.log"), "stderr", str(tmp_path), str(log))
+        w = threading.Thread(target=write, args=(lines, every))
+        t0 = time.monotonic()
+        w.start()
+        f.settle(quiet_s=0.5, most_s=most)  # a loaded worker's thread may stall a little
+        took = time.monotonic() - t0
+        w.join()
+        f.close()
+        copied = (tmp_path / "out.log").read_text().count(STDERR)
+        assert took_in[0] <= took <= took_in[1], (lines, took)
+        assert copied == lines if lines == 4 else 0 < copied < lines, (lines, copied)
+
+
 def opts(**kw) -> Options:
     return Options(variants=["current", "recommended"], duration_s=600, db="postgres", **kw)
 

@@ -193,7 +193,8 @@ def capture(inst, out_dir: str, duration_s: int, journal_dir: str, base: bool,
                 for e, action in reversed(done[3:]):
                     action.restore(e.old)
                 reload.set(True)
-                time.sleep(1)  # what the server logged before the reload reaches the file
+                if follower is not None:  # what the server logged before the reload
+                    follower.settle()
             except Exception:
                 pass  # the rollback below puts them back, and says what it could not
         if follower is not None:

@@ -212,6 +212,20 @@ class Follower:
         if self.path:
             self._copy()
 
+    def settle(self, quiet_s: float = 0.3, most_s: float = 1.0) -> None:
+        """Copy on until the log has not grown for quiet_s, or for most_s at the longest: after
+        the reload that turns statements off, what the server logged before it reaches the
+        file (the collector writes what its pipe holds within milliseconds; a backend logs
+        on until it has read the reload, at its next statement), and a quiet server is not
+        waited for the whole second a loaded one may take."""
+        start = still = time.monotonic()
+        mark = (self.path, _size(self.path))
+        while time.monotonic() - start < most_s and time.monotonic() - still < quiet_s:
+            time.sleep(0.05)
+            self.pump()
+            if (now := (self.path, _size(self.path))) != mark:
+                mark, still = now, time.monotonic()
+
     def _copy(self) -> None:
         try:
             with open(self.path, "rb") as f:

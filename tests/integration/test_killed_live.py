@@ -98,7 +98,7 @@ def test_replay_killed_at_every_step(knobs, pg_factory, tmp_path):
     capture(c, tmp_path, out, 4)
     src, src_pid, host, dirs = logging_state(c), c.pid, host_state(), scratch_dirs()
     journal = tmp_path / "journal"
-    args = ("validate", "--replay", str(out), "--duration", "20s", "--variants",
+    args = ("validate", "--replay", str(out), "--duration", "12s", "--variants",
             "current,recommended", "--journal-dir", str(journal))
 
     def after(what: str, r: subprocess.CompletedProcess | None) -> None:

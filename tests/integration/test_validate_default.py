@@ -21,9 +21,9 @@ def test_the_default_command_runs_the_plan_side_by_side_with_thp_phases(knobs, t
         pytest.skip("the simultaneous design needs 2 CPUs; this host gives us "
                     f"{len(os.sched_getaffinity(0))}")
     before, dirs = host_state(), scratch_dirs()
-    # 30 s holds about six epochs of 5 s here: three cycles of the THP phases, more than the
+    # 22 s holds about four epochs of 5 s here: two cycles of the THP phases, more than the
     # one cycle and three epochs asked below
-    r = run_cli("validate", "--duration", "30s", "--shared-buffers", "128MB", "--clients", "4",
+    r = run_cli("validate", "--duration", "22s", "--shared-buffers", "128MB", "--clients", "4",
                 "--run-seconds", "3", "--warmup-seconds", "1", "--json",
                 "--output", str(tmp_path / "r.json"), timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]

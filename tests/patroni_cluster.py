@@ -6,6 +6,7 @@ happens."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -118,13 +119,19 @@ def cluster(own: dict[str, str] | None = None, count: int = 2):
                              "pgport": pgport}
         yield {**members["member1"], "members": members}
     finally:
-        for p in reversed(procs):  # Patroni first: it stops its postmaster on SIGTERM
-            try:
-                os.killpg(p.pid, signal.SIGTERM)
-                p.wait(timeout=60)
-            except (ProcessLookupError, subprocess.TimeoutExpired):
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait()
+        # the Patroni members first, together (each stops its postmaster on SIGTERM and may
+        # still ask etcd as it does), then etcd
+        for group in (procs[1:], procs[:1]):
+            for p in group:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(p.pid, signal.SIGTERM)
+            for p in group:
+                try:
+                    p.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(p.pid, signal.SIGKILL)
+                    p.wait()
         subprocess.run(["pkill", "-KILL", "-f", f"{tmp}/member"], check=False)
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -32,8 +32,7 @@ class SideBySide:
         for i, v in enumerate(self.side_by_side[1:], 2):
             self._update(phase=f"copying the server for variant {v} ({i} of "
                                f"{len(self.side_by_side)})")
-            tw = t.twin()
-            self.twins.append(tw)
+            tw = t.twin(self.twins.append)
             self.made.append((tw, tw.driver(o.bench, o.scale, load=False)))
         self.assign_servers(0)
 

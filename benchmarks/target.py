@@ -89,9 +89,13 @@ class BenchTarget:
         None when twin() can."""
         return "this engine's benchmark server cannot be copied yet"
 
-    def twin(self) -> "BenchTarget":
+    def twin(self, own: Callable[["BenchTarget"], object]) -> "BenchTarget":
         """Another server with this one's data, settings and owner, on its own port and
-        directory, running; this one is running again too. destroy() removes it."""
+        directory, running; this one is running again too. `own` is handed the copy as soon
+        as its directory is whole, before either server starts: from then on an interrupt
+        (SIGTERM is raised where it lands) finds it among the servers the runner stops and
+        removes. An interrupt while this one restarted used to leave the copy's directory
+        behind."""
         raise NotImplementedError
 
     def backing(self) -> str | None:

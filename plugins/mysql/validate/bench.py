@@ -253,25 +253,21 @@ class MariaTarget(BenchTarget):
     def twin_blocker(self) -> str | None:
         return None
 
-    def twin(self) -> "MariaTarget":
+    def twin(self, own) -> "MariaTarget":
         """A copy of the scratch server's data directory, taken after a clean shutdown (so
         InnoDB starts it without crash recovery), with the same settings on its own port,
-        socket and directory; both running."""
+        socket and directory; `own` takes it before either server starts (BenchTarget.twin);
+        both running."""
         self.m.stop()
-        try:
-            m2 = ScratchMaria(copy_of=self.m)
-        finally:
-            self.m.start()
-        try:
-            mark_scratch(m2.datadir, m2.pw)
-            m2.start()
-        except BaseException:
-            m2.destroy()  # not yet the runner's to remove
-            raise
+        m2 = ScratchMaria(copy_of=self.m)  # a copy that fails removes its own directory
         t = MariaTarget.__new__(MariaTarget)  # the same binary and options
         t.__dict__.update(self.__dict__)
         t.m, t.label = m2, "scratch MariaDB server (twin)"
         t.instance_ref, t.owner, t.tmpdir = m2.datadir, m2.user, m2.tmp
+        own(t)
+        mark_scratch(m2.datadir, m2.pw)
+        self.m.start()
+        m2.start()
         return t
 
     def backing(self) -> str | None:

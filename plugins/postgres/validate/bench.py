@@ -329,24 +329,19 @@ class PgTarget(BenchTarget):
             return "--instance measures one running server, which cannot be doubled"
         return None
 
-    def twin(self) -> "PgTarget":
+    def twin(self, own) -> "PgTarget":
         """A copy of the scratch cluster's data directory (taken after a clean shutdown, so it
         is consistent and neither copy replays WAL at start), with its own port and socket
-        directory."""
+        directory; `own` takes it before either server starts (BenchTarget.twin)."""
         self.c.stop("fast")
-        try:
-            c2 = ScratchCluster.copy_of(self.c)
-        finally:
-            self.c.start()
-        try:
-            c2.start()
-        except BaseException:
-            c2.destroy()  # not yet the runner's to remove
-            raise
+        c2 = ScratchCluster.copy_of(self.c)  # a copy that fails removes its own directory
         t = PgTarget.__new__(PgTarget)  # the same binaries, no second lookup
         t.__dict__.update(self.__dict__)
         t.c, t.dbname, t.label = c2, self.dbname, "scratch cluster (twin)"
         t.instance_ref, t.owner, t.tmpdir = c2.datadir, c2.user, c2.tmp
+        own(t)
+        self.c.start()
+        c2.start()
         return t
 
     def backing(self) -> str | None:

@@ -50,7 +50,7 @@ def _exercise(bench: Sysbench, query):
                       "orders": 30000, "new_order": 9000, "item": 100000, "stock": 100000}
     assert _conditions(query) == []
     orders0 = counts["orders"]
-    p = subprocess.run(bench.command(4, 6), capture_output=True, text=True, timeout=120)
+    p = subprocess.run(bench.command(4, 3), capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stdout[-1500:]
     assert "transactions:" in p.stdout
     assert "tpcc: consistency conditions 1-4 hold" in bench.check()

@@ -95,7 +95,7 @@ def test_replay_killed_at_every_step(knobs, pg_factory, tmp_path):
     once with SIGKILL while the recommended variant runs on its pool."""
     c = shop(pg_factory, collector=True)
     out = tmp_path / "cap"
-    capture(c, tmp_path, out, 4)
+    capture(c, tmp_path, out, 2)
     src, src_pid, host, dirs = logging_state(c), c.pid, host_state(), scratch_dirs()
     journal = tmp_path / "journal"
     args = ("validate", "--replay", str(out), "--duration", "12s", "--variants",
@@ -147,4 +147,4 @@ def test_replay_killed_at_every_step(knobs, pg_factory, tmp_path):
     finally:
         end_validate(p, dirs)
     # and a second capture of the source after it all
-    capture(c, tmp_path, tmp_path / "cap2", 3)
+    capture(c, tmp_path, tmp_path / "cap2", 1)

@@ -282,7 +282,7 @@ def test_a_run_that_does_not_end_is_stopped(knobs):
                 stopped.append(pid)
     v = runner.Validation(runner.Options(
         variants=["current", "recommended"], duration_s=300, db="postgres", clients=2,
-        run_s=2, warm_s=1, buffers="128MB", design="restart", run_grace_s=3),
+        run_s=2, warm_s=1, buffers="128MB", design="restart", run_grace_s=1),
         on_update=on_update)
     v.run()  # without the limit it would wait for the stopped pgbench for ever
     assert stopped, "no pgbench was found to stop"

@@ -143,12 +143,13 @@ def test_a_member_own_setting_is_named_and_nothing_impossible_is_planned(patroni
     patroni_cluster.wait_json(f"http://127.0.0.1:{m2['api']}/patroni", 30)
     # until the server has read the file Patroni wrote: huge_pages takes a restart, so the
     # running value stays off and the setting waits for one (pg_settings.pending_restart)
+    def read() -> bool:
+        return _psql(m2, "SELECT pending_restart FROM pg_settings WHERE name = 'huge_pages'") \
+            == "t"
     deadline = time.monotonic() + 30
-    while _psql(m2, "SELECT pending_restart FROM pg_settings WHERE name = 'huge_pages'") \
-            != "t" and time.monotonic() < deadline:
+    while not read() and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert _psql(m2, "SELECT pending_restart FROM pg_settings WHERE name = 'huge_pages'") \
-        == "t", "member2 never read its fixed configuration"
+    assert read(), "member2 never read its fixed configuration"
     r = run_cli("apply", "--db", "postgres", *both, "--restart", "--yes", "--json",
                 "--journal-dir", str(j), "--persist-root", str(root))
     assert r.returncode == 0, r.stderr + r.stdout

@@ -40,11 +40,6 @@ CONTAINED = (
     "tests/integration/test_numa_guest.py::",
     "tests/integration/test_doc_examples.py::test_the_examples_were_found",
     "tests/integration/test_doc_examples.py::test_every_example_parses",
-    # `size` refusing its input, sizing with given binaries in a scratch directory of its
-    # own, and `report` over captured trees: no server started, no knob read or written
-    "tests/integration/test_size.py::test_bad_input",
-    "tests/integration/test_size.py::test_report_over_snapshots_in_different_states",
-    "tests/integration/test_pg_majors.py::test_size_asks_the_binaries_given_with_pg_bindir",
 )
 
 

@@ -21,7 +21,7 @@ import time
 from typing import Any, Callable
 
 from hpadvise.act.face import Action
-from hpadvise.api.face import InputError
+from hpadvise.api.face import InputError, run_without_huge_pages
 
 
 class BenchTarget:
@@ -275,9 +275,12 @@ def need_binary(path: str | None, what: str, package: str) -> str:
     raise InputError(f"{what} not found; install it (Debian: apt-get install {package})")
 
 
-def check_run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
+def check_run(cmd: list[str], no_huge_pages: bool = False, **kw) -> subprocess.CompletedProcess:
+    """`cmd` run to its end, an error naming its program where it fails; `no_huge_pages`: it
+    and what it starts take no page of the host's pools (kit/nohuge.py)."""
     kw.setdefault("cwd", "/")
-    r = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    r = (run_without_huge_pages if no_huge_pages else subprocess.run)(
+        cmd, capture_output=True, text=True, **kw)
     if r.returncode != 0:
         raise RuntimeError(f"{os.path.basename(cmd[0])} failed: {r.stderr.strip()[-400:]}")
     return r

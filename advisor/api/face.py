@@ -6,7 +6,8 @@ holds the plugins to it). Re-exported, not redefined: each name lives in its sta
 - the host's facts: SysRoot, HostFacts, processes and their mappings, containers' roots,
   cgroups, NUMA bindings kept across restarts, THP's rules per mapping
 - changes: the Action base and the file and restart actions engines build on
-- the kit: errors, sizes and their wording, paths, finding codes, redaction
+- the kit: errors, sizes and their wording, paths, finding codes, redaction, helper
+  processes kept off the host's huge page pools
 """
 
 from ..changes.actions import Action, ActionError, File, FileSetting, Restart
@@ -22,6 +23,7 @@ from ..facts.thp_rules import ADVISED, thp_sizes
 from ..kit.errors import InputError
 from ..kit.findings import HUGETLBPAGE, TRANSHUGE, Code, Codes
 from ..kit.knob_id import size_dir
+from ..kit.nohuge import run_without_huge_pages
 from ..kit.paths import THP_DIR
 from ..kit.secrets import redact_text
 from ..kit.sizing import counted, fmt_bytes, fmt_page, pages_for, parse_bytes
@@ -40,5 +42,6 @@ __all__ = [
     "counted", "error_line", "exe_of", "exited", "fmt_bytes", "fmt_page", "hugetlb_pages",
     "keep_of", "keeper", "known", "machine_of", "memfd_bytes", "pages_for", "parse_bytes",
     "proc_root", "reach", "read_meminfo", "read_pools", "redact_dsn", "redact_text",
-    "restart_advice", "size_dir", "size_name", "systemd_unit", "thp_sizes", "view_of_spec",
+    "restart_advice", "run_without_huge_pages", "size_dir", "size_name", "systemd_unit",
+    "thp_sizes", "view_of_spec",
 ]

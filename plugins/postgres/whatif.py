@@ -16,7 +16,8 @@ import shutil
 import subprocess
 import tempfile
 
-from hpadvise.api.face import Demand, HostFacts, InputError, Instance, Unknown
+from hpadvise.api.face import (Demand, HostFacts, InputError, Instance, Unknown,
+                               run_without_huge_pages)
 
 from .binaries import major_of
 from .conf import DEFAULTS, ConfError, parse_memory
@@ -129,8 +130,11 @@ def what_if(args: list[str], host: HostFacts, version: str | None,
         if kw:
             os.chown(tmp, kw["user"], kw["group"])
         data = f"{tmp}/data"
-        r = subprocess.run([f"{bindir}/initdb", "-D", data, "-N", "-A", "trust", "-U",
-                            "postgres"], capture_output=True, text=True, timeout=120, **kw)
+        # its backends take no page of the host's pools, which may hold a stopped
+        # cluster's pages (kit/nohuge.py)
+        r = run_without_huge_pages([f"{bindir}/initdb", "-D", data, "-N", "-A", "trust",
+                                    "-U", "postgres"], capture_output=True, text=True,
+                                   timeout=120, **kw)
         if r.returncode != 0:
             raise InputError(f"initdb for sizing failed: {_fatal(r.stderr or r.stdout)}")
         cmd = [f"{bindir}/postgres", "-D", data, "-C", "shared_memory_size_in_huge_pages"]

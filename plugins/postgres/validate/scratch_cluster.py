@@ -61,8 +61,9 @@ class ScratchCluster(ScratchServer):
                 if prepare is not None:
                     prepare(self)
                 return
-            self._run([f"{self.bindir}/initdb", "-D", self.datadir, "-A", "trust", "-U",
-                       "postgres", "--no-sync"], check=True)
+            # initdb's own backends take no page of the host's pools (kit/nohuge.py)
+            check_run([f"{self.bindir}/initdb", "-D", self.datadir, "-A", "trust", "-U",
+                       "postgres", "--no-sync"], no_huge_pages=True, **self.run_as)
             self.configure({"port": str(self.port), "unix_socket_directories": f"'{self.tmp}'",
                             "listen_addresses": "''", **(settings or {})})
         # a validate killed before its cleanup leaves the directory to rollback, which stops

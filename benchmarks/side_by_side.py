@@ -17,7 +17,7 @@ from .drivers import BENCHMARKS
 from .fixed import resets
 from .measure import RunOverrun
 from .target import BenchTarget
-from .variants import THP_BASE, group_of, host_wide, phase_at, start_order
+from .variants import THP_BASE, client_order, group_of, host_wide, phase_at, start_order
 
 
 class SideBySide:
@@ -83,11 +83,13 @@ class SideBySide:
                     blk = epoch * o.rounds + r
                     if self.design == "simultaneous":
                         # the starting CPU group rotates from block to block (and the
-                        # servers trade CPUs within the run: measure.py)
-                        jobs = [(v, *self.servers[v], groups[group_of(i, blk, n)])
-                                for i, v in enumerate(sbs)]
+                        # servers trade CPUs within the run: measure.py); whose clients
+                        # start first turns too (client_order)
+                        jobs = [(v, *self.servers[v], groups[group_of(sbs.index(v), blk, n)])
+                                for v in client_order(sbs, blk)]
                         self._update(variant="all at once", block=blk + 1)
-                        got = self._measure(jobs, blk, epoch, phase)
+                        got = sorted(self._measure(jobs, blk, epoch, phase),
+                                     key=lambda s: sbs.index(s.variant))
                     else:
                         order = list(sbs) if blk % 2 == 0 else list(reversed(sbs))
                         got = []

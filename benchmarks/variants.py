@@ -140,6 +140,19 @@ def phase_at(epoch: int, phases: list[str]) -> str | None:
     return phases[(pos + cycle) % k]
 
 
+def client_order(variants: list[str], block: int) -> list[str]:
+    """Simultaneous design: the order in which the variants' clients are started, and their
+    servers re-pinned at each trade, in a block. These steps come milliseconds apart; still,
+    no variant should always go first. The order turns every n blocks, one block before the
+    start order turns (start_order), so that with two variants and one round an epoch each
+    variant goes first in two of every four epochs: once on each server, and once after each
+    way of starting (server, start order and client order are balanced against one another,
+    a 2^(3-1) fractional design)."""
+    n = len(variants)
+    k = ((block + 1) // n) % n if n else 0
+    return variants[k:] + variants[:k]
+
+
 def group_of(i: int, r: int, n: int) -> int:
     """Simultaneous design: the CPU group the i-th variant side by side starts on in block r,
     of n groups; over n blocks each variant starts once on every group. With one round per

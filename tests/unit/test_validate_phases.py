@@ -263,3 +263,20 @@ def test_one_gib_pages_join_the_default_run_at_production_size(hosts, state, buf
     target = type("T", (), {"wal_bytes": 0})()
     got = gigantic_variant(o, buffers_gib << 30, collect(SysRoot(hosts / state)), target)
     assert got.variants == o.variants + (("hugepages-1g",) if added else ())
+
+
+def test_whose_clients_start_first_turns_against_server_and_start_order():
+    """Simultaneous, one round an epoch: over every four epochs each of two variants starts
+    its clients first twice, once on each server and once after each way of starting, so
+    that none of the three orders is confounded with another or with the variant."""
+    two = ["current", "current#2"]
+    for base in (0, 4, 8):
+        rows = [((ep % 2), variants.start_order(two, ep)[0], variants.client_order(two, ep)[0])
+                for ep in range(base, base + 4)]
+        # (current#2 on the original server?, who started first, whose clients went first)
+        assert sorted(r[2] for r in rows) == ["current", "current", "current#2", "current#2"]
+        for i, j in ((0, 1), (0, 2), (1, 2)):  # every two of the three orders
+            assert len({(r[i], r[j]) for r in rows}) == 4, (i, j, rows)
+    three = ["current", "recommended", "hugepages-1g"]
+    assert sorted(variants.client_order(three, b)[0] for b in range(9)) == sorted(three * 3)
+    assert all(sorted(variants.client_order(three, b)) == sorted(three) for b in range(9))

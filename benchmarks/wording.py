@@ -176,16 +176,18 @@ def advice(result: dict) -> list[str]:
 
 def _aa_advice(e: dict) -> str:
     """What an A/A comparison (one variant against itself) says: the noise of this host and
-    design in this budget, and whether the statistics stayed honest."""
+    design in this budget, whether the statistics stayed honest, and how its interval was
+    made (the same way as the plan's: a reader compares the two)."""
     head = (f"A/A ({e['b']} against {e['a']}, nothing differing): {e['pct']:+.1f}%, 95% CI "
             f"{e['lo_pct']:+.1f} .. {e['hi_pct']:+.1f}%, {e['verdict']}. ")
     if e["verdict"] in ("improved", "regressed"):
         return head + ("Two identical servers should not differ: at 95% one A/A run in 20 "
                        "does by chance, more often the host changed during the run (steal, "
                        "a neighbour, memory pressure). Repeat it before trusting the other "
-                       "verdicts of this host.")
+                       "verdicts of this host." + strata_words(e))
     return head + (f"This is the noise here: with this budget and design, effects within "
-                   f"about ±{e['half_width_pct']:.1f}% cannot be told from it.")
+                   f"about ±{e['half_width_pct']:.1f}% cannot be told from it."
+                   + strata_words(e))
 
 
 def block_ratios(result: dict) -> list[tuple[str, str, list[tuple[int, float]]]]:

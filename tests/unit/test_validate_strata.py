@@ -152,3 +152,21 @@ def test_comparisons_fit_lines_over_the_epochs_and_the_report_says_so():
                                          "hi_pct": plan.hi_pct, "verdict": plan.verdict,
                                          "strata": plan.strata, "drift": plan.drift}]})
     assert "each placement's level a straight line over the run" in " ".join(words)
+
+
+@pytest.mark.parametrize("name", ["aa-10m-53", "aa-10m-38"])
+def test_an_a_a_says_how_its_interval_was_made(name):
+    """A recorded A/A run (lab/results) read back as the report reads it: its line names the
+    strata and, where the placements' levels were lines over the run, says so, as the plan's
+    comparison does; a plain paired t says nothing more."""
+    import json
+    from pathlib import Path
+    result = json.loads((Path(__file__).resolve().parents[2] / "lab" / "results"
+                         / f"{name}.json").read_text())
+    e = result["effects"][0]
+    line = next(a for a in wording.advice(result) if a.startswith("A/A ("))
+    assert (f"stratified by server placement ({e['strata']} placements"
+            in line) == ((e.get("strata") or 1) >= 2)
+    assert ("straight line over the run" in line) == bool(e.get("drift"))
+    plain = dict(e, strata=1, drift=False)
+    assert "stratified" not in wording.advice(dict(result, effects=[plain]))[0]

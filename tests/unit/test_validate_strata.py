@@ -3,8 +3,10 @@ worked by hand (a level per placement, and a line per placement over the run), t
 fall-back to the plain paired t, and the placements read off the samples of a side-by-side
 run, THP phases included."""
 
+import json
 import math
 import unittest.mock
+from pathlib import Path
 
 import pytest
 
@@ -159,8 +161,6 @@ def test_an_a_a_says_how_its_interval_was_made(name):
     """A recorded A/A run (lab/results) read back as the report reads it: its line names the
     strata and, where the placements' levels were lines over the run, says so, as the plan's
     comparison does; a plain paired t says nothing more."""
-    import json
-    from pathlib import Path
     result = json.loads((Path(__file__).resolve().parents[2] / "lab" / "results"
                          / f"{name}.json").read_text())
     e = result["effects"][0]

@@ -23,8 +23,9 @@ import json
 import math
 import statistics
 import sys
+from pathlib import Path
 
-sys.path.insert(0, __file__.rsplit("/", 1)[0])
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 from validate_repeat import epoch_ratios, t975  # noqa: E402
 
 

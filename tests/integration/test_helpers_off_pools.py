@@ -3,6 +3,7 @@ no page of the host's pools, which may hold a stopped cluster's pages: a free pa
 would fail that cluster's start with `huge_pages = on`. The same initdb run plainly beside the
 same pool takes pages, so the sampler sees what it looks for."""
 
+import shutil
 import subprocess
 import tempfile
 import threading
@@ -16,6 +17,7 @@ from support import pg_bindir, run_cli
 pytestmark = [pytest.mark.integration, pytest.mark.live]
 
 FREE = 100  # 200 MiB: more than initdb's backends map (128MB of buffers by default)
+POOL = Path("/sys/kernel/mm/hugepages/hugepages-2048kB")
 
 
 def taken_while(work) -> tuple[int, int]:
@@ -25,9 +27,8 @@ def taken_while(work) -> tuple[int, int]:
 
     def sample():
         while not stop.is_set():
-            m = {ln.split(":")[0]: int(ln.split()[1]) for ln in
-                 Path("/proc/meminfo").read_text().splitlines() if ln.startswith("HugePages_")}
-            seen.append((m["HugePages_Rsvd"], m["HugePages_Free"]))
+            seen.append((int((POOL / "resv_hugepages").read_text()),
+                         int((POOL / "free_hugepages").read_text())))
             time.sleep(0.005)
     t = threading.Thread(target=sample)
     t.start()
@@ -41,7 +42,7 @@ def taken_while(work) -> tuple[int, int]:
 
 def plain_initdb() -> None:
     with tempfile.TemporaryDirectory(prefix="plain-initdb-") as d:
-        subprocess.run(["chown", "postgres", d], check=True)
+        shutil.chown(d, "postgres")
         r = subprocess.run([f"{pg_bindir()}/initdb", "-D", f"{d}/data", "-N", "-A", "trust"],
                            capture_output=True, text=True, user="postgres", cwd="/")
         assert r.returncode == 0, r.stderr

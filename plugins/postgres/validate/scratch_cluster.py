@@ -62,8 +62,8 @@ class ScratchCluster(ScratchServer):
                     prepare(self)
                 return
             # initdb's own backends take no page of the host's pools (kit/nohuge.py)
-            check_run([f"{self.bindir}/initdb", "-D", self.datadir, "-A", "trust", "-U",
-                       "postgres", "--no-sync"], no_huge_pages=True, **self.run_as)
+            self._run([f"{self.bindir}/initdb", "-D", self.datadir, "-A", "trust", "-U",
+                       "postgres", "--no-sync"], check=True, no_huge_pages=True)
             self.configure({"port": str(self.port), "unix_socket_directories": f"'{self.tmp}'",
                             "listen_addresses": "''", **(settings or {})})
         # a validate killed before its cleanup leaves the directory to rollback, which stops

@@ -55,11 +55,12 @@ def _exercise(bench: Sysbench, query):
     assert "transactions:" in p.stdout
     assert "tpcc: consistency conditions 1-4 hold" in bench.check()
     assert _conditions(query) == []
-    # the mix ran: new orders were entered, payments logged, deliveries made
+    # the mix ran: new orders were entered, payments logged, deliveries made. A delivery
+    # gives an order its carrier (prepare leaves 21000 of 30000 delivered), so it is counted
+    # there: the new_order rows alone can come back to 9000 when entries and deliveries balance
     assert query("SELECT COUNT(*) FROM orders1")[0][0] > orders0
     assert query("SELECT COUNT(*) FROM history1")[0][0] > 30000
-    assert query("SELECT COUNT(*) FROM new_order1")[0][0] != 9000 or \
-        query("SELECT COUNT(*) FROM orders1 WHERE o_carrier_id IS NULL")[0][0] > 9000
+    assert query("SELECT COUNT(*) FROM orders1 WHERE o_carrier_id IS NOT NULL")[0][0] > 21000
     # a broken database: check names the condition and fails
     query("UPDATE warehouse1 SET w_ytd = w_ytd + 1 WHERE w_id = 1")
     with pytest.raises(RuntimeError, match="consistency condition"):

@@ -52,7 +52,8 @@ def _seen_from_the_host(run: Future) -> dict:
     while not run.done():
         for pid in filter(str.isdigit, os.listdir("/proc")):
             try:
-                if os.readlink(f"/proc/{pid}/exe") != qemu:
+                # this worker's own guest: a QEMU the host's tests start beside is not it
+                if os.readlink(f"/proc/{pid}/exe") != qemu or not _ours(int(pid)):
                     continue
                 comm = Path(f"/proc/{pid}/comm").read_text().strip()
             except OSError:
@@ -62,6 +63,15 @@ def _seen_from_the_host(run: Future) -> dict:
                     "instances": [(i["id"], i["pid"]) for i in report["instances"]]}
         time.sleep(0.5)
     return {}
+
+
+def _ours(pid: int) -> bool:
+    """Whether `pid` descends from this process (raises OSError when a parent has ended)."""
+    while pid > 1:
+        if pid == os.getpid():
+            return True
+        pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    return False
 
 
 def _check(case: dict, how: str) -> None:

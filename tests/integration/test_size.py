@@ -66,7 +66,8 @@ def test_mariadb_on_exactly_the_computed_pool(my_factory, knobs):
     time.sleep(1)
     maps = [mp for mp in parse_smaps(Path(f"/proc/{m.pid}/smaps").read_text()) if mp.hugetlb]
     mapped = sum(-(-mp.size_kb // 2048) for mp in maps)
-    assert mapped in (required, n), f"size said {n} ({required} required), mapped {mapped}"
+    # io_uring maps any part of its share (seen: 204, 206 and 207 of 204 + 3)
+    assert required <= mapped <= n, f"size said {n} ({required} required), mapped {mapped}"
     assert "continuing to smaller size" not in m.logtail()
 
 

@@ -160,9 +160,8 @@ def test_page_tables_now_and_with_huge_pages(pg_factory):
         # table's buffers has been touched once; the estimate on huge pages counts the pages
         # touched (RssShmem / 512). Read as soon as the page tables held, the estimate came
         # out at 0.30-0.31 of them here, and once at 0.34 (over the third asked below); read
-        # once the touched pages held too, at 0.29
-        # (a slow machine's backends may take longer than 10 s to get there: no earlier
-        # reading); 60 s at most
+        # once the touched pages held too, at 0.29. A slow machine's backends may take more
+        # than 10 s to get there, so nothing is read earlier; 60 s at most
         t0, seen = time.monotonic(), [(0, 0)]
         while time.monotonic() < t0 + 60 and load.poll() is None:
             time.sleep(0.5)

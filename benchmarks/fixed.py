@@ -42,7 +42,7 @@ def calibrate(v) -> None:
     whole = replace(o, run_s=o.duration_s, warm_s=0, run_grace_s=0)
     try:
         run_clients(whole, v.sr, "not counted in the unmeasured replay", [(d, None, None)],
-                    o.clients, [t.pid()], unmeasured(v._update))
+                    o.clients, [t.pid()], unmeasured(v._update), probe_speed=False)
     except RunOverrun:
         raise InputError(f"one replay of the log did not end within the whole budget of "
                          f"{o.duration_s} s (a log too long for it, or sessions that wait on "

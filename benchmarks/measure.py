@@ -19,6 +19,7 @@ from hpadvise.act.face import (dtlb_events, parse_knob, parse_perf_csv, read_cpu
                                read_vmstat, redact_args, thp_file)
 
 from .cpus import start_pinned, trade, turn
+from .speed import Probe, run_speeds
 
 
 @dataclass
@@ -80,6 +81,9 @@ class Sample:
     # it failed (a replay's statements with an error; None where the driver does not say)
     work: int | None = None
     errors: int | None = None
+    # the geometric mean speed (loop turns per microsecond) of the CPUs the run sat on while it
+    # measured, read by speed.Probe; None where nothing was probed
+    cpu_speed: float | None = None
 
 
 def meminfo(sr: SysRoot) -> dict:
@@ -141,16 +145,18 @@ def kill_all(procs: list[subprocess.Popen], wait_s: float = 10) -> None:
 
 
 def run_clients(o, sr: SysRoot, pmu: str, jobs, clients: int, pids: list[int | None],
-                update: Callable[..., None]):
+                update: Callable[..., None], probe_speed: bool = True):
     """One benchmark invocation per (driver, logprefix, cpus), all at once: warm_s seconds
     of warm-up that the drivers leave out of their figures, then the measured seconds. The
     -P/--report-interval lines feed the live display; /proc/meminfo and each server's page
     tables (pids: its main process) are sampled while the clients are connected (page
     tables exist only while backends map the memory) and the
     thp_* counters, CPU steal and dTLB counters around the measured part (host-wide: with
-    servers side by side they cover all of them). `o` is validate's Options. Returns the
-    runs, the memory and page tables seen, THP counter deltas, steal, dTLB counters, the CPU
-    trades that took and each client's command line (secrets redacted)."""
+    servers side by side they cover all of them), and the speed of the CPUs each run sat on
+    over the measured part (speed.py). `o` is validate's Options. Returns the runs, the
+    memory and page tables seen, THP counter deltas, steal, dTLB counters, the CPU trades
+    that took, each client's command line (secrets redacted) and each run's CPU speed
+    (probe_speed: False where the runs' figures are thrown away)."""
     warm_s, seconds = o.warm_s, o.run_s
     procs = []
     try:
@@ -188,7 +194,10 @@ def run_clients(o, sr: SysRoot, pmu: str, jobs, clients: int, pids: list[int | N
     cpu0 = None
     perf = None
     limit = warm_s + seconds + o.run_grace_s
+    probe: Probe | None = None
     try:
+        # started with the warm-up, so that its own start costs the measured part nothing
+        probe = Probe(limit) if probe_speed else None
         while any(p.poll() is None for p in procs):
             now = time.time() - t0
             if now > limit:
@@ -211,7 +220,10 @@ def run_clients(o, sr: SysRoot, pmu: str, jobs, clients: int, pids: list[int | N
             time.sleep(0.1)
     except BaseException:
         kill_all(procs)
+        if probe is not None:
+            probe.finish()
         raise
+    speeds = run_speeds(probe.finish() if probe else {}, groups, t0, warm_s, seconds, swap)
     runs = []
     for i, ((drv, logprefix, _), p) in enumerate(zip(jobs, procs)):
         threads[i].join(timeout=5)
@@ -225,7 +237,7 @@ def run_clients(o, sr: SysRoot, pmu: str, jobs, clients: int, pids: list[int | N
     before = before or after
     thp = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
     return (runs, mem or meminfo(sr), ptes, thp, steal, perf_finish(perf),
-            trades, [list(redact_args(p.args)) for p in procs])
+            trades, [list(redact_args(p.args)) for p in procs], speeds)
 
 
 def perf_start(pmu: str, seconds: int):

@@ -294,7 +294,7 @@ class Validation(SideBySide):
         pin_trees(self.sr, [(t.pid(), cpus) for _, t, _, cpus in jobs if cpus is not None])
         started = time.time()
         try:
-            runs, mem, ptes, thp, steal, dtlb, trades, argvs = run_clients(
+            runs, mem, ptes, thp, steal, dtlb, trades, argvs, speeds = run_clients(
                 o, self.sr, self.pmu,
                 [(drv, self._logprefix(t), cpus) for _, t, drv, cpus in jobs], clients,
                 [t.pid() for _, t, _, _ in jobs], self._update)
@@ -313,8 +313,9 @@ class Validation(SideBySide):
                        mem.get("shmem_huge_kb"), mem.get("hugetlb_kb"), t.backing(), thp,
                        run.progress, round(started, 1), steal, dtlb, epoch,
                        sorted(cpus) if cpus is not None else None, self._server_no(t), traded,
-                       phase, mem.get("thp_modes"), run.transactions, run.errors)
-                for (v, t, _, cpus), run, pte, traded in zip(jobs, runs, ptes, trades)]
+                       phase, mem.get("thp_modes"), run.transactions, run.errors, speed)
+                for (v, t, _, cpus), run, pte, traded, speed
+                in zip(jobs, runs, ptes, trades, speeds)]
 
     def _update(self, **kw) -> None:
         for k, v in kw.items():

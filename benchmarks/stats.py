@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from .adjust import adjusted
 from .variants import THP_BASE, host_wide
 
 # Two-sided 95% quantiles of Student's t (t_{0.975, df}), from standard tables (NIST/SEMATECH
@@ -46,12 +47,17 @@ class Effect:
     strata: int = 1
     # whether each placement's level was fitted as a straight line over the run (paired_effect)
     drift: bool = False
+    # the slope on the CPUs' speed the effect was adjusted with (paired_effect); None where
+    # it was not adjusted
+    speed_slope: float | None = None
 
     @property
     def df(self) -> int:
         """The degrees of freedom of the interval's t (paired_effect): n - 1 for the plain t,
-        n - k for a level per placement, n - 2k for a line per placement."""
-        return self.n - 1 if self.strata < 2 else self.n - self.strata * (2 if self.drift else 1)
+        n - k for a level per placement, n - 2k for a line per placement; one less where the
+        effect was adjusted for the CPUs' speed."""
+        base = self.n - 1 if self.strata < 2 else self.n - self.strata * (2 if self.drift else 1)
+        return base - (self.speed_slope is not None)
 
     @property
     def half_width_pct(self) -> float:
@@ -77,9 +83,17 @@ def verdict(pct: float, lo: float, hi: float, band: float) -> str:
 # per placement over the run").
 DRIFT_MIN_EPOCHS = 6
 
+# The CPUs' speed is fitted (adjust.py) only where this many degrees of freedom remain after
+# it, decided by the count of epochs alone, before their values are seen: one degree of
+# freedom fewer widens the t quantile by 3.5% at 6 (2.447 against 2.365 at 7) and more below,
+# while the adjustment halved the standard error where the CPUs' speeds moved (lab/README.md,
+# "The CPUs' own speed as a covariate").
+SPEED_MIN_DF = 6
+
 
 def paired_effect(a: list[float], b: list[float], band_pct: float = 1.0,
-                  strata: list | None = None, times: list[float] | None = None) -> Effect:
+                  strata: list | None = None, times: list[float] | None = None,
+                  speed: list[float | None] | None = None) -> Effect:
     """B over A from paired TPS: the mean of ln(b/a) with a Student t 95% interval.
 
     `strata` (one key per pair: which server each side ran on, side by side) is a factor the
@@ -101,12 +115,19 @@ def paired_effect(a: list[float], b: list[float], band_pct: float = 1.0,
     The effect is the mean of the lines' values at the run's mean time, each with variance
     s^2 x (1 / n_i + (T - t_i)^2 / S_tt,i) (the fitted mean response of a simple regression:
     Montgomery, Peck and Vining, Introduction to Linear Regression Analysis, 5th ed., 2.4.2),
-    s^2 the pooled residual variance on n - 2k degrees of freedom."""
+    s^2 the pooled residual variance on n - 2k degrees of freedom.
+
+    `speed` (one per pair: ln of the speed of the CPUs B's runs sat on over A's, speed.py):
+    where every pair has one and SPEED_MIN_DF degrees of freedom remain, the model above
+    takes a common slope on it too and the effect is its value at equal speeds (adjust.py)."""
     if len(a) != len(b):
         raise ValueError("paired samples need equal lengths")
     keys = strata if strata is not None else [None] * len(a)
     when = times if times is not None else list(range(len(a)))
-    d = [(k, t, math.log(y / x)) for x, y, k, t in zip(a, b, keys, when) if x > 0 and y > 0]
+    zs = speed if speed is not None else [None] * len(a)
+    full = [(k, t, math.log(y / x), z) for x, y, k, t, z in zip(a, b, keys, when, zs)
+            if x > 0 and y > 0]
+    d = [(k, t, x) for k, t, x, _ in full]
     n = len(d)
     if n == 0:
         return Effect(0, math.nan, math.nan, math.nan, "inconclusive")
@@ -131,9 +152,18 @@ def paired_effect(a: list[float], b: list[float], band_pct: float = 1.0,
         k, df = 1, n - 1
         sd = math.sqrt(sum((x - mean) ** 2 for _, _, x in d) / df)
         se = sd / math.sqrt(n)
+    slope = None
+    if all(z is not None for *_, z in full) and df - 1 >= SPEED_MIN_DF:
+        by: dict = {}
+        for key, t, x, z in full:
+            by.setdefault(key if k > 1 else None, []).append((t, x, z))
+        fit = adjusted(by, drift, sum(t for _, t, _ in d) / n)
+        if fit is not None:
+            mean, se, df, slope = fit
     h = t975(df) * se
     pct, lo, hi = ((math.exp(v) - 1) * 100 for v in (mean, mean - h, mean + h))
-    return Effect(n, pct, lo, hi, verdict(pct, lo, hi, band_pct), strata=k, drift=drift)
+    return Effect(n, pct, lo, hi, verdict(pct, lo, hi, band_pct), strata=k, drift=drift,
+                  speed_slope=None if slope is None else round(slope, 3))
 
 
 def _lines(groups: dict, at: float, n: int) -> tuple[float, float, int]:
@@ -208,7 +238,7 @@ def effects(samples: list, pairs: list[tuple[str, str]], band_pct: float
     out = {}
     epochs = sorted({unit(s) for s in samples})
     for a, b in pairs:
-        ta, tb, placed, when = [], [], [], []
+        ta, tb, placed, when, z = [], [], [], [], []
         for ep in epochs:
             sa = [s for s in samples if unit(s) == ep and s.variant == a]
             sb = [s for s in samples if unit(s) == ep and s.variant == b]
@@ -217,8 +247,19 @@ def effects(samples: list, pairs: list[tuple[str, str]], band_pct: float
                 tb.append(geomean([s.tps for s in sb]))
                 placed.append(placement(sa, sb))
                 when.append(ep)
-        out[(a, b)] = paired_effect(ta, tb, band_pct, placed, when)
+                z.append(speed_ratio(sa, sb))
+        out[(a, b)] = paired_effect(ta, tb, band_pct, placed, when, z)
     return out
+
+
+def speed_ratio(sa: list, sb: list) -> float | None:
+    """ln of the speed of the CPUs B's runs of one unit sat on over A's (geometric means over
+    the runs, as their TPS), the covariate paired_effect adjusts for; None where a run has
+    no speed (speed.py)."""
+    speeds = [getattr(s, "cpu_speed", None) for s in sa + sb]
+    if any(v is None or v <= 0 for v in speeds):
+        return None
+    return math.log(geomean(speeds[len(sa):]) / geomean(speeds[:len(sa)]))
 
 
 def placement(sa: list, sb: list) -> tuple:

@@ -81,16 +81,27 @@ def isolating(m: dict) -> str:
 
 def strata_words(e: dict) -> str:
     """How the interval was made where the server placements were strata, with or without a
-    line over the run each (stats.paired_effect), else nothing: the plain paired t needs no
-    words."""
+    line over the run each (stats.paired_effect), and whether it was adjusted for the CPUs'
+    speed; nothing for the plain paired t."""
     k = e.get("strata") or 1
-    if k < 2:
-        return ""
     lines = (", each placement's level a straight line over the run (separate regression "
              "lines)", ", or one growing slower,") if e.get("drift") else ("", "")
-    return (f" Its interval is a paired t stratified by server placement ({k} placements, "
-            f"weighted alike){lines[0]}, so a server faster than its twin{lines[1]} does not "
-            "widen it.")
+    words = "" if k < 2 else (
+        f" Its interval is a paired t stratified by server placement ({k} placements, "
+        f"weighted alike){lines[0]}, so a server faster than its twin{lines[1]} does not "
+        "widen it.")
+    return words + speed_words(e)
+
+
+def speed_words(e: dict) -> str:
+    """How the effect was adjusted for the CPUs' own speed (stats.paired_effect, adjust.py),
+    else nothing."""
+    if e.get("speed_slope") is None:
+        return ""
+    return (" It is adjusted for the speed of the CPUs each side ran on, read by a probe on "
+            "every CPU (analysis of covariance, slope "
+            f"{e['speed_slope']:.2f}): a virtual CPU that ran slower for a while does not "
+            "move it.")
 
 
 def phase_lines(result: dict) -> list[str]:

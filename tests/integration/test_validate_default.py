@@ -50,6 +50,8 @@ def test_the_default_command_runs_the_plan_side_by_side_with_thp_phases(knobs, t
         for s in runs:
             assert s["thp_modes"]["enabled"] == s["phase"].removeprefix("thp-"), s
             assert s["backing"] == ("hugetlb" if s["variant"] == "recommended" else "4k")
+            # the speed probe read the CPUs it sat on (speed.py), and is gone
+            assert s["cpu_speed"] is not None and s["cpu_speed"] > 0, s
         for blk in {s["block"] for s in runs}:
             starts = [s["started"] for s in runs if s["block"] == blk]
             assert len(starts) == 2 and abs(starts[0] - starts[1]) < 1
@@ -77,6 +79,15 @@ def test_the_default_command_runs_the_plan_side_by_side_with_thp_phases(knobs, t
     assert (f"Measured {m['measured_s']:,.0f} s of the {took:,.0f} s this run took"
             in " ".join(r.stdout.split()))
     assert host_state() == before and scratch_dirs() == dirs
+    assert not [p for p in os.listdir("/proc") if p.isdigit() and _is_probe(p)]
+
+
+def _is_probe(pid: str) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return b"SCHED_FIFO" in f.read()
+    except OSError:  # a process that ended meanwhile
+        return False
 
 
 def test_a_budget_too_short_for_thp_phases_keeps_the_plans_comparison(knobs, tmp_path):

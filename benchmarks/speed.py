@@ -1,0 +1,112 @@
+"""The CPUs' own speed while a run measures: a probe on every CPU times a fixed loop every
+50 ms, and each run gets the speed of the CPUs it sat on (its placement over the run, the
+trades of the simultaneous design included), the covariate stats.paired_effect adjusts the
+effect for.
+
+Why: a VM's virtual CPUs do not run at one speed. Here, with no database running, a loop
+pinned to each of the two CPUs made 5-16% more or fewer turns from one second to the next
+(sd), down to 45% fewer for seconds at a time, and the two CPUs' means differed by up to 19%
+over a minute, while the kernel counted no steal; in a side-by-side A/A the log ratio of the
+two servers' TPS followed the log ratio of their CPUs' speeds second by second (correlation
+0.73) and epoch by epoch (0.87, slope 0.92), and the adjustment halved the effect's standard
+error (lab/README.md, "The CPUs' own speed as a covariate").
+
+The probe runs at real-time priority (SCHED_FIFO, sched(7)) so that no server process delays
+the loop it times: its reading is the CPU's speed, not the share the servers leave it. It
+takes about 1 ms in 50 (2%) of every CPU, the same on each. Where real-time priority is
+refused (no CAP_SYS_NICE; a cgroup without real-time time), nothing is probed, runs carry no
+speed, and the effect is not adjusted."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+import tempfile
+import time
+
+from .cpus import ALL_CPUS, turn
+
+EVERY_S = 0.05
+# loop turns timed per reading: about 1 ms of CPython's loop on the CPUs measured (25-55
+# turns per microsecond); only ratios between readings matter, so the count is fixed
+TURNS = 40_000
+
+# Run by the interpreter that runs validate, one per CPU, in isolated mode (-I: no site, no
+# user paths): pinned, at real-time priority, a reading per line ("t ns") into a file of its
+# own (a pipe would fill in a long run and stop it) until killed, until its deadline, or until
+# validate is gone (killed itself: the probe's parent changes). Exit 3 where the priority is
+# refused.
+PROBE = """
+import os, sys, time
+cpu, every, turns, until = int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+parent = os.getppid()
+os.sched_setaffinity(0, {cpu})
+try:
+    os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
+except OSError:
+    sys.exit(3)
+w = sys.stdout
+while time.time() < until and os.getppid() == parent:
+    t = time.time()
+    a = time.perf_counter_ns()
+    for _ in range(turns):
+        pass
+    w.write(f"{t:.4f} {time.perf_counter_ns() - a}\\n")
+    w.flush()
+    time.sleep(every)
+"""
+
+
+class Probe:
+    """One reading process per CPU, started with the measured part and stopped after it."""
+
+    def __init__(self, seconds: float) -> None:
+        """Readings for `seconds` at most (the measured part and its grace)."""
+        until = str(time.time() + seconds)
+        self.files = {c: tempfile.TemporaryFile(prefix="hpadvise-speed-") for c in ALL_CPUS}
+        self.procs = {c: subprocess.Popen([sys.executable, "-I", "-c", PROBE, str(c),
+                                           str(EVERY_S), str(TURNS), until],
+                                          stdout=self.files[c], stderr=subprocess.DEVNULL,
+                                          cwd="/")
+                      for c in ALL_CPUS}
+
+    def finish(self) -> dict[int, list[tuple[float, float]]]:
+        """Every CPU's readings, (time, ln turns per microsecond); none at all where any
+        CPU's probe was refused its priority (its speeds would not compare with the
+        others')."""
+        out: dict[int, list[tuple[float, float]]] = {}
+        for p in self.procs.values():
+            p.kill()
+        for c, p in self.procs.items():
+            p.wait()
+            f = self.files[c]
+            f.seek(0)
+            text = f.read().decode(errors="replace")
+            f.close()
+            out[c] = [(float(t), math.log(1000 * TURNS / int(ns)))
+                      for t, ns in (ln.split() for ln in text.splitlines() if ln.count(" ") == 1)
+                      if ns.isdigit() and int(ns) > 0]
+        refused = any(p.returncode == 3 for p in self.procs.values())
+        return {} if refused else out
+
+
+def run_speeds(readings: dict[int, list[tuple[float, float]]], groups: list, t0: float,
+               warm_s: float, seconds: float, swap_s: float) -> list[float | None]:
+    """Each run's speed: the geometric mean, in loop turns per microsecond, of the readings
+    taken during its measured part on the CPUs it sat on at that moment (group i, or group
+    (i + k) mod n after the k-th trade: cpus.trade; every CPU where it was not pinned); None
+    where no reading fell there."""
+    out: list[float | None] = []
+    for i, g in enumerate(groups):
+        vals = []
+        for cpu, rs in readings.items():
+            for t, v in rs:
+                now = t - t0
+                if not warm_s <= now <= warm_s + seconds:
+                    continue
+                on = groups[(i + turn(now, warm_s, swap_s)) % len(groups)] if swap_s else g
+                if on is None or cpu in on:
+                    vals.append(v)
+        out.append(round(math.exp(sum(vals) / len(vals)), 4) if vals else None)
+    return out

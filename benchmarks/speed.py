@@ -4,7 +4,7 @@ trades of the simultaneous design included), the covariate stats.paired_effect a
 effect for.
 
 Why: a VM's virtual CPUs do not run at one speed. Here, with no database running, a loop
-pinned to each of the two CPUs made 5-16% more or fewer turns from one second to the next
+pinned to each of the two CPUs made 4-17% more or fewer turns from one second to the next
 (sd), down to 45% fewer for seconds at a time, and the two CPUs' means differed by up to 19%
 over a minute, while the kernel counted no steal; in a side-by-side A/A the log ratio of the
 two servers' TPS followed the log ratio of their CPUs' speeds second by second (correlation

@@ -59,10 +59,10 @@ while time.time() < until and os.getppid() == parent:
 
 
 class Probe:
-    """One reading process per CPU, started with the measured part and stopped after it."""
+    """One reading process per CPU, started with a run's warm-up and stopped after the run."""
 
     def __init__(self, seconds: float) -> None:
-        """Readings for `seconds` at most (the measured part and its grace)."""
+        """Readings for `seconds` at most (the warm-up, the measured part and its grace)."""
         until = str(time.time() + seconds)
         self.files = {c: tempfile.TemporaryFile(prefix="hpadvise-speed-") for c in ALL_CPUS}
         self.procs = {c: subprocess.Popen([sys.executable, "-I", "-c", PROBE, str(c),

@@ -256,7 +256,7 @@ def speed_ratio(sa: list, sb: list) -> float | None:
     """ln of the speed of the CPUs B's runs of one unit sat on over A's (geometric means over
     the runs, as their TPS), the covariate paired_effect adjusts for; None where a run has
     no speed (speed.py)."""
-    speeds = [getattr(s, "cpu_speed", None) for s in sa + sb]
+    speeds = [s.cpu_speed for s in sa + sb]
     if any(v is None or v <= 0 for v in speeds):
         return None
     return math.log(geomean(speeds[len(sa):]) / geomean(speeds[:len(sa)]))

@@ -19,7 +19,7 @@ from hpadvise.act.face import (dtlb_events, parse_knob, parse_perf_csv, read_cpu
                                read_vmstat, redact_args, thp_file)
 
 from .cpus import start_pinned, trade, turn
-from .speed import Probe, run_speeds
+from .speed import Probe, probed, run_speeds
 
 
 @dataclass
@@ -197,7 +197,7 @@ def run_clients(o, sr: SysRoot, pmu: str, jobs, clients: int, pids: list[int | N
     probe: Probe | None = None
     try:
         # started with the warm-up, so that its own start costs the measured part nothing
-        probe = Probe(limit) if probe_speed else None
+        probe = Probe(limit, probed(groups)) if probe_speed else None
         while any(p.poll() is None for p in procs):
             now = time.time() - t0
             if now > limit:

@@ -31,6 +31,11 @@ EVERY_S = 0.05
 # loop turns timed per reading: about 1 ms of CPython's loop on the CPUs measured (25-55
 # turns per microsecond); only ratios between readings matter, so the count is fixed
 TURNS = 40_000
+# CPUs probed in each group at most, spread through it: a probe process keeps about 7 MB of
+# its own (Private_Dirty of one `python -I` probe, measured with CPython 3.11), so a probe on
+# every CPU of a 128-CPU host would hold about 0.9 GB; a group's speed is the mean of its
+# probed CPUs, and the servers' own throughput averages over many CPUs where a group is large
+PER_GROUP = 4
 
 # Run by the interpreter that runs validate, one per CPU, in isolated mode (-I: no site, no
 # user paths): pinned, at real-time priority, a reading per line ("t ns") into a file of its
@@ -61,15 +66,17 @@ while time.time() < until and os.getppid() == parent:
 class Probe:
     """One reading process per CPU, started with a run's warm-up and stopped after the run."""
 
-    def __init__(self, seconds: float) -> None:
-        """Readings for `seconds` at most (the warm-up, the measured part and its grace)."""
+    def __init__(self, seconds: float, cpus: list[int] | None = None) -> None:
+        """Readings for `seconds` at most (the warm-up, the measured part and its grace) on
+        `cpus` (default: every CPU we may use; see probed)."""
         until = str(time.time() + seconds)
-        self.files = {c: tempfile.TemporaryFile(prefix="hpadvise-speed-") for c in ALL_CPUS}
+        self.files = {c: tempfile.TemporaryFile(prefix="hpadvise-speed-")
+                      for c in (ALL_CPUS if cpus is None else cpus)}
         self.procs = {c: subprocess.Popen([sys.executable, "-I", "-c", PROBE, str(c),
                                            str(EVERY_S), str(TURNS), until],
                                           stdout=self.files[c], stderr=subprocess.DEVNULL,
                                           cwd="/")
-                      for c in ALL_CPUS}
+                      for c in self.files}
 
     def finish(self) -> dict[int, list[tuple[float, float]]]:
         """Every CPU's readings, (time, ln turns per microsecond); none at all where any
@@ -89,6 +96,21 @@ class Probe:
                       if ns.isdigit() and int(ns) > 0]
         refused = any(p.returncode == 3 for p in self.procs.values())
         return {} if refused else out
+
+
+def spread(cpus: list[int], k: int) -> list[int]:
+    """k of `cpus` at even steps through the list (all of them where there are no more)."""
+    if len(cpus) <= k:
+        return list(cpus)
+    return [cpus[int(i * len(cpus) / k)] for i in range(k)]
+
+
+def probed(groups: list) -> list[int]:
+    """The CPUs to probe for runs placed on `groups` (None: a run not pinned, on any CPU):
+    PER_GROUP of each group, or as many of all our CPUs in all where any run is not pinned."""
+    if not groups or None in groups:
+        return spread(ALL_CPUS, PER_GROUP * max(1, len(groups)))
+    return sorted({c for g in groups for c in spread(sorted(g), PER_GROUP)})
 
 
 def run_speeds(readings: dict[int, list[tuple[float, float]]], groups: list, t0: float,

@@ -121,3 +121,14 @@ def test_the_report_names_the_adjustment():
     assert "analysis of covariance, slope 0.86" in wording.strata_words(e)
     assert "covariance" not in wording.strata_words({**e, "speed_slope": None})
     assert "covariance" in wording.strata_words({"strata": 1, "speed_slope": 0.5})
+
+
+def test_probed_caps_each_group_and_spreads_through_it():
+    """Two groups of 64 CPUs: four of each, at even steps; small groups whole; a run that is
+    not pinned gets PER_GROUP per run from all our CPUs."""
+    big = [list(range(0, 64)), list(range(64, 128))]
+    assert speed.probed(big) == [0, 16, 32, 48, 64, 80, 96, 112]
+    assert speed.probed([[0], [1]]) == [0, 1]
+    assert speed.probed([[3, 1, 2], [5, 4, 6]]) == [1, 2, 3, 4, 5, 6]
+    assert speed.spread(list(range(10)), 3) == [0, 3, 6]
+    assert speed.probed([None, None]) == speed.spread(speed.ALL_CPUS, 2 * speed.PER_GROUP)

@@ -125,39 +125,38 @@ def paired_effect(a: list[float], b: list[float], band_pct: float = 1.0,
     keys = strata if strata is not None else [None] * len(a)
     when = times if times is not None else list(range(len(a)))
     zs = speed if speed is not None else [None] * len(a)
-    full = [(k, t, math.log(y / x), z) for x, y, k, t, z in zip(a, b, keys, when, zs)
-            if x > 0 and y > 0]
-    d = [(k, t, x) for k, t, x, _ in full]
+    d = [(k, t, math.log(y / x), z) for x, y, k, t, z in zip(a, b, keys, when, zs)
+         if x > 0 and y > 0]
     n = len(d)
     if n == 0:
         return Effect(0, math.nan, math.nan, math.nan, "inconclusive")
-    mean = sum(x for _, _, x in d) / n
+    mean = sum(x for _, _, x, _ in d) / n
+    at = sum(t for _, t, _, _ in d) / n
     if n < 2:
         pct = (math.exp(mean) - 1) * 100
         return Effect(n, pct, -math.inf, math.inf, "inconclusive")
-    groups: dict = {}
-    for k, t, x in d:
-        groups.setdefault(k, []).append((t, x))
+    groups: dict = {}  # placement -> [(time, ln ratio, ln speed ratio)]
+    for key, t, x, z in d:
+        groups.setdefault(key, []).append((t, x, z))
     k = len(groups)
-    drift = k > 1 and all(len({t for t, _ in g}) >= DRIFT_MIN_EPOCHS for g in groups.values())
+    drift = k > 1 and all(len({t for t, _, _ in g}) >= DRIFT_MIN_EPOCHS
+                          for g in groups.values())
     if drift:
-        mean, se, df = _lines(groups, sum(t for _, t, _ in d) / n, n)
+        mean, se, df = _lines(groups, at, n)
     elif k > 1 and all(len(g) >= 2 for g in groups.values()):
-        means = {key: sum(x for _, x in g) / len(g) for key, g in groups.items()}
+        means = {key: sum(x for _, x, _ in g) / len(g) for key, g in groups.items()}
         mean = sum(means.values()) / k
-        ss = sum((x - means[key]) ** 2 for key, g in groups.items() for _, x in g)
+        ss = sum((x - means[key]) ** 2 for key, g in groups.items() for _, x, _ in g)
         sd, df = math.sqrt(ss / (n - k)), n - k
         se = sd / k * math.sqrt(sum(1 / len(g) for g in groups.values()))
     else:
         k, df = 1, n - 1
-        sd = math.sqrt(sum((x - mean) ** 2 for _, _, x in d) / df)
+        sd = math.sqrt(sum((x - mean) ** 2 for _, _, x, _ in d) / df)
         se = sd / math.sqrt(n)
+        groups = {None: [(t, x, z) for _, t, x, z in d]}
     slope = None
-    if all(z is not None for *_, z in full) and df - 1 >= SPEED_MIN_DF:
-        by: dict = {}
-        for key, t, x, z in full:
-            by.setdefault(key if k > 1 else None, []).append((t, x, z))
-        fit = adjusted(by, drift, sum(t for _, t, _ in d) / n)
+    if all(z is not None for *_, z in d) and df - 1 >= SPEED_MIN_DF:
+        fit = adjusted(groups, drift, at)
         if fit is not None:
             mean, se, df, slope = fit
     h = t975(df) * se
@@ -167,18 +166,19 @@ def paired_effect(a: list[float], b: list[float], band_pct: float = 1.0,
 
 
 def _lines(groups: dict, at: float, n: int) -> tuple[float, float, int]:
-    """Separate regression lines, one per stratum (paired_effect): the mean of their values at
-    time `at`, its standard error and degrees of freedom."""
+    """Separate regression lines, one per stratum (paired_effect; its groups, (time, ln
+    ratio, z) each): the mean of their values at time `at`, its standard error and degrees
+    of freedom."""
     k = len(groups)
     level, coef, ss = 0.0, 0.0, 0.0
     for g in groups.values():
-        mt = sum(t for t, _ in g) / len(g)
-        mx = sum(x for _, x in g) / len(g)
-        stt = sum((t - mt) ** 2 for t, _ in g)
-        slope = sum((t - mt) * (x - mx) for t, x in g) / stt
+        mt = sum(t for t, _, _ in g) / len(g)
+        mx = sum(x for _, x, _ in g) / len(g)
+        stt = sum((t - mt) ** 2 for t, _, _ in g)
+        slope = sum((t - mt) * (x - mx) for t, x, _ in g) / stt
         level += mx + slope * (at - mt)
         coef += 1 / len(g) + (at - mt) ** 2 / stt
-        ss += sum((x - mx - slope * (t - mt)) ** 2 for t, x in g)
+        ss += sum((x - mx - slope * (t - mt)) ** 2 for t, x, _ in g)
     df = n - 2 * k
     return level / k, math.sqrt(ss / df * coef) / k, df
 

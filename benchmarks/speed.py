@@ -1,5 +1,5 @@
-"""The CPUs' own speed while a run measures: a probe on every CPU times a fixed loop every
-50 ms, and each run gets the speed of the CPUs it sat on (its placement over the run, the
+"""The CPUs' own speed while a run measures: a probe on each CPU (up to PER_GROUP of each
+group) times a fixed loop every 50 ms, and each run gets the speed of the CPUs it sat on (its placement over the run, the
 trades of the simultaneous design included), the covariate stats.paired_effect adjusts the
 effect for.
 
@@ -13,7 +13,7 @@ error (lab/README.md, "The CPUs' own speed as a covariate").
 
 The probe runs at real-time priority (SCHED_FIFO, sched(7)) so that no server process delays
 the loop it times: its reading is the CPU's speed, not the share the servers leave it. It
-takes about 1 ms in 50 (2%) of every CPU, the same on each. Where real-time priority is
+takes about 1 ms in 50 (2%) of every CPU it probes, the same on each. Where real-time priority is
 refused (no CAP_SYS_NICE; a cgroup without real-time time), nothing is probed, runs carry no
 speed, and the effect is not adjusted."""
 

@@ -9,6 +9,7 @@ percentage. Never stop on "p < 0.05": stop on the CI's half-width, or on the tim
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass, replace
 
 from .adjust import adjusted
@@ -89,6 +90,17 @@ DRIFT_MIN_EPOCHS = 6
 # while the adjustment halved the standard error where the CPUs' speeds moved (lab/README.md,
 # "The CPUs' own speed as a covariate").
 SPEED_MIN_DF = 6
+# ... and only where the covariate itself moved: the sd of the pairs' ln speed ratios at least
+# this much (a rule on the covariate alone, decided before the effect is looked at: where it
+# adjusts, the regression's interval given the covariate stays exact; where it does not, the
+# little the speeds moved counts as noise, lab/speed_sim.py). Where it explains
+# nothing, the slope costs 4% of width at 17 epochs and 8% at 11 (lab/speed_sim.py); it takes
+# slope^2 sd_z^2 out of the epoch variance, so it pays only where slope x sd_z reaches about
+# 0.3-0.4 of the epochs' own sd; with the slope near 1 where the CPUs moved (0.86-1.09) and
+# epochs of 1.0-1.6% sd within a placement where they ran steadily, that is sd_z of
+# 0.3-0.6%: the five runs recorded with sd_z under 0.5% came out 2-10% wider adjusted, those
+# at 1.25-2.7% 38-55% narrower (lab/README.md, "The CPUs' own speed as a covariate").
+SPEED_MIN_SD = 0.005
 
 
 def paired_effect(a: list[float], b: list[float], band_pct: float = 1.0,
@@ -118,7 +130,8 @@ def paired_effect(a: list[float], b: list[float], band_pct: float = 1.0,
     s^2 the pooled residual variance on n - 2k degrees of freedom.
 
     `speed` (one per pair: ln of the speed of the CPUs B's runs sat on over A's, speed.py):
-    where every pair has one and SPEED_MIN_DF degrees of freedom remain, the model above
+    where every pair has one, SPEED_MIN_DF degrees of freedom remain and the ratios moved
+    (SPEED_MIN_SD), the model above
     takes a common slope on it too and the effect is its value at equal speeds (adjust.py)."""
     if len(a) != len(b):
         raise ValueError("paired samples need equal lengths")
@@ -155,7 +168,9 @@ def paired_effect(a: list[float], b: list[float], band_pct: float = 1.0,
         se = sd / math.sqrt(n)
         groups = {None: [(t, x, z) for _, t, x, z in d]}
     slope = None
-    if all(z is not None for *_, z in d) and df - 1 >= SPEED_MIN_DF:
+    zs = [z for *_, z in d]
+    if (None not in zs and df - 1 >= SPEED_MIN_DF
+            and statistics.stdev(zs) >= SPEED_MIN_SD):
         fit = adjusted(groups, drift, at)
         if fit is not None:
             mean, se, df, slope = fit

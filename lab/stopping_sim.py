@@ -8,7 +8,12 @@ after every epoch, the stopping rule `should_stop` with the given target and at 
 --min-epochs, and the budget's epoch count as the last resort. Prints the share of final
 intervals that exclude 0 (nominal: 5%) and the mean number of epochs used.
 
+With --slope, each epoch also has a CPU speed ratio z (normal, sd --zsd) that moves its ln
+ratio by slope x z, and validate's adjustment for it (stats.paired_effect's `speed`, adjust.py)
+takes part in every interval the rule looks at, as in validate where every run is probed.
+
     python3 lab/stopping_sim.py --max-epochs 6 --target 1 --sd 0.003 0.008 0.012 0.02
+    python3 lab/stopping_sim.py --max-epochs 17 --slope 0.9 --zsd 0.019 --sd 0.009
 """
 
 from __future__ import annotations
@@ -21,15 +26,17 @@ from hpadvise.benchmarks import stats
 
 
 def trial(rng: random.Random, sd: float, target: float | None, max_epochs: int,
-          min_epochs: int) -> tuple[bool, int]:
+          min_epochs: int, slope: float | None = None, zsd: float = 0.0) -> tuple[bool, int]:
     """One validate run: (its interval missed the true effect, epochs used)."""
-    a, b = [], []
+    a, b, zs = [], [], []
     for n in range(1, max_epochs + 1):
+        z = rng.gauss(0.0, zsd) if slope is not None else 0.0
         a.append(1.0)
-        b.append(math.exp(rng.gauss(0.0, sd)))
+        b.append(math.exp(rng.gauss(0.0, sd) + (slope or 0.0) * z))
+        zs.append(z)
         if n < 2:
             continue
-        e = stats.paired_effect(a, b)
+        e = stats.paired_effect(a, b, speed=zs if slope is not None else None)
         if n == max_epochs or stats.should_stop([e], target, min_epochs):
             return not (e.lo_pct <= 0.0 <= e.hi_pct), n
     raise AssertionError("unreachable: the last epoch always ends the run")
@@ -44,12 +51,18 @@ def main() -> None:
     ap.add_argument("--min-epochs", type=int, default=3)
     ap.add_argument("--trials", type=int, default=20000)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--slope", type=float, default=None,
+                    help="the epochs carry a CPU speed ratio this slope moves (adjusted for)")
+    ap.add_argument("--zsd", type=float, default=0.019,
+                    help="sd of the speed ratio's log (the fresh runs: 0.01-0.03)")
     o = ap.parse_args()
     rng = random.Random(o.seed)
-    print(f"target {o.target}%, {o.min_epochs}..{o.max_epochs} epochs, {o.trials} trials")
+    print(f"target {o.target}%, {o.min_epochs}..{o.max_epochs} epochs, {o.trials} trials"
+          + (f", slope {o.slope} on a speed ratio of sd {o.zsd}" if o.slope is not None else ""))
     for sd in o.sd:
         for name, target in (("fixed", None), ("early stop", o.target)):
-            runs = [trial(rng, sd, target, o.max_epochs, o.min_epochs) for _ in range(o.trials)]
+            runs = [trial(rng, sd, target, o.max_epochs, o.min_epochs, o.slope, o.zsd)
+                    for _ in range(o.trials)]
             miss = sum(m for m, _ in runs) / len(runs)
             mean_n = sum(n for _, n in runs) / len(runs)
             print(f"sd {sd:.3f}  {name:<10}  missed {miss:6.1%}  mean epochs {mean_n:5.1f}")

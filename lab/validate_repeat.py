@@ -79,7 +79,11 @@ def main(paths: list[str]) -> int:
         n = len(lr)
         m = statistics.fmean(lr)
         se = statistics.stdev(lr) / math.sqrt(n)
+        cur = [x["tps"] for x in d["samples"] if x["variant"] == e["a"] and x["tps"] > 0]
+        spd = [x["cpu_speed"] for x in d["samples"] if x.get("cpu_speed")]
         runs.append({"path": p, "lr": lr, "m": m, "se": se, "t": t975(n - 1), "e": e,
+                     "tps": statistics.median(cur) if cur else None,
+                     "speed": math.exp(statistics.fmean(map(math.log, spd))) if spd else None,
                      "band": d["meta"].get("band_pct", 1.0),
                      "measured": d["meta"].get("measured_s"),
                      "elapsed": d["meta"].get("elapsed_s")})
@@ -133,11 +137,40 @@ def main(paths: list[str]) -> int:
     if lag:
         print(f"lag-1 autocorrelation of the epoch ratios, mean over runs: "
               f"{statistics.fmean(lag):+.2f} (independent epochs: about -1/n)")
-    as_reported(runs)
+    rep = as_reported(runs)
+    moments(runs, rep)
     return 0
 
 
-def as_reported(runs: list[dict]) -> None:
+def moments(runs: list[dict], rep: list[tuple]) -> None:
+    """Does a run's effect follow the host's moment? Each run's reported estimate against its
+    baseline's median TPS and its CPUs' mean probed speed (the geometric mean of every run's
+    cpu_speed): the slope of a weighted least squares of the estimates on each (weights
+    1 / se^2, the fixed-effect meta-regression; Borenstein et al., Introduction to
+    Meta-Analysis, 2009, ch. 20), with its z = slope / se."""
+    print("\n| run | estimate | se | baseline TPS (median) | CPUs' speed (turns/us) |")
+    print("|---|---:|---:|---:|---:|")
+    for i, (r, (m, se, _, _)) in enumerate(zip(runs, rep), 1):
+        spd = f"{r['speed']:.2f}" if r["speed"] else "-"
+        tps = f"{r['tps']:,.0f}" if r["tps"] else "-"
+        print(f"| {i} | {pct(m):+.2f}% | {se * 100:.2f}% | {tps} | {spd} |")
+    for name in ("tps", "speed"):
+        pts = [(r[name], m, se) for r, (m, se, _, _) in zip(runs, rep) if r[name]]
+        if len(pts) < 3:
+            continue
+        w = [1 / se ** 2 for _, _, se in pts]
+        xw = sum(wi * x for wi, (x, _, _) in zip(w, pts)) / sum(w)
+        yw = sum(wi * y for wi, (_, y, _) in zip(w, pts)) / sum(w)
+        sxx = sum(wi * (x - xw) ** 2 for wi, (x, _, _) in zip(w, pts))
+        if not sxx:
+            continue
+        b = sum(wi * (x - xw) * (y - yw) for wi, (x, y, _) in zip(w, pts)) / sxx
+        # the effect's change in points of ln ratio for a moment twice as fast as the mean
+        print(f"the effect on {name}: {b * xw * 100:+.2f} points for twice the mean "
+              f"({xw:,.2f}), z = {b / math.sqrt(1 / sxx):+.2f}")
+
+
+def as_reported(runs: list[dict]) -> list[tuple]:
     """The same checks on the intervals the runs reported, which validate stratifies by
     server placement (stats.paired_effect: df = n - k with k placements, n - 2k where each
     placement's level is a line over the run): each run's
@@ -151,7 +184,9 @@ def as_reported(runs: list[dict]) -> None:
         n = len(r["lr"])
         lo, hi = math.log1p(e["lo_pct"] / 100), math.log1p(e["hi_pct"] / 100)
         # lines per placement (stats.paired_effect's drift): n - 2k df; levels: n - k
-        t = t975(n - k * (2 if e.get("drift") else 1) if k >= 2 else n - 1)
+        # and one less where the CPUs' speed was a covariate (speed_slope)
+        t = t975((n - k * (2 if e.get("drift") else 1) if k >= 2 else n - 1)
+                 - (e.get("speed_slope") is not None))
         rep.append((math.log1p(e["pct"] / 100), (hi - lo) / (2 * t), lo, hi))
     k = len(rep)
     w = [1 / se ** 2 for _, se, _, _ in rep]
@@ -182,6 +217,7 @@ def as_reported(runs: list[dict]) -> None:
         cut = max((hi - lo) / 2, math.log(1 + r["band"] / 100))
         expect += 0.5 * math.erfc((cut - mw) / se / math.sqrt(2))
     print(f"expected 'improved' if the pooled effect is true: {expect:.1f} of {k}")
+    return rep
 
 
 if __name__ == "__main__":

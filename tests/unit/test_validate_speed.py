@@ -5,6 +5,7 @@ off a probe's readings through the trades of the simultaneous design (speed.run_
 and the words the report gives it."""
 
 import math
+import statistics
 
 import pytest
 
@@ -82,12 +83,23 @@ def test_paired_effect_adjusted_narrows_and_stays_on_the_effect():
 @pytest.mark.parametrize("speed", [
     [0.01, -0.02, 0.0, 0.02, -0.01, 0.01, 0.0],   # 7 epochs: 5 degrees of freedom after it
     Z[:6] + [None] + Z[7:],                       # a run without a reading
+    [z / 5 for z in Z],                           # CPUs that barely moved: sd 0.4%
 ])
-def test_not_adjusted_where_too_few_epochs_or_a_run_unread(speed):
+def test_not_adjusted_where_too_few_epochs_a_run_unread_or_the_speeds_steady(speed):
     b = _ratios()[:len(speed)]
     e = stats.paired_effect([1.0] * len(b), b, 1.0, speed=speed)
     assert e.speed_slope is None
     assert e == stats.paired_effect([1.0] * len(b), b, 1.0)
+
+
+def test_adjusted_from_the_speeds_spread_on():
+    """The rule reads the covariate alone: the same ratios, speeds at sd just over
+    SPEED_MIN_SD adjusted, just under not."""
+    b = _ratios()
+    sd = statistics.stdev(Z)
+    over = stats.paired_effect([1.0] * len(b), b, speed=[z * 0.0051 / sd for z in Z])
+    under = stats.paired_effect([1.0] * len(b), b, speed=[z * 0.0049 / sd for z in Z])
+    assert over.speed_slope is not None and under.speed_slope is None
 
 
 def test_speeds_ride_the_samples_into_the_comparison():

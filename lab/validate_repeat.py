@@ -2,6 +2,7 @@
 """Are validate's intervals honest across repeated runs of one command?
 
     python3 lab/validate_repeat.py RUN1.json RUN2.json ...   (`validate --json --output`)
+    .venv/bin/python lab/validate_repeat.py --now RUN1.json ...  (as the checkout reports them)
 
 For the first comparison of every result (the card's "Apply the plan?": current over
 recommended), each run's estimate, 95% interval, half-width, verdict and epoch ratios; then,
@@ -18,7 +19,7 @@ over the runs:
   pooled effect were the truth and each run's estimate scattered by its own se (normal
   approximation, the band as validate applies it).
 
-Standard library only."""
+Standard library only (--now: hpadvise too)."""
 
 from __future__ import annotations
 
@@ -70,11 +71,31 @@ def pct(v: float) -> float:
     return (math.exp(v) - 1) * 100
 
 
+def recomputed(d: dict) -> dict:
+    """The first comparison as the checkout's validate would report it from the run's own
+    samples (`--now`: a rule of the statistics changed after the run)."""
+    from dataclasses import fields
+
+    from hpadvise.benchmarks import measure, stats
+    from hpadvise.benchmarks.variants import pairs_for
+    names = {f.name for f in fields(measure.Sample)}
+    m, e = d["meta"], d["effects"][0]
+    samples = [measure.Sample(**{k: v for k, v in s.items() if k in names})
+               for s in d["samples"]]
+    got = stats.comparisons(samples, pairs_for(m["variants"]), m.get("phases") or [],
+                            m["band_pct"])[(e["a"], e["b"])]
+    return {**e, "pct": got.pct, "lo_pct": got.lo_pct, "hi_pct": got.hi_pct,
+            "half_width_pct": got.half_width_pct, "verdict": got.verdict,
+            "strata": got.strata, "drift": got.drift, "speed_slope": got.speed_slope}
+
+
 def main(paths: list[str]) -> int:
+    now = "--now" in paths
+    paths = [p for p in paths if p != "--now"]
     runs = []
     for p in paths:
         d = json.loads(open(p).read())
-        e = d["effects"][0]
+        e = recomputed(d) if now else d["effects"][0]
         lr = epoch_ratios(d)
         n = len(lr)
         m = statistics.fmean(lr)

@@ -9,8 +9,9 @@ CPUs ran alike (z = 0), weighted over the placements as paired_effect weights th
 variance s^2 c'(X'X)^-1 c on n - p degrees of freedom (Montgomery, Peck and Vining,
 Introduction to Linear Regression Analysis, 5th ed., 3.4 and 3.5). The covariate is read
 by a probe beside the servers, not by them, so the variants cannot move it: the adjustment
-removes noise, not effect. Where the CPUs' speeds barely vary, neither does the adjustment:
-it moves the estimate little and costs a degree of freedom and some width."""
+removes noise, not effect. Where the CPUs' speeds barely vary, the adjustment would move the
+estimate little and cost a degree of freedom and some width, so paired_effect does not call
+it there (stats.SPEED_MIN_SD)."""
 
 from __future__ import annotations
 

@@ -196,7 +196,8 @@ def run_clients(o, sr: SysRoot, pmu: str, jobs, clients: int, pids: list[int | N
     limit = warm_s + seconds + o.run_grace_s
     probe: Probe | None = None
     try:
-        # started with the warm-up, so that its own start costs the measured part nothing
+        # started with the warm-up, so that its own start (a few milliseconds) falls before
+        # the measured part wherever there is a warm-up
         probe = Probe(limit, probed(groups)) if probe_speed else None
         while any(p.poll() is None for p in procs):
             now = time.time() - t0

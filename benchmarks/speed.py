@@ -13,9 +13,14 @@ error (lab/README.md, "The CPUs' own speed as a covariate").
 
 The probe runs at real-time priority (SCHED_FIFO, sched(7)) so that no server process delays
 the loop it times: its reading is the CPU's speed, not the share the servers leave it. It
-takes about 1 ms in 50 (2%) of every CPU it probes, the same on each. Where real-time priority is
-refused (no CAP_SYS_NICE; a cgroup without real-time time), nothing is probed, runs carry no
-speed, and the effect is not adjusted."""
+takes about 1 ms in 50 (2%) of every CPU it probes, the same on each. Where real-time
+priority is refused to any probe (no CAP_SYS_NICE; a cgroup without real-time time), that
+probe ends at once, no reading of any CPU is kept (speeds read at two priorities would not
+compare), runs carry no speed, and the effect is not adjusted.
+
+The run's CPUs are taken from the trading schedule (cpus.turn), not from what each trade
+read back: a trade that failed (counted in the run's `trades`) is rare and costs the
+covariate a few seconds on the wrong group."""
 
 from __future__ import annotations
 

@@ -1,8 +1,10 @@
 """Statistics for A/B runs: paired effect on ln(TPS) with a Student t 95% confidence interval,
 the stopping rule and the verdict words (docs/design.md, "Validating").
 
-One block holds one run of every variant; the effect of B over A is the mean over blocks of
-ln(TPS_B / TPS_A), so slow drift of the machine cancels within a block. exp() turns it into a
+One block holds one run of every variant; the effect of B over A is built on the blocks'
+ln(TPS_B / TPS_A), so slow drift of the machine cancels within a block: their mean, or where
+the servers side by side trade placements the mean of a level (or a line over the run) per
+placement, adjusted for the CPUs' speed where it moved (paired_effect). exp() turns it into a
 percentage. Never stop on "p < 0.05": stop on the CI's half-width, or on the time budget.
 """
 
@@ -51,6 +53,9 @@ class Effect:
     # the slope on the CPUs' speed the effect was adjusted with (paired_effect); None where
     # it was not adjusted
     speed_slope: float | None = None
+    # how much the CPUs' speed ratio moved over the pairs: the sd of its logs, in percent;
+    # None where some pair had no speed (nothing probed)
+    speed_sd_pct: float | None = None
 
     @property
     def df(self) -> int:
@@ -169,15 +174,16 @@ def paired_effect(a: list[float], b: list[float], band_pct: float = 1.0,
         groups = {None: [(t, x, z) for _, t, x, z in d]}
     slope = None
     zs = [z for *_, z in d]
-    if (None not in zs and df - 1 >= SPEED_MIN_DF
-            and statistics.stdev(zs) >= SPEED_MIN_SD):
+    zsd = statistics.stdev(zs) if None not in zs else None
+    if zsd is not None and df - 1 >= SPEED_MIN_DF and zsd >= SPEED_MIN_SD:
         fit = adjusted(groups, drift, at)
         if fit is not None:
             mean, se, df, slope = fit
     h = t975(df) * se
     pct, lo, hi = ((math.exp(v) - 1) * 100 for v in (mean, mean - h, mean + h))
     return Effect(n, pct, lo, hi, verdict(pct, lo, hi, band_pct), strata=k, drift=drift,
-                  speed_slope=None if slope is None else round(slope, 3))
+                  speed_slope=None if slope is None else round(slope, 3),
+                  speed_sd_pct=None if zsd is None else round(100 * zsd, 3))
 
 
 def _lines(groups: dict, at: float, n: int) -> tuple[float, float, int]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+from . import stats
 from .drivers import BENCHMARKS
 from .variants import kind
 
@@ -95,13 +96,21 @@ def strata_words(e: dict) -> str:
 
 def speed_words(e: dict) -> str:
     """How the effect was adjusted for the CPUs' own speed (stats.paired_effect, adjust.py),
-    else nothing."""
-    if e.get("speed_slope") is None:
+    or why it was not where their speeds were read; nothing where they were not."""
+    sd = e.get("speed_sd_pct")
+    if e.get("speed_slope") is not None:
+        return (" It is adjusted for the speed of the CPUs each side ran on, read by a probe "
+                "beside the servers (analysis of covariance, slope "
+                f"{e['speed_slope']:.2f}): a virtual CPU that ran slower for a while does not "
+                "move it.")
+    if sd is None or not math.isfinite(sd):
         return ""
-    return (" It is adjusted for the speed of the CPUs each side ran on, read by a probe on "
-            "every CPU (analysis of covariance, slope "
-            f"{e['speed_slope']:.2f}): a virtual CPU that ran slower for a while does not "
-            "move it.")
+    if sd < 100 * stats.SPEED_MIN_SD:
+        return (f" The CPUs' speeds, read beside the servers, moved {sd:.2f}% (sd of their "
+                f"ratio), under the {100 * stats.SPEED_MIN_SD:.1f}% from which an adjustment "
+                "for them pays: not adjusted.")
+    return (" Too few epochs to adjust for the CPUs' speed as well (that needs "
+            f"{stats.SPEED_MIN_DF} degrees of freedom after it).")
 
 
 def phase_lines(result: dict) -> list[str]:

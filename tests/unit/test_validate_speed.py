@@ -7,6 +7,8 @@ and the words the report gives it."""
 import math
 import statistics
 
+from dataclasses import replace
+
 import pytest
 
 from hpadvise.benchmarks import adjust, measure, speed, stats, wording
@@ -89,7 +91,8 @@ def test_not_adjusted_where_too_few_epochs_a_run_unread_or_the_speeds_steady(spe
     b = _ratios()[:len(speed)]
     e = stats.paired_effect([1.0] * len(b), b, 1.0, speed=speed)
     assert e.speed_slope is None
-    assert e == stats.paired_effect([1.0] * len(b), b, 1.0)
+    assert replace(e, speed_sd_pct=None) == stats.paired_effect([1.0] * len(b), b, 1.0)
+    assert (e.speed_sd_pct is None) == (None in speed)
 
 
 def test_adjusted_from_the_speeds_spread_on():
@@ -133,6 +136,22 @@ def test_the_report_names_the_adjustment():
     assert "analysis of covariance, slope 0.86" in wording.strata_words(e)
     assert "covariance" not in wording.strata_words({**e, "speed_slope": None})
     assert "covariance" in wording.strata_words({"strata": 1, "speed_slope": 0.5})
+
+
+def test_the_report_says_why_it_did_not_adjust():
+    """Speeds read but steady: how much they moved and the rule's threshold; moving but too
+    few epochs: that; nothing read: nothing said."""
+    steady = wording.strata_words({"strata": 2, "speed_slope": None, "speed_sd_pct": 0.24})
+    assert "moved 0.24%" in steady and "0.5%" in steady and "not adjusted" in steady
+    few = wording.strata_words({"strata": 1, "speed_slope": None, "speed_sd_pct": 1.9})
+    assert "Too few epochs" in few and "6 degrees of freedom" in few
+    assert "CPU" not in wording.strata_words({"strata": 1, "speed_slope": None,
+                                              "speed_sd_pct": None})
+    b = _ratios()
+    e = stats.paired_effect([1.0] * len(b), b, speed=[z / 5 for z in Z])
+    assert e.speed_sd_pct == pytest.approx(100 * statistics.stdev(Z) / 5, abs=1e-3)
+    assert "not adjusted" in wording.strata_words(
+        {"strata": e.strata, "speed_slope": e.speed_slope, "speed_sd_pct": e.speed_sd_pct})
 
 
 def test_probed_caps_each_group_and_spreads_through_it():

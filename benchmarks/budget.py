@@ -14,8 +14,31 @@ if TYPE_CHECKING:
 
 # The shortest run the default budget plans: shorter windows were dominated by this VM's
 # few-second dips (sd of the block ln-ratio 0.06-0.07 at 10-20 s, 0.05 at 25-30 s, far more
-# at 3 s; lab/README.md); 30 s is the longest.
+# at 3 s; lab/README.md).
 MIN_RUN_S = 10
+
+
+# The longest: 30 s, or 15 s side by side where the buffers are small enough that the warm-up
+# is at its 3 s floor (under half a GiB), where a restart costs about a second. There, what
+# moves an epoch's ratio at 128MB is mostly a level each start carries, flat through the
+# epoch (sd 0.9-3.3% against 0.4-1.2% from what moves within 30 s, ten runs), so an epoch's
+# variance hardly shrinks with its length and more starts narrow the interval: 10 minutes
+# of 15 s runs hold 31 epochs instead of 17, whose starts carried the same levels (0.75%
+# and 2.8% in two runs), for an interval about a quarter narrower at the same noise (the
+# two runs: 0.31% and 1.12% wide, the ten of 30 s beside them 0.58-1.44%; lab/README.md,
+# "Ten runs back to back with the probe"). Larger buffers keep 30 s: a start there costs
+# 12 s and more a server and the 4 KiB ramp lasts tens of seconds, which a shorter run
+# would weigh more (not measured shorter); so do the designs that restart one server a run.
+RUN_MAX_S = 30
+RUN_MAX_S_SMALL = 15
+SMALL_WARM_S = 3
+
+
+def run_max_s(design: str, warm_s: int) -> int:
+    """The longest run the default budget plans in `design` with a warm-up of warm_s
+    (RUN_MAX_S's note)."""
+    small = design == "simultaneous" and warm_s <= SMALL_WARM_S
+    return RUN_MAX_S_SMALL if small else RUN_MAX_S
 
 
 # Seconds of stop, start and prewarm per server start that run_seconds budgets for, at least:

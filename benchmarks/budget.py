@@ -24,11 +24,13 @@ MIN_RUN_S = 10
 # epoch (sd 0.9-3.3% against 0.4-1.2% from what moves within 30 s, ten runs), so an epoch's
 # variance hardly shrinks with its length and more starts narrow the interval: 10 minutes
 # of 15 s runs hold 31 epochs instead of 17, whose starts carried the same levels (0.75%
-# and 2.8% in two runs), for an interval about a quarter narrower at the same noise (the
-# two runs: 0.31% and 1.12% wide, the ten of 30 s beside them 0.58-1.44%; lab/README.md,
-# "Ten runs back to back with the probe"). Larger buffers keep 30 s: a start there costs
-# 12 s and more a server and the 4 KiB ramp lasts tens of seconds, which a shorter run
-# would weigh more (not measured shorter); so do the designs that restart one server a run.
+# and 2.8% in two runs), which the variance components of all the runs put at an interval
+# about a quarter narrower at the same noise (the two runs came out 0.31% and 1.12% wide,
+# the eleven of 30 s around them 0.43-1.44%: the host's moment moved the widths more than
+# three runs could tell; lab/README.md, "Ten runs back to back with the probe"). Larger
+# buffers keep 30 s: a start there costs 12 s and more a server and the 4 KiB ramp lasts
+# tens of seconds, which a shorter run would weigh more (not measured shorter); so do the
+# designs that restart one server a run.
 RUN_MAX_S = 30
 RUN_MAX_S_SMALL = 15
 SMALL_WARM_S = 3

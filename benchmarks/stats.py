@@ -103,8 +103,10 @@ SPEED_MIN_DF = 6
 # slope^2 sd_z^2 out of the epoch variance, so it pays only where slope x sd_z reaches about
 # 0.3-0.4 of the epochs' own sd; with the slope near 1 where the CPUs moved (0.86-1.09) and
 # epochs of 1.0-1.6% sd within a placement where they ran steadily, that is sd_z of
-# 0.3-0.6%: the five runs recorded with sd_z under 0.5% came out 2-10% wider adjusted, those
-# at 1.25-2.7% 38-55% narrower (lab/README.md, "The CPUs' own speed as a covariate").
+# 0.3-0.6%. Of the fifteen runs recorded with sd_z under 0.5%, eleven came out 2-10% wider
+# adjusted, one the same and three 1-5% narrower; between 0.55% and 0.99%, four narrower by
+# 3-18% and one 13% wider; at 1.25-2.7%, 38-55% narrower (lab/README.md, "The CPUs' own
+# speed as a covariate" and "Ten runs back to back with the probe").
 SPEED_MIN_SD = 0.005
 
 

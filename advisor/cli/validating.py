@@ -57,8 +57,9 @@ def validate(
     scale: Annotated[Optional[int], typer.Option(
         help="pgbench scale or TPC-C warehouses [default: what fits in the buffers].")] = None,
     run_seconds: Annotated[Optional[int], typer.Option(
-        help="Length of one measured run [default: 30, less if the budget is short, at "
-             "least 10].")] = None,
+        help="Length of one measured run [default: 30; 15 side by side with buffers under "
+             "half a GiB, where more starts narrow the interval; less if the budget is short, "
+             "at least 10].")] = None,
     warmup_seconds: Annotated[Optional[int], typer.Option(
         help="Warm-up before each measured run, same connections, left out of the figures "
              "[default: 3 + 1 per GiB of buffers, at most 20].")] = None,

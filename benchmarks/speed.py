@@ -1,7 +1,7 @@
 """The CPUs' own speed while a run measures: a probe on each CPU (up to PER_GROUP of each
-group) times a fixed loop every 50 ms, and each run gets the speed of the CPUs it sat on (its placement over the run, the
-trades of the simultaneous design included), the covariate stats.paired_effect adjusts the
-effect for.
+group) times a fixed loop every 50 ms, and each run gets the speed of the CPUs it sat on
+(its placement over the run, the trades of the simultaneous design included), the covariate
+stats.paired_effect adjusts the effect for.
 
 Why: a VM's virtual CPUs do not run at one speed. Here, with no database running, a loop
 pinned to each of the two CPUs made 4-17% more or fewer turns from one second to the next

@@ -43,6 +43,12 @@ def run_max_s(design: str, warm_s: int) -> int:
     return RUN_MAX_S_SMALL if small else RUN_MAX_S
 
 
+def planned_run_s(design: str, warm_s: int, per: float) -> int:
+    """The run the default budget plans where `per` seconds a run would fill --duration:
+    never shorter than MIN_RUN_S, never longer than run_max_s."""
+    return max(MIN_RUN_S, min(run_max_s(design, warm_s), int(per)))
+
+
 # Seconds of stop, start and prewarm per server start that run_seconds budgets for, at least:
 # 11-13 s a server at 8 GB on 2 CPUs (lab/epoch_restart.py, fast stops), which the
 # default-command runs at 128MB-8GB were planned with.

@@ -16,7 +16,7 @@ from hpadvise.act.face import (GIB_KB, KnobId, knob_now, plan_knobs, registry, r
                                select, survey, THP_FILES)
 
 from .budget import (MIN_RUN_S, MIN_SCALE_SHARE, START_S, START_S_PER_GIB, clients_for,
-                     default_rounds, disk_need, duration_for, fitting_scale, run_max_s,
+                     default_rounds, disk_need, duration_for, fitting_scale, planned_run_s,
                      run_seconds, swap_seconds)
 from .drivers import BENCHMARKS
 from .design import choose_design
@@ -252,7 +252,7 @@ def check(given: Options, sr: SysRoot):
             o = o.noted(f"runs of {MIN_RUN_S} s, the shortest that says something: "
                         f"{o.duration_s} s holds fewer than {o.min_blocks} epochs of them; "
                         f"--duration {keeps}m holds {o.min_blocks}")
-        o = replace(o, run_s=max(MIN_RUN_S, min(run_max_s(design, o.warm_s), int(per))))
+        o = replace(o, run_s=planned_run_s(design, o.warm_s, per))
     if o.swap_s is None:
         # Simultaneous: pinned for a whole run, a run's ln ratio carried a level of its own
         # (sd ~0.06 between the rounds of one epoch, not the CPUs' lasting difference and

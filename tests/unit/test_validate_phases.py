@@ -290,8 +290,8 @@ def test_whose_clients_start_first_turns_against_server_and_start_order():
 def test_the_longest_default_run_follows_what_a_start_costs(design, warm_s, longest):
     """The default command's 10 minutes at 128MB: runs of 15 s side by side (each start's
     level is most of an epoch's noise there); 30 s where a start costs more."""
-    from hpadvise.benchmarks.budget import run_max_s, run_seconds
+    from hpadvise.benchmarks.budget import planned_run_s, run_seconds
     o = Options(variants=list(DEFAULT), duration_s=600, db="postgres", warm_s=warm_s,
                 rounds=1, variants_given=False)
     per = run_seconds(o, design, 2, variants.phases_for(o.variants))
-    assert per > longest and min(run_max_s(design, warm_s), int(per)) == longest
+    assert per > longest and planned_run_s(design, warm_s, per) == longest

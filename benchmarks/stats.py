@@ -56,6 +56,11 @@ class Effect:
     # how much the CPUs' speed ratio moved over the pairs: the sd of its logs, in percent;
     # None where some pair had no speed (nothing probed)
     speed_sd_pct: float | None = None
+    # why the effect was not adjusted where every pair had a speed: "steady" (the speeds
+    # moved under SPEED_MIN_SD), "few epochs" (under SPEED_MIN_DF degrees of freedom would
+    # remain), "singular" (the speeds cannot be told from the placements' levels); None where
+    # it was adjusted or nothing was probed
+    speed_unfit: str | None = None
 
     @property
     def df(self) -> int:
@@ -112,7 +117,8 @@ SPEED_MIN_SD = 0.005
 
 def paired_effect(a: list[float], b: list[float], band_pct: float = 1.0,
                   strata: list | None = None, times: list[float] | None = None,
-                  speed: list[float | None] | None = None) -> Effect:
+                  speed: list[float | None] | None = None,
+                  speed_min_sd: float = SPEED_MIN_SD) -> Effect:
     """B over A from paired TPS: the mean of ln(b/a) with a Student t 95% interval.
 
     `strata` (one key per pair: which server each side ran on, side by side) is a factor the
@@ -138,8 +144,8 @@ def paired_effect(a: list[float], b: list[float], band_pct: float = 1.0,
 
     `speed` (one per pair: ln of the speed of the CPUs B's runs sat on over A's, speed.py):
     where every pair has one, SPEED_MIN_DF degrees of freedom remain and the ratios moved
-    (SPEED_MIN_SD), the model above
-    takes a common slope on it too and the effect is its value at equal speeds (adjust.py)."""
+    (speed_min_sd, SPEED_MIN_SD unless a study sets another), the model above takes a common
+    slope on it too and the effect is its value at equal speeds (adjust.py)."""
     if len(a) != len(b):
         raise ValueError("paired samples need equal lengths")
     keys = strata if strata is not None else [None] * len(a)
@@ -174,18 +180,23 @@ def paired_effect(a: list[float], b: list[float], band_pct: float = 1.0,
         sd = math.sqrt(sum((x - mean) ** 2 for _, _, x, _ in d) / df)
         se = sd / math.sqrt(n)
         groups = {None: [(t, x, z) for _, t, x, z in d]}
-    slope = None
+    slope, unfit = None, None
     zs = [z for *_, z in d]
     zsd = statistics.stdev(zs) if None not in zs else None
-    if zsd is not None and df - 1 >= SPEED_MIN_DF and zsd >= SPEED_MIN_SD:
-        fit = adjusted(groups, drift, at)
+    if zsd is not None:
+        unfit = ("steady" if zsd < speed_min_sd
+                 else "few epochs" if df - 1 < SPEED_MIN_DF else None)
+        fit = adjusted(groups, drift, at) if unfit is None else None
         if fit is not None:
             mean, se, df, slope = fit
+        elif unfit is None:
+            unfit = "singular"
     h = t975(df) * se
     pct, lo, hi = ((math.exp(v) - 1) * 100 for v in (mean, mean - h, mean + h))
     return Effect(n, pct, lo, hi, verdict(pct, lo, hi, band_pct), strata=k, drift=drift,
                   speed_slope=None if slope is None else round(slope, 3),
-                  speed_sd_pct=None if zsd is None else round(100 * zsd, 3))
+                  speed_sd_pct=None if zsd is None else round(100 * zsd, 3),
+                  speed_unfit=unfit)
 
 
 def _lines(groups: dict, at: float, n: int) -> tuple[float, float, int]:
@@ -253,8 +264,8 @@ def unit(s) -> int:
     return s.epoch if s.epoch is not None else s.block
 
 
-def effects(samples: list, pairs: list[tuple[str, str]], band_pct: float
-            ) -> dict[tuple[str, str], Effect]:
+def effects(samples: list, pairs: list[tuple[str, str]], band_pct: float,
+            speed_min_sd: float = SPEED_MIN_SD) -> dict[tuple[str, str], Effect]:
     """B over A per pair, one paired unit per epoch: the geometric mean of the epoch's runs
     of each variant. Runs within one start of a server share its memory layout, so they are
     not independent of each other; epochs are (docs/design.md, "Validating")."""
@@ -271,7 +282,7 @@ def effects(samples: list, pairs: list[tuple[str, str]], band_pct: float
                 placed.append(placement(sa, sb))
                 when.append(ep)
                 z.append(speed_ratio(sa, sb))
-        out[(a, b)] = paired_effect(ta, tb, band_pct, placed, when, z)
+        out[(a, b)] = paired_effect(ta, tb, band_pct, placed, when, z, speed_min_sd)
     return out
 
 
@@ -302,13 +313,15 @@ def phase_samples(samples: list, phases: list[str]) -> list:
 
 
 def comparisons(samples: list, pairs: list[tuple[str, str]], phases: list[str],
-                band_pct: float) -> dict[tuple[str, str], Effect]:
+                band_pct: float, speed_min_sd: float = SPEED_MIN_SD
+                ) -> dict[tuple[str, str], Effect]:
     """Every comparison's effect. With THP phases, the pairs of per-server variants over
     every epoch (whatever its phase: they ran side by side in it), and the pairs with a THP
-    variant over cycles (phase_samples). Without, all over epochs."""
+    variant over cycles (phase_samples). Without, all over epochs. speed_min_sd:
+    paired_effect's."""
     thp = [p for p in pairs if phases and any(map(host_wide, p))]
-    out = effects(samples, [p for p in pairs if p not in thp], band_pct)
-    out.update(effects(phase_samples(samples, phases), thp, band_pct))
+    out = effects(samples, [p for p in pairs if p not in thp], band_pct, speed_min_sd)
+    out.update(effects(phase_samples(samples, phases), thp, band_pct, speed_min_sd))
     return {p: out[p] for p in pairs}
 
 

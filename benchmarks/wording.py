@@ -103,12 +103,16 @@ def speed_words(e: dict) -> str:
                 "beside the servers (analysis of covariance, slope "
                 f"{e['speed_slope']:.2f}): a virtual CPU that ran slower for a while does not "
                 "move it.")
-    if sd is None or not math.isfinite(sd):
+    why = e.get("speed_unfit")
+    if sd is None or not math.isfinite(sd) or why is None:
         return ""
-    if sd < 100 * stats.SPEED_MIN_SD:
+    if why == "steady":
         return (f" The CPUs' speeds, read beside the servers, moved {sd:.2f}% (sd of their "
                 f"ratio), under the {100 * stats.SPEED_MIN_SD:.1f}% from which an adjustment "
                 "for them pays: not adjusted.")
+    if why == "singular":
+        return (f" The CPUs' speeds moved {sd:.2f}% but in step with the servers' placements, "
+                "so their part cannot be told from the placements' own: not adjusted for them.")
     return (" Too few epochs to adjust for the CPUs' speed as well (that needs "
             f"{stats.SPEED_MIN_DF} degrees of freedom after it).")
 
@@ -217,7 +221,7 @@ def block_ratios(result: dict) -> list[tuple[str, str, list[tuple[int, float]]]]
     from .measure import Sample
     from .stats import geomean, phase_samples, unit
     from .variants import host_wide
-    samples = [Sample(**s) for s in result["samples"]]
+    samples = [Sample.of(s) for s in result["samples"]]
     phases = result.get("meta", {}).get("phases") or []
     out = []
     for e in result["effects"]:

@@ -58,13 +58,11 @@ def main() -> None:
                 for way, speed, min_sd in (("unadjusted", None, rule),
                                            ("adjusted always", read, 0.0),
                                            ("as validate decides", read, rule)):
-                    stats.SPEED_MIN_SD = min_sd
                     e = stats.paired_effect([1.0] * n, [math.exp(v) for v in y], 1.0, place,
-                                            list(range(n)), speed)
+                                            list(range(n)), speed, min_sd)
                     true = (math.exp(effect) - 1) * 100
                     tally[way][0] += not (e.lo_pct <= true <= e.hi_pct)
                     tally[way][1] += e.half_width_pct
-            stats.SPEED_MIN_SD = rule
             for way, (miss, hw) in tally.items():
                 print(f"| {n} | {slope} | {100 * sd_z:.1f}% | {way} | "
                       f"{100 * miss / a.runs:.1f}% | {hw / a.runs:.2f}% |")

@@ -13,31 +13,25 @@ from __future__ import annotations
 import json
 import statistics
 import sys
-from dataclasses import fields, replace
+from dataclasses import replace
 
 from hpadvise.benchmarks import measure, stats
 from hpadvise.benchmarks.variants import host_wide, pairs_for
 
 
 def main() -> None:
-    names = {f.name for f in fields(measure.Sample)}
     print("| run | comparison | n | unadjusted, 95% CI | half-width | adjusted, 95% CI | "
           "half-width | slope | sd of z | reported |")
     print("|---|---|---:|---|---:|---|---:|---:|---:|---|")
     for path in sys.argv[1:]:
         r = json.load(open(path))
         m = r["meta"]
-        probed = [measure.Sample(**{k: v for k, v in s.items() if k in names})
-                  for s in r["samples"]]
+        probed = [measure.Sample.of(s) for s in r["samples"]]
         plain = [replace(s, cpu_speed=None) for s in probed]
         pairs = pairs_for(m["variants"])
         phases = m.get("phases") or []
         was = stats.comparisons(plain, pairs, phases, m["band_pct"])
-        rule, stats.SPEED_MIN_SD = stats.SPEED_MIN_SD, 0.0
-        try:
-            now = stats.comparisons(probed, pairs, phases, m["band_pct"])
-        finally:
-            stats.SPEED_MIN_SD = rule
+        now = stats.comparisons(probed, pairs, phases, m["band_pct"], speed_min_sd=0.0)
         decided = stats.comparisons(probed, pairs, phases, m["band_pct"])
         for p in pairs:
             e0, e1 = was[p], now[p]

@@ -91,8 +91,35 @@ def test_not_adjusted_where_too_few_epochs_a_run_unread_or_the_speeds_steady(spe
     b = _ratios()[:len(speed)]
     e = stats.paired_effect([1.0] * len(b), b, 1.0, speed=speed)
     assert e.speed_slope is None
-    assert replace(e, speed_sd_pct=None) == stats.paired_effect([1.0] * len(b), b, 1.0)
+    assert replace(e, speed_sd_pct=None, speed_unfit=None) == stats.paired_effect(
+        [1.0] * len(b), b, 1.0)
     assert (e.speed_sd_pct is None) == (None in speed)
+    assert e.speed_unfit == (None if None in speed else "few epochs" if len(speed) < 17
+                             else "steady")
+
+
+def test_speeds_in_step_with_the_placements_are_not_adjusted_and_the_report_says_so():
+    """Each placement's runs all at one speed ratio (+-1%): the slope is the placements'
+    difference again, the fit singular; the effect stays the stratified one."""
+    b = _ratios()
+    keys = [i % 2 for i in range(len(b))]
+    e = stats.paired_effect([1.0] * len(b), b, strata=keys,
+                            speed=[0.01 if k else -0.01 for k in keys])
+    assert e.speed_slope is None and e.speed_unfit == "singular" and e.speed_sd_pct > 0.5
+    assert replace(e, speed_sd_pct=None, speed_unfit=None) == stats.paired_effect(
+        [1.0] * len(b), b, strata=keys)
+    words = wording.strata_words({"strata": 2, "speed_slope": None,
+                                  "speed_sd_pct": e.speed_sd_pct, "speed_unfit": "singular"})
+    assert "placements" in words and "not adjusted" in words and "Too few" not in words
+
+
+def test_a_study_may_set_its_own_threshold():
+    """speed_min_sd: the lab's studies try other thresholds without touching the rule."""
+    b = _ratios()
+    low = [z / 5 for z in Z]
+    assert stats.paired_effect([1.0] * len(b), b, speed=low).speed_slope is None
+    assert stats.paired_effect([1.0] * len(b), b, speed=low,
+                               speed_min_sd=0.0).speed_slope is not None
 
 
 def test_adjusted_from_the_speeds_spread_on():
@@ -141,17 +168,20 @@ def test_the_report_names_the_adjustment():
 def test_the_report_says_why_it_did_not_adjust():
     """Speeds read but steady: how much they moved and the rule's threshold; moving but too
     few epochs: that; nothing read: nothing said."""
-    steady = wording.strata_words({"strata": 2, "speed_slope": None, "speed_sd_pct": 0.24})
+    steady = wording.strata_words({"strata": 2, "speed_slope": None, "speed_sd_pct": 0.24,
+                                   "speed_unfit": "steady"})
     assert "moved 0.24%" in steady and "0.5%" in steady and "not adjusted" in steady
-    few = wording.strata_words({"strata": 1, "speed_slope": None, "speed_sd_pct": 1.9})
+    few = wording.strata_words({"strata": 1, "speed_slope": None, "speed_sd_pct": 1.9,
+                                "speed_unfit": "few epochs"})
     assert "Too few epochs" in few and "6 degrees of freedom" in few
     assert "CPU" not in wording.strata_words({"strata": 1, "speed_slope": None,
-                                              "speed_sd_pct": None})
+                                              "speed_sd_pct": None, "speed_unfit": None})
     b = _ratios()
     e = stats.paired_effect([1.0] * len(b), b, speed=[z / 5 for z in Z])
     assert e.speed_sd_pct == pytest.approx(100 * statistics.stdev(Z) / 5, abs=1e-3)
     assert "not adjusted" in wording.strata_words(
-        {"strata": e.strata, "speed_slope": e.speed_slope, "speed_sd_pct": e.speed_sd_pct})
+        {"strata": e.strata, "speed_slope": e.speed_slope, "speed_sd_pct": e.speed_sd_pct,
+         "speed_unfit": e.speed_unfit})
 
 
 def test_probed_caps_each_group_and_spreads_through_it():

@@ -85,6 +85,13 @@ class Sample:
     # measured, read by speed.Probe; None where nothing was probed
     cpu_speed: float | None = None
 
+    @classmethod
+    def of(cls, row: dict) -> "Sample":
+        """A sample from a result's JSON row; keys it does not know (a row some other
+        version wrote) left out."""
+        known = cls.__dataclass_fields__
+        return cls(**{k: v for k, v in row.items() if k in known})
+
 
 def meminfo(sr: SysRoot) -> dict:
     """What the host's memory shows during a run, and the THP modes in force."""

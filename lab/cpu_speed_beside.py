@@ -133,11 +133,9 @@ def read(run: str, samples: str) -> None:
     print(f"  adjusted (ANCOVA): {100 * a0:+.2f}%, se {100 * se:.2f}%")
     # as validate computes it: each run's speed placed by speed.run_speeds, then
     # stats.comparisons without and with it
-    from dataclasses import fields
     from hpadvise.benchmarks import measure, speed as sp, stats
     from hpadvise.benchmarks.variants import pairs_for
     readings = {c: [(t, math.log(x)) for t, x in v] for c, v in pr.items()}
-    names = {f.name for f in fields(measure.Sample)}
     plain, probed = [], []
     for ep in sorted(by):
         runs = list(by[ep].values())
@@ -145,9 +143,8 @@ def read(run: str, samples: str) -> None:
         t0 = min(s["started"] for s in runs)
         speeds = sp.run_speeds(readings, groups, t0, warm, secs, swap)
         for s, v in zip(runs, speeds):
-            kw = {k: x for k, x in s.items() if k in names}
-            plain.append(measure.Sample(**{**kw, "cpu_speed": None}))
-            probed.append(measure.Sample(**{**kw, "cpu_speed": v}))
+            plain.append(measure.Sample.of({**s, "cpu_speed": None}))
+            probed.append(measure.Sample.of({**s, "cpu_speed": v}))
     pairs = pairs_for(m["variants"])
     for label, ss in (("validate, unadjusted", plain), ("validate, adjusted", probed)):
         for (a, b), e in stats.comparisons(ss, pairs, m.get("phases") or [], m["band_pct"]).items():

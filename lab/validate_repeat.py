@@ -74,14 +74,10 @@ def pct(v: float) -> float:
 def recomputed(d: dict) -> dict:
     """The first comparison as the checkout's validate would report it from the run's own
     samples (`--now`: a rule of the statistics changed after the run)."""
-    from dataclasses import fields
-
     from hpadvise.benchmarks import measure, stats
     from hpadvise.benchmarks.variants import pairs_for
-    names = {f.name for f in fields(measure.Sample)}
     m, e = d["meta"], d["effects"][0]
-    samples = [measure.Sample(**{k: v for k, v in s.items() if k in names})
-               for s in d["samples"]]
+    samples = [measure.Sample.of(s) for s in d["samples"]]
     got = stats.comparisons(samples, pairs_for(m["variants"]), m.get("phases") or [],
                             m["band_pct"])[(e["a"], e["b"])]
     return {**e, "pct": got.pct, "lo_pct": got.lo_pct, "hi_pct": got.hi_pct,

@@ -29,6 +29,7 @@ import time
 from collections import Counter
 
 from validate_pgstate import server_names
+from vmstat_during import samples_of
 
 # idle: between transactions, the backend waits for pgbench's next one (ClientRead); within
 # one, between its statements, it shows as Client:ClientRead
@@ -105,7 +106,7 @@ def host_cpu(vmstat: str | None) -> list[tuple[float, float, float]]:
     """(time, steal %, iowait %) over each second lab/vmstat_during.py sampled /proc/stat."""
     if not vmstat:
         return []
-    vm = [json.loads(ln) for ln in open(vmstat)]
+    vm = samples_of(vmstat)
     out = []
     for a, b in zip(vm, vm[1:]):
         d = [y - x for x, y in zip(a["cpu"], b["cpu"])]

@@ -8,7 +8,8 @@ samples against the run's epochs.
 
 `read` prints, per epoch: its ratio (recommended over current), the dirty page cache when it
 began (kB), and what it wrote out (pgpgout, kB), its major faults, the pages compaction
-scanned and the iowait share of the CPUs. Standard library only."""
+scanned and the iowait share of the CPUs. SAMPLES may be gzipped (results/ keeps them so,
+as NAME.jsonl.gz; the plain name finds them). Standard library only."""
 
 from __future__ import annotations
 
@@ -36,9 +37,20 @@ def sample(out: str, seconds: float) -> None:
             time.sleep(1)
 
 
+def samples_of(path: str) -> list[dict]:
+    """The samples of `path`, or of `path`.gz where only that is kept (results/ keeps them
+    gzipped)."""
+    import gzip
+    import os
+    if not os.path.exists(path) and os.path.exists(path + ".gz"):
+        path += ".gz"
+    with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
+        return [json.loads(ln) for ln in f]
+
+
 def read(run: str, samples: str) -> None:
     r = json.load(open(run))
-    vm = [json.loads(ln) for ln in open(samples)]
+    vm = samples_of(samples)
     at = lambda t: min(vm, key=lambda v: abs(v["t"] - t))  # noqa: E731
     length = r["meta"]["run_s"] + r["meta"]["warm_s"]
     by: dict[int, list] = {}

@@ -58,8 +58,8 @@ class Effect:
     speed_sd_pct: float | None = None
     # why the effect was not adjusted where every pair had a speed: "steady" (the speeds
     # moved under SPEED_MIN_SD), "few epochs" (under SPEED_MIN_DF degrees of freedom would
-    # remain), "singular" (the speeds cannot be told from the placements' levels); None where
-    # it was adjusted or nothing was probed
+    # remain), "singular" (the speeds cannot be told from the placements' levels, or from
+    # their lines over the run); None where it was adjusted or nothing was probed
     speed_unfit: str | None = None
 
     @property
@@ -145,7 +145,8 @@ def paired_effect(a: list[float], b: list[float], band_pct: float = 1.0,
     `speed` (one per pair: ln of the speed of the CPUs B's runs sat on over A's, speed.py):
     where every pair has one, SPEED_MIN_DF degrees of freedom remain and the ratios moved
     (speed_min_sd, SPEED_MIN_SD unless a study sets another), the model above takes a common
-    slope on it too and the effect is its value at equal speeds (adjust.py)."""
+    slope on it too and the effect is its value at equal speeds (adjust.py). Where the speeds
+    were read but not used, Effect.speed_unfit says why."""
     if len(a) != len(b):
         raise ValueError("paired samples need equal lengths")
     keys = strata if strata is not None else [None] * len(a)
@@ -184,7 +185,7 @@ def paired_effect(a: list[float], b: list[float], band_pct: float = 1.0,
     zs = [z for *_, z in d]
     zsd = statistics.stdev(zs) if None not in zs else None
     if zsd is not None:
-        unfit = ("steady" if zsd < speed_min_sd
+        unfit = ("steady" if zsd < speed_min_sd or zsd == 0
                  else "few epochs" if df - 1 < SPEED_MIN_DF else None)
         fit = adjusted(groups, drift, at) if unfit is None else None
         if fit is not None:

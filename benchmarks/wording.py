@@ -103,18 +103,22 @@ def speed_words(e: dict) -> str:
                 "beside the servers (analysis of covariance, slope "
                 f"{e['speed_slope']:.2f}): a virtual CPU that ran slower for a while does not "
                 "move it.")
-    why = e.get("speed_unfit")
-    if sd is None or not math.isfinite(sd) or why is None:
+    if sd is None or not math.isfinite(sd):
         return ""
+    # a result written before the reason was kept: steady is the one reason its spread shows
+    why = e.get("speed_unfit", "steady" if sd < 100 * stats.SPEED_MIN_SD else None)
     if why == "steady":
         return (f" The CPUs' speeds, read beside the servers, moved {sd:.2f}% (sd of their "
                 f"ratio), under the {100 * stats.SPEED_MIN_SD:.1f}% from which an adjustment "
                 "for them pays: not adjusted.")
     if why == "singular":
-        return (f" The CPUs' speeds moved {sd:.2f}% but in step with the servers' placements, "
-                "so their part cannot be told from the placements' own: not adjusted for them.")
-    return (" Too few epochs to adjust for the CPUs' speed as well (that needs "
-            f"{stats.SPEED_MIN_DF} degrees of freedom after it).")
+        return (f" The CPUs' speeds moved {sd:.2f}% but in step with the servers' placements "
+                "(or their lines over the run), so their part cannot be told from the "
+                "placements' own: not adjusted for them.")
+    if why == "few epochs":
+        return (" Too few epochs to adjust for the CPUs' speed as well (that needs "
+                f"{stats.SPEED_MIN_DF} degrees of freedom after it).")
+    return ""
 
 
 def phase_lines(result: dict) -> list[str]:

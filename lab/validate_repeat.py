@@ -74,15 +74,15 @@ def pct(v: float) -> float:
 def recomputed(d: dict) -> dict:
     """The first comparison as the checkout's validate would report it from the run's own
     samples (`--now`: a rule of the statistics changed after the run)."""
+    from dataclasses import asdict
+
     from hpadvise.benchmarks import measure, stats
     from hpadvise.benchmarks.variants import pairs_for
     m, e = d["meta"], d["effects"][0]
     samples = [measure.Sample.of(s) for s in d["samples"]]
     got = stats.comparisons(samples, pairs_for(m["variants"]), m.get("phases") or [],
                             m["band_pct"])[(e["a"], e["b"])]
-    return {**e, "pct": got.pct, "lo_pct": got.lo_pct, "hi_pct": got.hi_pct,
-            "half_width_pct": got.half_width_pct, "verdict": got.verdict,
-            "strata": got.strata, "drift": got.drift, "speed_slope": got.speed_slope}
+    return {**e, **asdict(got), "half_width_pct": got.half_width_pct}
 
 
 def main(paths: list[str]) -> int:

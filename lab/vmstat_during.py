@@ -4,7 +4,7 @@
 samples against the run's epochs.
 
     python3 lab/vmstat_during.py sample OUT.jsonl SECONDS &   # beside `validate --json --output RUN.json`
-    python3 lab/vmstat_during.py read RUN.json OUT.jsonl
+    python3 lab/vmstat_during.py read RUN.json SAMPLES.jsonl
 
 `read` prints, per epoch: its ratio (recommended over current), the dirty page cache when it
 began (kB), and what it wrote out (pgpgout, kB), its major faults, the pages compaction
@@ -13,7 +13,9 @@ as NAME.jsonl.gz; the plain name finds them). Standard library only."""
 
 from __future__ import annotations
 
+import gzip
 import json
+import os
 import sys
 import time
 
@@ -40,8 +42,6 @@ def sample(out: str, seconds: float) -> None:
 def samples_of(path: str) -> list[dict]:
     """The samples of `path`, or of `path`.gz where only that is kept (results/ keeps them
     gzipped)."""
-    import gzip
-    import os
     if not os.path.exists(path) and os.path.exists(path + ".gz"):
         path += ".gz"
     with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:

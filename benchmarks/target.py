@@ -187,7 +187,51 @@ def mark_scratch(datadir: str, pw) -> None:
     os.chown(path, pw.pw_uid, pw.pw_gid)
 
 
+# Where outgoing connections take their local ports, and the ports kept from them: the kernel's
+# net.ipv4.ip_local_port_range (default "32768 60999") and ip_local_reserved_ports
+# (Documentation/networking/ip-sysctl.rst).
+PORT_RANGE = "/proc/sys/net/ipv4/ip_local_port_range"
+RESERVED_PORTS = "/proc/sys/net/ipv4/ip_local_reserved_ports"
+LISTEN_FLOOR = 10000  # above the ports services are commonly configured on (5432, 3306, 6379)
+
+
+def listen_ports(range_text: str, reserved_text: str = "") -> list[int]:
+    """The ports a server started here may listen on: from LISTEN_FLOOR up, outside the
+    ephemeral range (a client's connection may take a port from it between the check and the
+    server's bind, and the server then fails with "Address already in use") and outside the
+    reserved ones. Empty where the range's text is not two numbers."""
+    try:
+        lo, hi = (int(x) for x in range_text.split())
+    except ValueError:
+        return []
+    reserved: set[int] = set()
+    for part in filter(None, reserved_text.strip().split(",")):
+        a, _, b = part.partition("-")
+        if a.strip().isdigit() and (b or a).strip().isdigit():
+            reserved.update(range(int(a), int(b or a) + 1))
+    return [p for p in (*range(LISTEN_FLOOR, lo), *range(hi + 1, 65536)) if p not in reserved]
+
+
 def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing holds now, for a server about to start: a random
+    one of listen_ports(), else (no such port free) one the kernel picks."""
+    import random
+
+    def text(path: str) -> str:
+        try:
+            with open(path) as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    ports = listen_ports(text(PORT_RANGE), text(RESERVED_PORTS))
+    for port in random.sample(ports, min(len(ports), 64)):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]

@@ -21,9 +21,22 @@ from support import free_port
 SECRETS = ("s3cret-superuser-pw", "s3cret-replication-pw")
 
 
-def wait_json(url: str, seconds: float, want=lambda d: True) -> dict:
+def tail(path: str, lines: int = 15) -> str:
+    try:
+        with open(path, errors="replace") as f:
+            return "".join(f.readlines()[-lines:])
+    except OSError as exc:
+        return f"(no log: {exc})"
+
+
+def wait_json(url: str, seconds: float, want=lambda d: True, proc=None, log: str = "") -> dict:
+    """The JSON `url` answers once `want` takes it; fails at once, with the tail of `log`, where
+    `proc` (the server behind it) has exited, and after `seconds` otherwise."""
     deadline, last = time.time() + seconds, None
     while time.time() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"{url}: its server exited with {proc.returncode}; "
+                                 f"its log ends:\n{tail(log)}")
         try:
             with urllib.request.urlopen(url, timeout=1) as r:
                 d = json.loads(r.read().decode())
@@ -33,7 +46,8 @@ def wait_json(url: str, seconds: float, want=lambda d: True) -> dict:
         except (OSError, ValueError) as exc:
             last = exc
         time.sleep(0.5)
-    raise AssertionError(f"{url} not ready after {seconds} s: {last}")
+    raise AssertionError(f"{url} not ready after {seconds} s: {last}"
+                         + (f"; its log ends:\n{tail(log)}" if log else ""))
 
 
 def member_conf(tmp: str, name: str, eport: int, rport: int, pgport: int,
@@ -93,28 +107,32 @@ def cluster(own: dict[str, str] | None = None, count: int = 2):
     eport, peer = free_port(), free_port()
     procs = []
     try:
-        procs.append(subprocess.Popen(
-            ["etcd", "--name", "hpadvise-test", "--data-dir", f"{tmp}/etcd",
-             "--listen-client-urls", f"http://127.0.0.1:{eport}",
-             "--advertise-client-urls", f"http://127.0.0.1:{eport}",
-             "--listen-peer-urls", f"http://127.0.0.1:{peer}",
-             "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
-             "--initial-cluster", f"hpadvise-test=http://127.0.0.1:{peer}"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
-        wait_json(f"http://127.0.0.1:{eport}/version", 30)
+        elog = f"{tmp}/etcd.log"
+        with open(elog, "w") as out:
+            procs.append(subprocess.Popen(
+                ["etcd", "--name", "hpadvise-test", "--data-dir", f"{tmp}/etcd",
+                 "--listen-client-urls", f"http://127.0.0.1:{eport}",
+                 "--advertise-client-urls", f"http://127.0.0.1:{eport}",
+                 "--listen-peer-urls", f"http://127.0.0.1:{peer}",
+                 "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
+                 "--initial-cluster", f"hpadvise-test=http://127.0.0.1:{peer}"],
+                stdout=subprocess.DEVNULL, stderr=out, start_new_session=True))
+        wait_json(f"http://127.0.0.1:{eport}/version", 30, proc=procs[0], log=elog)
         import pwd
         pw = pwd.getpwnam("postgres")
         members = {}
         for name, role in (("member1", "master"), ("member2", "replica"))[:count]:
             rport, pgport = free_port(), free_port()
             conf = member_conf(tmp, name, eport, rport, pgport, (own or {}).get(name, ""))
-            procs.append(subprocess.Popen(["patroni", conf], cwd=tmp, user=pw.pw_uid,
-                                          group=pw.pw_gid, extra_groups=[],
-                                          stdout=open(f"{tmp}/{name}.log", "w"),
-                                          stderr=subprocess.STDOUT, start_new_session=True))
+            log = f"{tmp}/{name}.log"
+            with open(log, "w") as out:
+                procs.append(subprocess.Popen(["patroni", conf], cwd=tmp, user=pw.pw_uid,
+                                              group=pw.pw_gid, extra_groups=[], stdout=out,
+                                              stderr=subprocess.STDOUT, start_new_session=True))
             # Patroni 3.0 still calls the leader "master" in its API
             wait_json(f"http://127.0.0.1:{rport}/patroni", 120,
-                  lambda d, role=role: d.get("state") == "running" and d.get("role") == role)
+                      lambda d, role=role: d.get("state") == "running" and d.get("role") == role,
+                      procs[-1], log)
             members[name] = {"datadir": f"{tmp}/{name}", "config": conf, "api": rport,
                              "pgport": pgport}
         yield {**members["member1"], "members": members}

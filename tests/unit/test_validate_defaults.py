@@ -121,6 +121,56 @@ def test_no_1g_variant_below_production_buffers(big_host):
     assert gigantic_variant(o, 8 * GIB, big_host, _Target()) == o
 
 
+class _Scratch:
+    """A BenchTarget on a scratch server made with the buffers given (checks only)."""
+    wal_bytes = GIB
+    buffers_setting = "shared_buffers"
+
+    def __init__(self, o):
+        self.buffers = o.buffers
+
+    def buffers_bytes(self):
+        return options.parse_bytes(self.buffers, "--buffers")
+
+    def twin_blocker(self):
+        return None
+
+
+def _checked(hosts, monkeypatch, target, host="lazy-126g", free_gib=1000, **given):
+    """options.check's settled options for `given`, on a captured host (the host surveyed, no
+    instance found in it), as root, with `free_gib` free for the scratch servers and two
+    CPUs."""
+    engine = type("Eng", (), {"name": "postgres", "benches": ("pgbench", "tpcc"),
+                              "bench_target": staticmethod(target)})()
+    monkeypatch.setattr(options.registry, "get", lambda name: engine)
+    monkeypatch.setattr(options, "see", lambda o, eng, sr: replace(o, survey=survey(sr)))
+    monkeypatch.setattr(options.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    free_disk(monkeypatch, free_gib)
+    return options.check(Options(**given), SysRoot(str(hosts / host)))[0]
+
+
+@pytest.mark.parametrize("design,buffers,warm_s,longest", [
+    ("auto", "128MB", 3, 15),     # side by side at 128MB: more, shorter epochs
+    ("auto", "8GB", 11, 30),      # a start costs 12 s a server, the 4 KiB ramp is long
+    ("restart", "128MB", 3, 30),  # one server restarted a run: not measured shorter
+])
+def test_the_longest_default_run_follows_what_a_start_costs(hosts, monkeypatch, design,
+                                                            buffers, warm_s, longest):
+    """The default command's 10 minutes: runs of 15 s side by side at 128MB (each start's
+    level is most of an epoch's noise there); 30 s where a start costs more. The run length
+    is the one validate settles, from the warm-up it derives from the buffers."""
+    from hpadvise.benchmarks.budget import run_seconds
+    from hpadvise.benchmarks.variants import DEFAULT_VARIANTS, phases_for
+    o = _checked(hosts, monkeypatch, _Scratch, variants=list(DEFAULT_VARIANTS),
+                 duration_s=600, db="postgres", buffers=buffers, design=design,
+                 variants_given=False)
+    assert o.warm_s == warm_s and o.run_s == longest
+    side = "simultaneous" if design == "auto" else "restart"
+    # the budget would have held longer runs: the cap, not the budget, made them this long
+    assert run_seconds(o, side, 2, phases_for(o.variants)) > longest
+
+
 class _Copy:
     """A BenchTarget on copies of a running instance with 1 GiB of data (checks only)."""
     wal_bytes = GIB
@@ -143,19 +193,13 @@ def test_a_small_disk_for_copies_names_only_what_was_not_given(hosts, monkeypatc
                                                                design, servers):
     """The copies' disk check on a small TMPDIR: --design restart (one server) is offered
     only where more than one server would run, never to a command that gave it."""
-    engine = type("Eng", (), {"name": "postgres", "benches": ("pgbench", "tpcc"),
-                              "bench_target": staticmethod(_Copy)})()
-    monkeypatch.setattr(options.registry, "get", lambda name: engine)
-    # the host surveyed, no instance "main" found in it
-    monkeypatch.setattr(options, "see", lambda o, eng, sr: replace(o, survey=survey(sr)))
-    monkeypatch.setattr(options.os, "geteuid", lambda: 0)
-    free_disk(monkeypatch, 1)  # 1 GiB free: no copy of 1 GiB of data and its WAL fits
     script = tmp_path / "ok.sql"
     script.write_text("SELECT 1;\n")
-    o = Options(variants=["current", "recommended"], duration_s=600, db="postgres",
-                instance="main", copy=True, script=str(script), design=design)
     with pytest.raises(options.InputError) as exc:
-        options.check(o, SysRoot(str(hosts / "thp-always")))
+        # 1 GiB free: no copy of 1 GiB of data and its WAL fits
+        _checked(hosts, monkeypatch, _Copy, host="thp-always", free_gib=1,
+                 variants=["current", "recommended"], duration_s=600, db="postgres",
+                 instance="main", copy=True, script=str(script), design=design)
     said = str(exc.value)
     assert said.startswith(f"{servers} cop{'ies' if servers > 1 else 'y'} of 1 GiB of data")
     assert f" need{'s' if servers == 1 else ''} ~" in said

@@ -280,18 +280,3 @@ def test_whose_clients_start_first_turns_against_server_and_start_order():
     three = ["current", "recommended", "hugepages-1g"]
     assert sorted(variants.client_order(three, b)[0] for b in range(9)) == sorted(three * 3)
     assert all(sorted(variants.client_order(three, b)) == sorted(three) for b in range(9))
-
-
-@pytest.mark.parametrize("design,warm_s,longest", [
-    ("simultaneous", 3, 15),    # 128MB side by side: more, shorter epochs
-    ("simultaneous", 11, 30),   # 8 GB: a start costs 12 s a server, the 4 KiB ramp is long
-    ("restart", 3, 30),         # one server restarted a run: not measured shorter
-])
-def test_the_longest_default_run_follows_what_a_start_costs(design, warm_s, longest):
-    """The default command's 10 minutes at 128MB: runs of 15 s side by side (each start's
-    level is most of an epoch's noise there); 30 s where a start costs more."""
-    from hpadvise.benchmarks.budget import planned_run_s, run_seconds
-    o = Options(variants=list(DEFAULT), duration_s=600, db="postgres", warm_s=warm_s,
-                rounds=1, variants_given=False)
-    per = run_seconds(o, design, 2, variants.phases_for(o.variants))
-    assert per > longest and planned_run_s(design, warm_s, per) == longest

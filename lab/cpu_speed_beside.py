@@ -19,7 +19,6 @@ standard library only (and needs root for SCHED_FIFO); `read` runs beside hpadvi
 
 from __future__ import annotations
 
-import gzip
 import json
 import math
 import multiprocessing as mp
@@ -27,6 +26,8 @@ import os
 import statistics
 import sys
 import time
+
+from vmstat_during import samples_of
 
 TURNS = 40_000  # about 1 ms of Python's loop on this machine's CPUs
 EVERY = 0.05
@@ -83,8 +84,7 @@ def read(run: str, samples: str) -> None:
     m = r["meta"]
     warm, secs, swap = m["warm_s"], m["run_s"], m["swap_s"]
     pr: dict[int, list] = {}
-    for ln in (gzip.open(samples, "rt") if samples.endswith(".gz") else open(samples)):
-        s = json.loads(ln)
+    for s in samples_of(samples):
         pr.setdefault(s["cpu"], []).append((s["t"], TURNS / s["ns"]))
     cpus = sorted(pr)
 

@@ -21,6 +21,8 @@ import math
 import statistics
 import sys
 
+from validate_halves import paired_seconds
+
 LAGS = (1, 2, 3, 5, 8, 12, 16, 20, 25)
 
 
@@ -34,10 +36,8 @@ def per_second(d: dict) -> dict[int, list[float]]:
     series = {}
     for ep, v in sorted(eps.items()):
         if e["a"] in v and e["b"] in v:
-            a = {round(t): x for t, x, *_ in v[e["a"]]["progress"] if t > warm}
-            b = {round(t): x for t, x, *_ in v[e["b"]]["progress"] if t > warm}
-            series[ep] = [math.log(b[t] / a[t]) for t in sorted(set(a) & set(b))
-                          if a[t] > 0 and b[t] > 0]
+            a, b, ts = paired_seconds(v[e["a"]], v[e["b"]], warm)
+            series[ep] = [math.log(b[t] / a[t]) for t in ts if a[t] > 0 and b[t] > 0]
     for parity in (0, 1):
         mine = [x for ep, xs in series.items() if ep % 2 == parity for x in xs]
         if mine:

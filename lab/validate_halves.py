@@ -21,6 +21,15 @@ import statistics
 import sys
 
 
+def paired_seconds(a_sample: dict, b_sample: dict, warm: float
+                   ) -> tuple[dict[int, float], dict[int, float], list[int]]:
+    """Two runs' per-second TPS (their `progress`) after the warm-up, by the second, and the
+    seconds both logged."""
+    a = {round(t): x for t, x, *_ in a_sample["progress"] if t > warm}
+    b = {round(t): x for t, x, *_ in b_sample["progress"] if t > warm}
+    return a, b, sorted(set(a) & set(b))
+
+
 def halves(path: str) -> str:
     d = json.load(open(path))
     warm = d["meta"]["warm_s"]
@@ -32,9 +41,7 @@ def halves(path: str) -> str:
     for _, vs in sorted(blocks.items()):
         if first not in vs or second not in vs:
             continue
-        a = {round(t): x for t, x, *_ in vs[first]["progress"] if t > warm}
-        b = {round(t): x for t, x, *_ in vs[second]["progress"] if t > warm}
-        ts = sorted(set(a) & set(b))
+        a, b, ts = paired_seconds(vs[first], vs[second], warm)
         h = len(ts) // 2
 
         def ln(part):

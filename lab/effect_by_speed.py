@@ -1,17 +1,18 @@
 #!/usr/bin/env python3
 """Does the plan's effect follow the machine's speed? The recorded runs of the card's
-comparison at 128MB, grouped by the machine they ran on.
+comparison at 128MB, grouped by the series they ran in.
 
     python3 lab/effect_by_speed.py lab/results/*.json
 
 Every `validate --json --output` file of PostgreSQL's TPC-B at shared_buffers 128MB that
 compares recommended over current first (the card's command, and the series that repeat it;
 8 GB runs, scripts, MariaDB and A/As are left out), with its current servers' median TPS (the
-machine's speed that day: this VM type has run at several) and the effect it reported. The
-runs are grouped by the run number in their names (the day's series: `after-10m-63-2` is
-series 63), or alone where a name holds none; per group, the TPS range and the
-inverse-variance weighted mean of the effects (se = half-width / 1.96). Last, the rank
-correlation of the groups' median TPS and their pooled effects.
+machine's speed that day: this VM type has run at several), the clients a server, the day it
+ran and the effect it reported. The runs are grouped by series (series_of: the suite run a
+name carries, else the name without its repetition's number); per series, the TPS range and
+the inverse-variance weighted mean of the effects (se = half-width / 1.96). Last, for each
+count of clients held by three series or more (the clients change the TPS too), the rank
+correlation of the series' median TPS and their pooled effects.
 
 Standard library only."""
 

@@ -104,11 +104,12 @@ static int by_value(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-/* where a buffer's pages sit: their mean guest-physical address (GiB), and over how many
- * 2 MiB guest-physical frames they are spread (the fewest is bytes / 2 MiB: contiguous) */
-static void where(char *buf, size_t bytes, double *gib, size_t *frames2m, char *by, size_t room) {
+/* where a buffer's pages sit, as JSON fields named NAME_...: their mean guest-physical address
+ * (GiB), over how many 2 MiB guest-physical frames they are spread (the fewest is bytes / 2
+ * MiB: contiguous), the buffer's virtual address (MiB) and the share of its pages in each GiB */
+static void placed(const char *name, char *buf, size_t bytes, char *out, size_t room) {
     int fd = open("/proc/self/pagemap", O_RDONLY);
-    size_t n = 0;
+    size_t n = 0, frames = 0, count[256] = {0}, used;
     uint64_t *f = malloc(bytes / PAGE * sizeof *f);
     double sum = 0;
     for (size_t o = 0; o < bytes; o += PAGE) {
@@ -117,17 +118,20 @@ static void where(char *buf, size_t bytes, double *gib, size_t *frames2m, char *
     }
     close(fd);
     qsort(f, n, sizeof *f, by_value);
-    size_t count[256] = {0}, used = 0;  /* the share of its pages in each GiB, as text */
-    for (size_t i = 0; i < n; i++) count[(f[i] >> 9) % 256]++;
-    used += snprintf(by + used, room - used, "{");
-    for (int g = 0; g < 256; g++)
-        if (count[g] && used < room)
-            used += snprintf(by + used, room - used, "%s\"%d\": %.3f", used > 1 ? ", " : "",
-                             g, (double)count[g] / n);
-    if (used < room) snprintf(by + used, room - used, "}");
-    *frames2m = 0;
-    for (size_t i = 0; i < n; i++) if (i == 0 || f[i] != f[i - 1]) (*frames2m)++;
-    *gib = n ? sum / n : -1;
+    for (size_t i = 0; i < n; i++) {
+        if (i == 0 || f[i] != f[i - 1]) frames++;
+        count[(f[i] >> 9) % 256]++;
+    }
+    used = snprintf(out, room, "\"%s_gib\": %.2f, \"%s_2m\": %zu, \"%s_va_mib\": %lu, "
+                    "\"%s_by_gib\": {", name, n ? sum / n : -1, name, frames, name,
+                    (unsigned long)((uintptr_t)buf >> 20), name);
+    for (int g = 0, first = 1; g < 256; g++)
+        if (count[g] && used < room) {
+            used += snprintf(out + used, room - used, "%s\"%d\": %.3f", first ? "" : ", ", g,
+                             (double)count[g] / n);
+            first = 0;
+        }
+    if (used < room) snprintf(out + used, room - used, "}");
     free(f);
 }
 
@@ -169,11 +173,9 @@ static int fresh(size_t mib, int placements, double secs) {
     for (int i = 0; i < placements; i++) {  /* both buffers new, as two servers started */
         char *a = area(bytes, 0), *b = area(bytes, 0);
         void **ca = whole(a, bytes), **cb = whole(b, bytes);
-        double ga, gb;
-        size_t fa, fb;
-        char ba[4096], bb[4096];
-        where(a, bytes, &ga, &fa, ba, sizeof ba);
-        where(b, bytes, &gb, &fb, bb, sizeof bb);
+        char pa[4096], pb[4096];
+        placed("a", a, bytes, pa, sizeof pa);
+        placed("b", b, bytes, pb, sizeof pb);
         for (int cpu = 0; cpu < 2; cpu++) {
             pin(cpu);
             double na = 0, nb = 0;
@@ -182,10 +184,7 @@ static int fresh(size_t mib, int placements, double secs) {
                 else { nb += walk(&cb, secs / 8); na += walk(&ca, secs / 8); }
             }
             printf("{\"mode\": \"fresh\", \"placement\": %d, \"cpu\": %d, \"a_ns\": %.2f, "
-                   "\"b_ns\": %.2f, \"a_gib\": %.2f, \"b_gib\": %.2f, \"a_2m\": %zu, "
-                   "\"b_2m\": %zu, \"a_va_mib\": %lu, \"b_va_mib\": %lu, \"a_by_gib\": %s, "
-                   "\"b_by_gib\": %s}\n", i, cpu, na / 4, nb / 4, ga, gb, fa, fb,
-                   (unsigned long)((uintptr_t)a >> 20), (unsigned long)((uintptr_t)b >> 20), ba, bb);
+                   "\"b_ns\": %.2f, %s, %s}\n", i, cpu, na / 4, nb / 4, pa, pb);
         }
         fflush(stdout);
         munmap(a, bytes);
@@ -199,13 +198,10 @@ static int pair(size_t mib, double secs, double slice) {
     area(bytes, 0);  /* the guard, as in fresh */
     char *a = area(bytes, 1), *b = area(bytes, 1);
     void **ca = whole(a, bytes), **cb = whole(b, bytes);
-    double ga, gb;
-    size_t fa, fb;
-    char ba[4096], bb[4096];
-    where(a, bytes, &ga, &fa, ba, sizeof ba);
-    where(b, bytes, &gb, &fb, bb, sizeof bb);
-    printf("{\"mode\": \"pair\", \"a_gib\": %.2f, \"b_gib\": %.2f, \"a_2m\": %zu, "
-           "\"b_2m\": %zu, \"a_by_gib\": %s, \"b_by_gib\": %s}\n", ga, gb, fa, fb, ba, bb);
+    char pa[4096], pb[4096];
+    placed("a", a, bytes, pa, sizeof pa);
+    placed("b", b, bytes, pb, sizeof pb);
+    printf("{\"mode\": \"pair\", %s, %s}\n", pa, pb);
     fflush(stdout);
     double t0 = now();
     pid_t child = fork();

@@ -10,8 +10,9 @@ both CPUs. This asks whether validate's servers meet that.
 
 `sample` reads, every 5 s, each postmaster's largest shared mapping (its buffers) and, for
 each of its children (the backends map the same pages), /proc/PID/pagemap over that range:
-the pages present in any of them, the 2 MiB guest-physical frames they sit in, their mean
-guest-physical GiB, and whether the mapping is on huge pages (hugetlb). The system's own
+the pages present in any of them, the 2 MiB guest-physical frames they sit in (which ones,
+for 4 KiB mappings), their mean guest-physical GiB, and whether the mapping is on huge
+pages (hugetlb). The system's own
 servers are left out (their data directories under /var/lib). Root. Standard library only.
 OUT may be kept gzipped (results/ keeps it so, as NAME.jsonl.gz; the plain name finds it).
 
@@ -19,7 +20,9 @@ OUT may be kept gzipped (results/ keeps it so, as NAME.jsonl.gz; the plain name 
 (0: the loaded original, 1: its copy) and its shared memory's frames (from the epoch's
 fullest sample, where at least 60% of the mapping's pages were present), and the
 correlation of the epoch's log ratio with those frames, within each placement (a server's
-own level set apart)."""
+own level set apart); and how much of current's frames one epoch shares with the next and
+with the one after (a draw that alternates between two sets of pages would follow the
+placement, which turns every epoch)."""
 
 from __future__ import annotations
 
@@ -106,6 +109,8 @@ def sample(out: str, seconds: float) -> None:
                     "t": round(t, 2), "pid": pid, "datadir": datadir, "huge": m[2],
                     "mib": (m[1] - m[0]) >> 20, "present": len(pfn),
                     "frames_2m": len({x >> 9 for x in pfn}),
+                    # which frames: is the next start's draw the same pages, or another set?
+                    "which": sorted({x >> 9 for x in pfn}) if not m[2] else [],
                     "gib": round(statistics.mean(pfn) * PAGE / 2**30, 2) if pfn else None,
                 }) + "\n")
             f.flush()
@@ -124,7 +129,7 @@ def read(run: str, path: str) -> None:
     print("| epoch | ratio | current on server | its shared memory: 2 MiB frames, pages present, "
           "GiB | the other's (on huge pages?) | postmasters' PIDs |")
     print("|---:|---:|---:|---|---|---|")
-    pts = []
+    pts, currents = [], []
     for ep in sorted(by):
         ss = {s["variant"]: s for s in by[ep]}
         if not {"current", "recommended"} <= set(ss):
@@ -144,6 +149,7 @@ def read(run: str, path: str) -> None:
         if len(small) != 1:
             continue
         cur = small[0]
+        currents.append(cur)
         pts.append((ss["current"]["server"], math.log(ratio), cur["frames_2m"]))
         other = big[0] if big else None
         print(f"| {ep + 1} | {ratio:.3f} | {ss['current']['server']} | {cur['frames_2m']}, "
@@ -151,6 +157,13 @@ def read(run: str, path: str) -> None:
               + (f"{other['frames_2m']}, {other['present']}, {other['gib']}" if other else "-")
               + f" | {', '.join(str(p) for p in sorted(last))} |")
     print(f"\nservers' data directories in order of first sight: {len(dirs)}")
+    sets = [set(c.get("which", ())) for c in currents]
+    if len(sets) > 2 and all(sets):
+        for lag in (1, 2):
+            same = [len(a & b) / len(a | b) for a, b in zip(sets, sets[lag:])]
+            print(f"current's 2 MiB frames, one epoch against the one {lag} later: "
+                  f"{100 * statistics.mean(same):.0f}% the same (median of "
+                  f"{len(same)}: {100 * statistics.median(same):.0f}%)")
     for srv in sorted({p[0] for p in pts}):
         x = [p[2] for p in pts if p[0] == srv]
         y = [p[1] for p in pts if p[0] == srv]

@@ -40,18 +40,15 @@ from vmstat_during import samples_of
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def build() -> str:
-    out = os.path.join(tempfile.mkdtemp(prefix="memory_chase."), "memory_chase")
-    subprocess.run(["cc", "-O2", "-o", out, os.path.join(HERE, "memory_chase.c")], check=True)
-    return out
-
-
 def run(mode: str, out: str, args: list[str]) -> None:
     defaults = {"map": ["12288", "0.5"], "fresh": ["128", "20", "2"],
                 "pair": ["128", "300", "250"]}[mode]
     args = args + defaults[len(args):]
-    with open(out, "w") as f:
-        subprocess.run([build(), mode, *args], stdout=f, check=True)
+    with tempfile.TemporaryDirectory(prefix="memory_chase.") as d, open(out, "w") as f:
+        exe = os.path.join(d, "memory_chase")
+        subprocess.run(["cc", "-O2", "-o", exe, os.path.join(HERE, "memory_chase.c")],
+                       check=True)
+        subprocess.run([exe, mode, *args], stdout=f, check=True)
     read(out)
 
 

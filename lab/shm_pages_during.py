@@ -12,9 +12,9 @@ both CPUs. This asks whether validate's servers meet that.
 each of its children (the backends map the same pages), /proc/PID/pagemap over that range:
 the pages present in any of them, the 2 MiB guest-physical frames they sit in (which ones,
 for 4 KiB mappings), their mean guest-physical GiB, and whether the mapping is on huge
-pages (hugetlb). The system's own
-servers are left out (their data directories under /var/lib). Root. Standard library only.
-OUT may be kept gzipped (results/ keeps it so, as NAME.jsonl.gz; the plain name finds it).
+pages (hugetlb). The system's own servers are left out (their data directories under
+/var/lib). Root. Standard library only. OUT may be kept gzipped (results/ keeps it so, as
+NAME.jsonl.gz; the plain name finds it).
 
 `read` prints, per epoch, the ratio (recommended over current), which server ran current
 (0: the loaded original, 1: its copy) and its shared memory's frames (from the epoch's
@@ -60,7 +60,11 @@ def postmasters() -> list[tuple[int, str]]:
 def buffers(pid: int) -> tuple[int, int, bool] | None:
     """The largest shared mapping of a process: (start, end, on hugetlb)."""
     best = None
-    for ln in open(f"/proc/{pid}/maps"):
+    try:
+        lines = open(f"/proc/{pid}/maps").readlines()
+    except OSError:  # the server stopped between the listing and this read
+        return None
+    for ln in lines:
         f = ln.split()
         lo, hi = (int(x, 16) for x in f[0].split("-"))
         if f[1][3] != "s":

@@ -95,6 +95,8 @@ def read_fresh(rows: list[dict]) -> None:
               f"{v[1]['b_ns']:.1f} | {pct(gap[0])} / {pct(gap[1])} | {v[0]['a_2m']} / "
               f"{v[0]['b_2m']} | GiB {top}: {v[0]['a_by_gib'].get(top, 0):.2f} / "
               f"{v[0]['b_by_gib'].get(top, 0):.2f} |")
+    if len(g0) < 3:
+        return  # too few placements for a spread or a correlation
     both = [(a + b) / 2 for a, b in zip(g0, g1)]
     diff = [(a - b) / 2 for a, b in zip(g0, g1)]
     print(f"\nB over A across placements: sd {100 * statistics.pstdev(both):.1f}% (what the "

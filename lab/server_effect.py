@@ -12,7 +12,8 @@ less the original's over the epochs: in an epoch with p = +1 that is -ratio, wit
 +ratio). Per run: that level over
 the whole run and over its first and second halves (does it grow?), each server's median
 TPS in its first and last three epochs, and the placement fit's residual sd next to the
-plain epoch sd (what the stratified interval removes).
+plain epoch sd (what the stratified interval removes). Then, per run, the copy's level second
+by second, the variants' effect taken out: its mean, median and quartiles.
 
 Standard library only."""
 
@@ -52,6 +53,38 @@ def level(rows: list[tuple[int, float, int]]) -> float | None:
     return (math.exp(-delta) - 1) * 100
 
 
+def seconds(d: dict, rows: list[tuple[int, float, int]]) -> list[float]:
+    """The copy over the original, log, second by second after each run's warm-up, the
+    variants' effect taken out (the run's mean epoch ratio, with the sign of the epoch's
+    placement): a level that every second carries moves the whole spread of these, a level
+    made of stalls only its tail."""
+    effect = statistics.fmean(r for _, r, _ in rows)
+    warm = d["meta"]["warm_s"] or 0
+    out = []
+    for ep, _, p in rows:
+        on = {s["server"]: s for s in d["samples"] if s["epoch"] == ep}
+        if {0, 1} - set(on) or not all(on[k].get("progress") for k in (0, 1)):
+            continue
+        orig, copy = ({round(t): v for t, v, *_ in on[k]["progress"] if t > warm}
+                      for k in (0, 1))
+        out += [math.log(copy[t] / orig[t]) + p * effect for t in orig
+                if orig[t] > 0 and copy.get(t, 0) > 0]
+    return out
+
+
+def per_second(paths: list[str]) -> None:
+    print("\n| run | seconds | copy vs original, per second: mean | median | quartiles |")
+    print("|---|---:|---:|---:|---|")
+    for i, p in enumerate(paths, 1):
+        d = json.loads(open(p).read())
+        x = sorted(seconds(d, epochs(d)))
+        if len(x) < 4:
+            continue
+        q = [100 * (math.exp(x[int(f * (len(x) - 1))]) - 1) for f in (0.25, 0.75)]
+        print(f"| {i} | {len(x)} | {100 * (math.exp(statistics.fmean(x)) - 1):+.1f}% | "
+              f"{100 * (math.exp(statistics.median(x)) - 1):+.1f}% | {q[0]:+.1f} .. {q[1]:+.1f}% |")
+
+
 def main(paths: list[str]) -> int:
     print("| run | epochs | copy vs original | first half | second half | original TPS first/last "
           "| copy TPS first/last | epoch sd | residual sd |")
@@ -81,6 +114,7 @@ def main(paths: list[str]) -> int:
               f"{fmt(level(rows[half:]))} | {tps[0][0]:,.0f} / {tps[0][1]:,.0f} | "
               f"{tps[1][0]:,.0f} / {tps[1][1]:,.0f} | {statistics.stdev(rs) * 100:.2f}% | "
               f"{math.sqrt(sum(x * x for x in resid) / dof) * 100:.2f}% |")
+    per_second(paths)
     return 0
 
 

@@ -22,7 +22,9 @@ fullest sample, where at least 60% of the mapping's pages were present), and the
 correlation of the epoch's log ratio with those frames, within each placement (a server's
 own level set apart); and how much of current's frames one epoch shares with the next and
 with the one after (a draw that alternates between two sets of pages would follow the
-placement, which turns every epoch)."""
+placement, which turns every epoch); where the samples hold them, how much of each server's
+processes' own memory (private, anonymous: heaps) the next epoch gives back to the same
+server and how much to the other."""
 
 from __future__ import annotations
 
@@ -98,6 +100,27 @@ def frames(pids: list[int], lo: int, hi: int) -> dict[int, int]:
     return got
 
 
+def private(pids: list[int]) -> list[int]:
+    """The guest-physical frames (4 KiB) of the processes' private anonymous memory (their
+    heaps and other private mappings without a file), present pages only."""
+    out = []
+    for p in pids:
+        try:
+            spans = [ln.split() for ln in open(f"/proc/{p}/maps")]
+            with open(f"/proc/{p}/pagemap", "rb") as f:
+                for sp in spans:
+                    if sp[1][3] != "p" or (len(sp) > 5 and sp[5] != "[heap]"):
+                        continue
+                    lo, hi = (int(x, 16) for x in sp[0].split("-"))
+                    f.seek(lo // PAGE * 8)
+                    raw = f.read((hi - lo) // PAGE * 8)
+                    out += [e & ((1 << 55) - 1) for (e,) in struct.iter_unpack("<Q", raw)
+                            if e >> 63]
+        except OSError:  # the process ended meanwhile
+            continue
+    return out
+
+
 def sample(out: str, seconds: float) -> None:
     end = time.time() + seconds
     with open(out, "w") as f:
@@ -107,8 +130,10 @@ def sample(out: str, seconds: float) -> None:
                 m = buffers(pid)
                 if m is None:
                     continue
-                got = frames([pid, *children(pid)], m[0], m[1])
+                procs = [pid, *children(pid)]
+                got = frames(procs, m[0], m[1])
                 pfn = list(got.values())
+                own = private(procs)
                 f.write(json.dumps({
                     "t": round(t, 2), "pid": pid, "datadir": datadir, "huge": m[2],
                     "mib": (m[1] - m[0]) >> 20, "present": len(pfn),
@@ -116,9 +141,40 @@ def sample(out: str, seconds: float) -> None:
                     # which frames: is the next start's draw the same pages, or another set?
                     "which": sorted({x >> 9 for x in pfn}) if not m[2] else [],
                     "gib": round(statistics.mean(pfn) * PAGE / 2**30, 2) if pfn else None,
+                    # the server's processes' own memory: does it follow the server?
+                    "private_pages": len(own), "private_which": sorted({x >> 9 for x in own}),
                 }) + "\n")
             f.flush()
             time.sleep(max(0.0, 5 - (time.time() - t)))
+
+
+def follows(rows: list[dict], windows: list[tuple[float, float]], server: dict) -> None:
+    """Does a server's processes' own memory come back to the same server at its next start,
+    or go to the other? The share of 2 MiB frames two epochs' draws have in common, for the
+    same server and across the two."""
+    draws = []  # per epoch: data directory -> the frames of its fullest sample
+    for t0, length in windows:
+        best: dict[str, dict] = {}
+        for x in rows:
+            if t0 <= x["t"] <= t0 + length and "private_which" in x and (
+                    x["private_pages"] > best.get(x["datadir"], {"private_pages": -1})[
+                        "private_pages"]):
+                best[x["datadir"]] = x
+        draws.append({d: set(x["private_which"]) for d, x in best.items()})
+    same, cross = [], []
+    share = lambda a, b: len(a & b) / len(a | b)  # noqa: E731
+    for a, b in zip(draws, draws[1:]):
+        if len(a) == 2 and len(b) == 2:
+            d0, d1 = sorted(a)
+            same += [share(a[d0], b[d0]), share(a[d1], b[d1])]
+            cross += [share(a[d0], b[d1]), share(a[d1], b[d0])]
+    if same:
+        sizes = [len(v) for d in draws for v in d.values()]
+        print(f"the servers' own memory (postmaster and children, private and anonymous): "
+              f"{min(sizes)}-{max(sizes)} 2 MiB frames a server; one epoch's against the "
+              f"next's, the same server {100 * statistics.mean(same):.0f}% the same, the "
+              f"other server {100 * statistics.mean(cross):.0f}% ({len(same) // 2} pairs of "
+              f"epochs; servers {', '.join(f'{v}: {k}' for k, v in sorted(server.items()))})")
 
 
 def read(run: str, path: str) -> None:
@@ -168,6 +224,8 @@ def read(run: str, path: str) -> None:
             print(f"current's 2 MiB frames, one epoch against the one {lag} later: "
                   f"{100 * statistics.mean(same):.0f}% the same (median of "
                   f"{len(same)}: {100 * statistics.median(same):.0f}%)")
+    windows = [(min(x["started"] for x in by[ep]), length) for ep in sorted(by)]
+    follows(rows, windows, {c["datadir"]: srv for c, (srv, _, _) in zip(currents, pts)})
     for srv in sorted({p[0] for p in pts}):
         x = [p[2] for p in pts if p[0] == srv]
         y = [p[1] for p in pts if p[0] == srv]

@@ -7,8 +7,10 @@
  *
  * A walk visits one random cache line in each 4 KiB page of its pages in a random order, each
  * load's address read from the one before (a pointer chase): no prefetcher can guess it, and
- * with far more pages than the TLB holds nearly every step costs a page walk and a miss to
- * memory, as a TPC-B backend's reads of shared buffers do. Its figure is nanoseconds a step.
+ * with far more pages than the TLB holds nearly every step costs a page walk, as a TPC-B
+ * backend's reads of shared buffers do. The lines it touches (64 bytes a page, 2 MiB for
+ * 128 MiB of pages) may stay in the last-level cache: the figure, nanoseconds a step, is
+ * mostly the cost of translating the address.
  * Pages are 4 KiB (MADV_NOHUGEPAGE; shared memory with shmem_enabled=never is so already):
  * the current variant's pages. Output: one JSON object a line. Linux, root for pagemap. */
 #define _GNU_SOURCE

@@ -28,7 +28,7 @@ def main(cli: str, xml: str, top: int = 20) -> None:
         k[0] += 1
         k[1] += r["wall"]
         k[2] += r["cpu"]
-        per_test[r["test"].split(" ")[0]] += r["wall"]
+        per_test[r["test"].rsplit(" ", 1)[0]] += r["wall"]  # "NODEID (call)": ids hold spaces
     print("| subcommand | processes | wall s | CPU s | wall s each |")
     print("|---|---:|---:|---:|---:|")
     for name, (n, wall, cpu) in sorted(by.items(), key=lambda kv: -kv[1][1]):

@@ -137,6 +137,9 @@ static void placed(const char *name, char *buf, size_t bytes, char *out, size_t 
     free(f);
 }
 
+/* no guard here (fresh and pair make one): the one buffer is the process's first large
+ * mapping, alike for every GiB, so its absolute figures may carry that mapping's slowdown
+ * while the GiBs' figures against each other do not */
 static int map(size_t mib, double secs) {
     size_t bytes = mib << 20, n = bytes / PAGE;
     char *buf = area(bytes, 0);

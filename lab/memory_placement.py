@@ -98,7 +98,7 @@ def read_fresh(rows: list[dict]) -> None:
     if len(g0) < 3:
         return  # too few placements for a spread or a correlation
     both = [(a + b) / 2 for a, b in zip(g0, g1)]
-    diff = [(a - b) / 2 for a, b in zip(g0, g1)]
+    diff = [a - b for a, b in zip(g0, g1)]
     print(f"\nB over A across placements: sd {100 * statistics.pstdev(both):.1f}% (what the "
           f"placement moves); CPU 0 against CPU 1 within one: sd "
           f"{100 * statistics.pstdev(diff):.1f}% (the walks' noise and the CPUs); the two "
@@ -118,7 +118,7 @@ def read_pair(rows: list[dict]) -> None:
     print("| seconds | B over A, CPU 0 | CPU 1 | A ns, CPU 0 / 1 |")
     print("|---|---:|---:|---|")
     t = 0.0
-    while t < span:
+    while t + width <= span + 1:  # whole bins only: a last stub of a slice or two says little
         got = {c: [r for r in samples if r["cpu"] == c and t <= r["t"] < t + width]
                for c in (0, 1)}
         g = {c: statistics.mean(math.log(r["b_ns"] / r["a_ns"]) for r in v)

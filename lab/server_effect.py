@@ -4,7 +4,7 @@
     python3 lab/server_effect.py RUN1.json RUN2.json ...   (`validate --json --output`)
 
 Side by side, the loaded original (server 0) and its copy (server 1) trade variants every
-epoch. For the first comparison (current over recommended), each epoch's log ratio is
+epoch. For the first comparison (recommended over current), each epoch's log ratio is
 effect + delta x p, with p = +1 where recommended ran on server 0 and -1 where it ran on the
 copy; so delta is half the mean difference between the placements' ratios, and the copy's
 level against the original, whatever the variant, is -delta (the mean of the copy's log TPS

@@ -84,19 +84,25 @@ def children(pid: int) -> list[int]:
         return []
 
 
+def present(f, lo: int, hi: int) -> list[tuple[int, int]]:
+    """(page index from lo, guest-physical frame) of each present page of [lo, hi), from an
+    open /proc/PID/pagemap (an entry a page: bit 63 present, bits 0-54 the frame)."""
+    f.seek(lo // PAGE * 8)
+    raw = f.read((hi - lo) // PAGE * 8)
+    return [(i, e & ((1 << 55) - 1)) for i, (e,) in enumerate(struct.iter_unpack("<Q", raw))
+            if e >> 63]
+
+
 def frames(pids: list[int], lo: int, hi: int) -> dict[int, int]:
     """page index -> guest-physical frame, over every process that has it present."""
     got: dict[int, int] = {}
     for p in pids:
         try:
             with open(f"/proc/{p}/pagemap", "rb") as f:
-                f.seek(lo // PAGE * 8)
-                raw = f.read((hi - lo) // PAGE * 8)
+                for i, x in present(f, lo, hi):
+                    got.setdefault(i, x)
         except OSError:
             continue
-        for i, (e,) in enumerate(struct.iter_unpack("<Q", raw)):
-            if e >> 63 and i not in got:
-                got[i] = e & ((1 << 55) - 1)
     return got
 
 
@@ -112,10 +118,7 @@ def private(pids: list[int]) -> list[int]:
                     if sp[1][3] != "p" or (len(sp) > 5 and sp[5] != "[heap]"):
                         continue
                     lo, hi = (int(x, 16) for x in sp[0].split("-"))
-                    f.seek(lo // PAGE * 8)
-                    raw = f.read((hi - lo) // PAGE * 8)
-                    out += [e & ((1 << 55) - 1) for (e,) in struct.iter_unpack("<Q", raw)
-                            if e >> 63]
+                    out += [x for _, x in present(f, lo, hi)]
         except OSError:  # the process ended meanwhile
             continue
     return out

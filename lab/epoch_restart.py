@@ -35,7 +35,7 @@ try:
     print(f"loaded scale {scale} in {time.time() - t0:.0f} s", flush=True)
     c.configure(RUN_SETTINGS)
     t = PgTarget.__new__(PgTarget)
-    t.c, t.dbname, t.prewarm_note = c, "postgres", ""
+    t.c, t.dbname, t.dbs, t.prewarm_note = c, "postgres", ["postgres"], ""
     c.psql("CREATE EXTENSION IF NOT EXISTS pg_prewarm")
     for mode, fsync in CASES:
         c.configure({"fsync": fsync})

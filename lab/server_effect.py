@@ -15,6 +15,10 @@ TPS in its first and last three epochs, and the placement fit's residual sd next
 plain epoch sd (what the stratified interval removes). Then, per run, the copy's level second
 by second, the variants' effect taken out: its mean, median and quartiles.
 
+    python3 lab/server_effect.py --spread RUN1.json ...
+
+Over many runs: how far their levels spread beyond their own noise (spread()).
+
 Standard library only."""
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ def epochs(d: dict) -> list[tuple[int, float, int]]:
             continue
         la = statistics.fmean(math.log(s["tps"]) for s in got[e["a"]])
         lb = statistics.fmean(math.log(s["tps"]) for s in got[e["b"]])
-        servers = {s["server"] for s in got[e["b"]]}
+        servers = {s.get("server") for s in got[e["b"]]}
         if len(servers) != 1 or None in servers:
             continue
         out.append((ep, lb - la, 1 if servers == {0} else -1))
@@ -85,6 +89,48 @@ def per_second(paths: list[str]) -> None:
               f"{100 * (math.exp(statistics.median(x)) - 1):+.1f}% | {q[0]:+.1f} .. {q[1]:+.1f}% |")
 
 
+def spread(paths: list[str]) -> int:
+    """Across many runs, grouped by workload, buffers and whether both sides ran one
+    variant (an A/A): each run's level with its standard error from the placement fit's
+    residuals (as if the epochs were independent), z = level / se, and over a group's runs
+    the mean of z squared, which is about 1 where runs differ only by their epochs' noise.
+    Files that are not a side-by-side run with 3 epochs in each placement are left out."""
+    groups: dict[str, list[tuple[float, float]]] = {}
+    for p in paths:
+        try:
+            d = json.loads(open(p).read())
+        except (OSError, ValueError):
+            continue
+        if not isinstance(d, dict) or d.get("meta", {}).get("design") != "simultaneous" \
+                or not d.get("effects"):
+            continue
+        rows = epochs(d)
+        up = [r for _, r, q in rows if q > 0]
+        down = [r for _, r, q in rows if q < 0]
+        if len(up) < 3 or len(down) < 3:
+            continue
+        mu, md = statistics.fmean(up), statistics.fmean(down)
+        resid = [r - (mu if q > 0 else md) for _, r, q in rows]
+        sd = math.sqrt(sum(x * x for x in resid) / (len(rows) - 2))
+        se = sd * math.sqrt(1 / len(up) + 1 / len(down)) / 2
+        e, m = d["effects"][0], d["meta"]
+        same = e["a"].split("#")[0] == e["b"].split("#")[0]
+        key = (f"{m.get('workload')} at {m.get('shared_buffers')}, "
+               + (f"A/A ({e['a'].split('#')[0]})" if same else f"{e['b']} vs {e['a']}"))
+        groups.setdefault(key, []).append(((md - mu) / 2 / se, (md - mu) / 2 * 100))
+    if not groups:
+        print("no side-by-side run with 3 epochs in each placement")
+        return 1
+    print("| runs | count | mean z^2 | abs z > 2 | abs level: median | largest | over 2% |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for key, zs in sorted(groups.items()):
+        big = sorted(abs(lv) for _, lv in zs)
+        print(f"| {key} | {len(zs)} | {statistics.fmean(z * z for z, _ in zs):.1f} | "
+              f"{sum(abs(z) > 2 for z, _ in zs)} | {statistics.median(big):.2f}% | "
+              f"{big[-1]:.2f}% | {sum(x > 2 for x in big)} |")
+    return 0
+
+
 def main(paths: list[str]) -> int:
     print("| run | epochs | copy vs original | first half | second half | original TPS first/last "
           "| copy TPS first/last | epoch sd | residual sd |")
@@ -119,4 +165,6 @@ def main(paths: list[str]) -> int:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--spread"]:
+        sys.exit(spread(sys.argv[2:]))
     sys.exit(main(sys.argv[1:]) if sys.argv[1:] else (print(__doc__) or 2))

@@ -1,0 +1,303 @@
+"""Does a side-by-side server's level go with its data directory, and with which part of it?
+
+    sudo .venv/bin/python lab/server_level.py run OUT.jsonl [--mixed] [--thp] [PLAN [EPOCHS]]
+    python3 lab/server_level.py read OUT.jsonl[.gz]
+    (PLAN defaults to base,none,evict,none,recopy,none,evict,none,recopy,none,evict,recopy;
+    EPOCHS to 4)
+
+Two scratch servers as validate's default makes them: scale 6 loaded into one (huge_pages =
+off, 128MB of buffers, validate's run settings), stopped fast and copied with cp -a. Each
+epoch stops both at once (fast), starts and prewarms them one after the other, the order
+turning every epoch, and runs pgbench TPC-B on both together as validate does (-M prepared
+-c 6 -j 2 -T 18 -P 1, the first 3 s not counted), each server and its client pinned to one
+CPU and trading CPUs every 3.75 s on validate's own grid, the first placement turning every
+epoch. Both run the same settings (4 KiB pages), so the log ratio X over Y of an epoch is
+the directories' level against each other, plus noise.
+
+--mixed: as validate's default compares, one server runs on huge pages (huge_pages = on, the
+pool raised by EXTRA_PAGES for the run and put back) and the other on 4 KiB pages, turning
+by on_huge() and the huge-page server started first, as validate starts it; an epoch's
+ratio is then the level plus or minus the huge pages' effect, and each generation gives
+both. --thp: THP's `enabled` turns too (thp_phase(), set before the starts and put back at
+the end), as validate's THP phases turn it.
+
+The epochs come in generations (PLAN). Before each generation its action is done to both
+directories, stopped:
+- none: nothing;
+- evict: every file's page cache dropped (sync, then posix_fadvise DONTNEED), so that the
+  next prewarm reads the tables into new page-cache pages and the WAL is written into new
+  ones;
+- recopy: each directory copied anew with cp -a and the old one removed: new files, new
+  blocks on disk, new page cache; the same rows, WAL and state.
+A level carried by the directory's page cache moves at evict; by its files, at recopy; by
+its contents, at neither; by the start order or the CPUs, it is not in these ratios at all
+(both turn every epoch).
+
+Without --mixed and --thp it touches no pool and no THP knob; two scratch clusters, removed
+at the end. `read` prints each generation's mean log ratio (%) with its standard error and
+the change from the generation before (with --mixed, the huge pages' effect too), and the
+start order's effect within generations."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import os
+import re
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+WARM_S, RUN_S, SWAP_S = 3, 18, 3.75
+PLAN = "base,none,evict,none,recopy,none,evict,none,recopy,none,evict,recopy"
+
+
+def cached_mb(datadir: str) -> float:
+    """The directory's files' bytes in the page cache (fincore(1), util-linux)."""
+    files = [os.path.join(d, f) for d, _, fs in os.walk(datadir) for f in fs]
+    r = subprocess.run(["fincore", "--bytes", "--noheadings", "--raw", "-o", "RES", *files],
+                       capture_output=True, text=True)
+    return sum(int(x) for x in r.stdout.split() if x.isdigit()) / 2**20
+
+
+def evict(datadir: str) -> None:
+    os.sync()
+    for d, _, fs in os.walk(datadir):
+        for f in fs:
+            try:
+                fd = os.open(os.path.join(d, f), os.O_RDONLY)
+            except OSError:
+                continue
+            try:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+
+
+def tps_of(stderr: str) -> tuple[float, list[float]]:
+    """The measured seconds' mean TPS and every second's (pgbench -P 1 progress lines)."""
+    per = [(float(t), float(v)) for t, v in
+           re.findall(r"progress: ([\d.]+) s, ([\d.]+) tps", stderr)]
+    kept = [v for t, v in per if t > WARM_S]
+    return (statistics.fmean(kept) if kept else 0.0), [v for _, v in per]
+
+
+POOL = "/proc/sys/vm/nr_hugepages"
+EXTRA_PAGES = 80  # 2 MiB pages: a 128MB server's shared memory takes 71-73 of them
+
+
+def on_huge(epoch: int) -> int:
+    """--mixed: which server runs on huge pages in an epoch: X, Y, Y, X, ...; with the first
+    CPU turning every epoch, four epochs balance the two."""
+    return 0 if epoch % 4 in (0, 3) else 1
+
+
+THP = "/sys/kernel/mm/transparent_hugepage/enabled"
+
+
+def thp_phase(epoch: int) -> str:
+    """--thp: THP's enabled in an epoch: never, never, always, always, ...: with on_huge()
+    and the first CPU, four epochs balance each against the others."""
+    return "never" if epoch % 4 < 2 else "always"
+
+
+def run(out: str, plan: list[str], n: int, mixed: bool, thp: bool) -> None:
+    from hpadvise.api.face import SysRoot
+    from hpadvise.benchmarks.cpus import cpu_groups, pin_trees, start_pinned, trade, turn
+    from hpadvise.benchmarks.pgbench import Pgbench
+    from hpadvise.plugins.postgres.validate.bench import (LOAD_SETTINGS, RUN_SETTINGS, PgTarget,
+                                                          ScratchCluster)
+
+    def target(c):
+        t = PgTarget.__new__(PgTarget)
+        t.c, t.dbname, t.dbs, t.prewarm_note = c, "postgres", ["postgres"], ""
+        return t
+
+    sr, groups = SysRoot("/"), cpu_groups(2)
+    x = ScratchCluster({"shared_buffers": "128MB", "huge_pages": "off",
+                        "max_connections": "50", **LOAD_SETTINGS})
+    cs = [x]
+    pool0 = int(open(POOL).read())
+    thp0 = open(THP).read().split("[")[1].split("]")[0]
+    try:
+        if mixed:
+            with open(POOL, "w") as p:
+                p.write(str(pool0 + EXTRA_PAGES))
+        x.start()
+        Pgbench(f"{x.bindir}/pgbench", x.tmp, x.port, x.user, "postgres", x.run_as).init(6)
+        x.configure(RUN_SETTINGS)
+        x.psql("CREATE EXTENSION IF NOT EXISTS pg_prewarm")
+        x.stop("fast")
+        cs.append(ScratchCluster.copy_of(x))
+        epoch = 0
+        with open(out, "a") as f:
+            for gen, action in enumerate(plan):
+                if action == "evict":
+                    for c in cs:
+                        evict(c.datadir)
+                elif action == "recopy":
+                    for i, c in enumerate(cs):
+                        cs[i] = ScratchCluster.copy_of(c)
+                        c.destroy()
+                for _ in range(n):
+                    cached = [round(cached_mb(c.datadir), 1) for c in cs]
+                    order = [0, 1] if epoch % 2 == 0 else [1, 0]
+                    huge = None
+                    if mixed:  # the huge-page server starts first, as in validate
+                        huge = on_huge(epoch)
+                        order = [huge, 1 - huge]
+                        for i, c in enumerate(cs):
+                            c.configure({"huge_pages": "on" if i == huge else "off"})
+                    if thp:  # before the starts: THP applies to memory faulted after it
+                        with open(THP, "w") as p:
+                            p.write(thp_phase(epoch))
+                    for i in order:
+                        cs[i].start()
+                        target(cs[i]).prewarm()
+                    mem = {k: int(v.split()[0]) for k, v in (ln.split(":") for ln in
+                           open("/proc/meminfo")) if k.startswith("HugePages_")}
+                    pool_used = mem["HugePages_Total"] - mem["HugePages_Free"]
+                    k0 = epoch % 2
+                    pids = [c.pid for c in cs]
+                    # the postmasters first: the backends the clients connect to inherit it
+                    pin_trees(sr, [(pids[i], groups[(i + k0) % 2]) for i in range(2)])
+                    procs = []
+                    for i, c in enumerate(cs):
+                        cmd = [f"{c.bindir}/pgbench", "-h", c.tmp, "-p", str(c.port), "-U",
+                               "postgres", "-M", "prepared", "-c", "6", "-j", "2", "-T",
+                               str(RUN_S), "-P", "1", "postgres"]
+                        procs.append(start_pinned(lambda: subprocess.Popen(
+                            cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd="/", **c.run_as), groups[(i + k0) % 2]))
+                    t0, done = time.time(), threading.Event()
+
+                    def trader() -> None:
+                        k = 0
+                        while not done.wait(0.05):
+                            now = turn(time.time() - t0, WARM_S, SWAP_S)
+                            if now != k:
+                                k = now
+                                trade(sr, groups, pids, [p.pid for p in procs], k0 + k)
+                    th = threading.Thread(target=trader, daemon=True)
+                    th.start()
+                    res = [p.communicate() for p in procs]
+                    done.set()
+                    th.join()
+                    tps = [tps_of(err) for _, err in res]
+                    with ThreadPoolExecutor(2) as ex:
+                        list(ex.map(lambda c: c.stop("fast"), cs))
+                    rec = {"gen": gen, "action": action, "epoch": epoch, "first": order[0],
+                           "huge": huge, "pool_used": pool_used,
+                           "thp": thp_phase(epoch) if thp else None,
+                           "tps": [t for t, _ in tps],
+                           "per_s": [p for _, p in tps], "cached_mb": cached,
+                           "dirs": [c.datadir for c in cs]}
+                    f.write(json.dumps(rec) + "\n")
+                    f.flush()
+                    print(f"gen {gen} {action:6} epoch {epoch:2}: X {tps[0][0]:8,.0f} Y "
+                          f"{tps[1][0]:8,.0f} TPS, X/Y {100 * math.log(tps[0][0] / tps[1][0]):+.2f}%"
+                          f", cached {cached[0]:.0f}/{cached[1]:.0f} MB"
+                          + (f", huge pages on {'XY'[huge]} ({pool_used} in use)" if mixed else "")
+                          + (f", THP {thp_phase(epoch)}" if thp else ""),
+                          flush=True)
+                    epoch += 1
+    finally:
+        for c in cs:
+            c.destroy()
+        if mixed:
+            with open(POOL, "w") as p:
+                p.write(str(pool0))
+        if thp:
+            with open(THP, "w") as p:
+                p.write(thp0)
+
+
+def chi2_sf(x: float, k: int) -> float:
+    """P(chi-square on k degrees of freedom > x), k a whole number (the closed forms of the
+    regularized upper gamma function at half-integers)."""
+    if k % 2 == 0:
+        term, total = 1.0, 1.0
+        for i in range(1, k // 2):
+            term *= (x / 2) / i
+            total += term
+        return math.exp(-x / 2) * total
+    total, term = 0.0, math.sqrt(2 * x / math.pi) * math.exp(-x / 2)
+    for i in range(1, (k - 1) // 2 + 1):
+        total += term
+        term *= x / (2 * i + 1)
+    return math.erfc(math.sqrt(x / 2)) + total
+
+
+def read(path: str) -> None:
+    op = gzip.open if path.endswith(".gz") else open
+    with op(path, "rt") as f:
+        recs = [json.loads(ln) for ln in f if ln.strip()]
+    gens: dict[int, list[dict]] = {}
+    for r in recs:
+        gens.setdefault(r["gen"], []).append(r)
+    mixed = recs[0].get("huge") is not None
+    print("| generation | before it | epochs | X over Y | se | change |"
+          + (" huge over 4 KiB | se |" if mixed else "") + " cached MB X/Y at its start |")
+    print("|---:|---|---:|---:|---:|---:|" + ("---:|---:|" if mixed else "") + "---|")
+    prev, within, levels, fitted = None, [], [], 0
+    for g, rs in sorted(gens.items()):
+        ls = [100 * math.log(r["tps"][0] / r["tps"][1]) for r in rs]
+        if mixed:
+            # an epoch's log ratio X over Y is level + effect where X ran on huge pages and
+            # level - effect where Y did: the level is the mean over the two placements, the
+            # effect half their difference
+            a = [x for r, x in zip(rs, ls) if r["huge"] == 0]
+            b = [x for r, x in zip(rs, ls) if r["huge"] == 1]
+            m, eff = (statistics.fmean(a) + statistics.fmean(b)) / 2, \
+                (statistics.fmean(a) - statistics.fmean(b)) / 2
+            res = [x - statistics.fmean(a) for x in a] + [x - statistics.fmean(b) for x in b]
+            sd = math.sqrt(sum(x * x for x in res) / max(1, len(res) - 2))
+            se = sd * math.sqrt(1 / len(a) + 1 / len(b)) / 2
+            extra = f" {eff:+.2f}% | {se:.2f} |"
+            share = (1 / len(a) + 1 / len(b)) / 4  # the level's variance over one epoch's
+            fitted += 2
+        else:
+            m = statistics.fmean(ls)
+            res = [x - m for x in ls]
+            se = statistics.stdev(ls) / math.sqrt(len(ls)) if len(ls) > 1 else float("nan")
+            extra = ""
+            share = 1 / len(ls)
+            fitted += 1
+        levels.append((m, share))
+        ch = f"{m - prev:+.2f}" if prev is not None else ""
+        print(f"| {g} | {rs[0]['action']} | {len(ls)} | {m:+.2f}% | {se:.2f} | {ch} |{extra} "
+              f"{rs[0]['cached_mb'][0]:.0f}/{rs[0]['cached_mb'][1]:.0f} |")
+        prev = m
+        within += [(1 if r["first"] == 0 else -1, x) for r, x in zip(rs, res)]
+    sd = math.sqrt(sum(x * x for _, x in within) / (len(within) - fitted))
+    print(f"\nthe epochs' sd about their generation's fit: {sd:.2f}% ({len(within)} epochs)")
+    # do the generations' levels differ by more than the epochs' noise lets them? Q over
+    # the pooled noise, on (generations - 1) degrees of freedom
+    w = [1 / (sd * sd * c) for _, c in levels]
+    mean = sum(wi * m for wi, (m, _) in zip(w, levels)) / sum(w)
+    q = sum(wi * (m - mean) ** 2 for wi, (m, _) in zip(w, levels))
+    print(f"the level over all generations {mean:+.2f}% (se {math.sqrt(1 / sum(w)):.2f}); "
+          f"between generations Q = {q:.1f} on {len(levels) - 1} df, "
+          f"p = {chi2_sf(q, len(levels) - 1):.3f}")
+    if not mixed:  # in --mixed the start order goes with the placement, which the fit takes
+        order = statistics.fmean(s * d for s, d in within)
+        print(f"X started first and on the first CPU, against Y so (half the difference): "
+              f"{order:+.2f}%")
+    tps = [t for r in recs for t in r["tps"]]
+    print(f"TPS a server: median {statistics.median(tps):,.0f}, "
+          f"range {min(tps):,.0f} .. {max(tps):,.0f}")
+
+
+if __name__ == "__main__":
+    args = [a for a in sys.argv[1:] if a not in ("--mixed", "--thp")]
+    if len(args) >= 2 and args[0] == "run":
+        run(args[1], (args[2] if len(args) > 2 else PLAN).split(","),
+            int(args[3]) if len(args) > 3 else 4, "--mixed" in sys.argv, "--thp" in sys.argv)
+    elif len(args) == 2 and args[0] == "read":
+        read(args[1])
+    else:
+        sys.exit(__doc__)

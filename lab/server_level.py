@@ -9,10 +9,13 @@ Two scratch servers as validate's default makes them: scale 6 loaded into one (h
 off, 128MB of buffers, validate's run settings), stopped fast and copied with cp -a. Each
 epoch stops both at once (fast), starts and prewarms them one after the other, the order
 turning every epoch, and runs pgbench TPC-B on both together as validate does (-M prepared
--c 6 -j 2 -T 18 -P 1, the first 3 s not counted), each server and its client pinned to one
-CPU and trading CPUs every 3.75 s on validate's own grid, the first placement turning every
-epoch. Both run the same settings (4 KiB pages), so the log ratio X over Y of an epoch is
-the directories' level against each other, plus noise.
+-c 6 -j 2 -T 18 -P 1, the first 3 s not counted), each server and its client pinned to half
+the CPUs (one CPU on a 2-CPU machine) and trading every 3.75 s on validate's own grid (the
+clients start X's first, where validate turns their order too), the first placement turning
+every epoch. Both run the same settings (huge_pages = off: 4 KiB pages, as validate's
+current variant runs where it starts after the pool's pages are taken), so the log ratio X
+over Y of an epoch is the directories' level against each other, plus noise. An epoch
+records the CPU trades that did not take.
 
 --mixed: as validate's default compares, one server runs on huge pages (huge_pages = on, the
 pool raised by EXTRA_PAGES for the run and put back) and the other on 4 KiB pages, turning
@@ -35,8 +38,9 @@ its contents, at neither; by the start order or the CPUs, it is not in these rat
 
 Without --mixed and --thp it touches no pool and no THP knob; two scratch clusters, removed
 at the end. `read` prints each generation's mean log ratio (%) with its standard error and
-the change from the generation before (with --mixed, the huge pages' effect too), and the
-start order's effect within generations."""
+the change from the generation before (with --mixed, the huge pages' effect too), an F test
+of whether the generations' levels differ by more than the epochs' noise, and (without
+--mixed) the start order's effect within generations."""
 
 from __future__ import annotations
 
@@ -87,7 +91,9 @@ def tps_of(stderr: str) -> tuple[float, list[float]]:
 
 
 POOL = "/proc/sys/vm/nr_hugepages"
-EXTRA_PAGES = 80  # 2 MiB pages: a 128MB server's shared memory takes 71-73 of them
+# 2 MiB pages: a 128MB server's shared memory reserves 71-73 of them (validate's pool for it:
+# 73), of which its runs here faulted 53-58
+EXTRA_PAGES = 80
 
 
 def on_huge(epoch: int) -> int:
@@ -118,21 +124,24 @@ def run(out: str, plan: list[str], n: int, mixed: bool, thp: bool) -> None:
         return t
 
     sr, groups = SysRoot("/"), cpu_groups(2)
-    x = ScratchCluster({"shared_buffers": "128MB", "huge_pages": "off",
-                        "max_connections": "50", **LOAD_SETTINGS})
-    cs = [x]
-    pool0 = int(open(POOL).read())
-    thp0 = open(THP).read().split("[")[1].split("]")[0]
+    pool0 = int(open(POOL).read()) if mixed else 0
+    thp0 = open(THP).read().split("[")[1].split("]")[0] if thp else ""
+    every: list = []  # every cluster made, destroyed at the end (a second destroy is harmless)
     try:
         if mixed:
             with open(POOL, "w") as p:
                 p.write(str(pool0 + EXTRA_PAGES))
+        x = ScratchCluster({"shared_buffers": "128MB", "huge_pages": "off",
+                            "max_connections": "50", **LOAD_SETTINGS})
+        cs = [x]
+        every.append(x)
         x.start()
         Pgbench(f"{x.bindir}/pgbench", x.tmp, x.port, x.user, "postgres", x.run_as).init(6)
         x.configure(RUN_SETTINGS)
         x.psql("CREATE EXTENSION IF NOT EXISTS pg_prewarm")
         x.stop("fast")
         cs.append(ScratchCluster.copy_of(x))
+        every.append(cs[1])
         epoch = 0
         with open(out, "a") as f:
             for gen, action in enumerate(plan):
@@ -142,6 +151,7 @@ def run(out: str, plan: list[str], n: int, mixed: bool, thp: bool) -> None:
                 elif action == "recopy":
                     for i, c in enumerate(cs):
                         cs[i] = ScratchCluster.copy_of(c)
+                        every.append(cs[i])
                         c.destroy()
                 for _ in range(n):
                     cached = [round(cached_mb(c.datadir), 1) for c in cs]
@@ -174,6 +184,7 @@ def run(out: str, plan: list[str], n: int, mixed: bool, thp: bool) -> None:
                             cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             cwd="/", **c.run_as), groups[(i + k0) % 2]))
                     t0, done = time.time(), threading.Event()
+                    missed: list = []  # trades that did not take, or failed
 
                     def trader() -> None:
                         k = 0
@@ -181,16 +192,25 @@ def run(out: str, plan: list[str], n: int, mixed: bool, thp: bool) -> None:
                             now = turn(time.time() - t0, WARM_S, SWAP_S)
                             if now != k:
                                 k = now
-                                trade(sr, groups, pids, [p.pid for p in procs], k0 + k)
+                                try:
+                                    took = trade(sr, groups, pids, [p.pid for p in procs],
+                                                 k0 + k)
+                                except OSError as e:
+                                    took = [repr(e)]
+                                missed.extend(t for t in took if t is not True)
                     th = threading.Thread(target=trader, daemon=True)
                     th.start()
                     res = [p.communicate() for p in procs]
                     done.set()
                     th.join()
+                    for p, (_, err) in zip(procs, res):
+                        if p.returncode != 0:
+                            raise RuntimeError(f"pgbench failed: {err.strip()[-500:]}")
                     tps = [tps_of(err) for _, err in res]
                     with ThreadPoolExecutor(2) as ex:
                         list(ex.map(lambda c: c.stop("fast"), cs))
                     rec = {"gen": gen, "action": action, "epoch": epoch, "first": order[0],
+                           "trades_missed": len(missed),
                            "huge": huge, "pool_used": pool_used,
                            "thp": thp_phase(epoch) if thp else None,
                            "tps": [t for t, _ in tps],
@@ -206,30 +226,49 @@ def run(out: str, plan: list[str], n: int, mixed: bool, thp: bool) -> None:
                           flush=True)
                     epoch += 1
     finally:
-        for c in cs:
-            c.destroy()
-        if mixed:
-            with open(POOL, "w") as p:
-                p.write(str(pool0))
-        if thp:
-            with open(THP, "w") as p:
-                p.write(thp0)
+        try:  # the servers first, so that the pool shrinks with none of its pages in use
+            for c in every:
+                c.destroy()
+        finally:  # and the host's knobs back even where a destroy failed
+            if mixed:
+                with open(POOL, "w") as p:
+                    p.write(str(pool0))
+            if thp:
+                with open(THP, "w") as p:
+                    p.write(thp0)
 
 
-def chi2_sf(x: float, k: int) -> float:
-    """P(chi-square on k degrees of freedom > x), k a whole number (the closed forms of the
-    regularized upper gamma function at half-integers)."""
-    if k % 2 == 0:
-        term, total = 1.0, 1.0
-        for i in range(1, k // 2):
-            term *= (x / 2) / i
-            total += term
-        return math.exp(-x / 2) * total
-    total, term = 0.0, math.sqrt(2 * x / math.pi) * math.exp(-x / 2)
-    for i in range(1, (k - 1) // 2 + 1):
-        total += term
-        term *= x / (2 * i + 1)
-    return math.erfc(math.sqrt(x / 2)) + total
+def beta_reg(x: float, a: float, b: float) -> float:
+    """The regularized incomplete beta function I_x(a, b), by its continued fraction
+    (modified Lentz's method), on the side of x where that converges fast."""
+    if x <= 0 or x >= 1:
+        return 0.0 if x <= 0 else 1.0
+    if x > (a + 1) / (a + b + 2):
+        return 1 - beta_reg(1 - x, b, a)
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
+                     + a * math.log(x) + b * math.log(1 - x)) / a
+    tiny, f, c, d = 1e-300, 1.0, 1.0, 0.0
+    for i in range(400):
+        m = i // 2
+        if i == 0:
+            num = 1.0
+        elif i % 2 == 0:
+            num = m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m))
+        else:
+            num = -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))
+        d = 1 + num * d
+        d = 1 / (d if abs(d) > tiny else tiny)
+        c = 1 + num / c
+        c = c if abs(c) > tiny else tiny
+        f *= c * d
+        if abs(c * d - 1) < 1e-12:
+            break
+    return front * (f - 1)
+
+
+def f_sf(f: float, d1: int, d2: int) -> float:
+    """P(F on d1 and d2 degrees of freedom > f)."""
+    return beta_reg(d2 / (d2 + d1 * f), d2 / 2, d1 / 2)
 
 
 def read(path: str) -> None:
@@ -254,7 +293,8 @@ def read(path: str) -> None:
             b = [x for r, x in zip(rs, ls) if r["huge"] == 1]
             m, eff = (statistics.fmean(a) + statistics.fmean(b)) / 2, \
                 (statistics.fmean(a) - statistics.fmean(b)) / 2
-            res = [x - statistics.fmean(a) for x in a] + [x - statistics.fmean(b) for x in b]
+            fit = {0: statistics.fmean(a), 1: statistics.fmean(b)}
+            res = [x - fit[r["huge"]] for r, x in zip(rs, ls)]  # in the epochs' order
             sd = math.sqrt(sum(x * x for x in res) / max(1, len(res) - 2))
             se = sd * math.sqrt(1 / len(a) + 1 / len(b)) / 2
             extra = f" {eff:+.2f}% | {se:.2f} |"
@@ -276,13 +316,14 @@ def read(path: str) -> None:
     sd = math.sqrt(sum(x * x for _, x in within) / (len(within) - fitted))
     print(f"\nthe epochs' sd about their generation's fit: {sd:.2f}% ({len(within)} epochs)")
     # do the generations' levels differ by more than the epochs' noise lets them? Q over
-    # the pooled noise, on (generations - 1) degrees of freedom
+    # the pooled noise, whose sd is itself estimated: Q / (generations - 1) is F on
+    # (generations - 1) and the residuals' degrees of freedom
     w = [1 / (sd * sd * c) for _, c in levels]
     mean = sum(wi * m for wi, (m, _) in zip(w, levels)) / sum(w)
     q = sum(wi * (m - mean) ** 2 for wi, (m, _) in zip(w, levels))
     print(f"the level over all generations {mean:+.2f}% (se {math.sqrt(1 / sum(w)):.2f}); "
-          f"between generations Q = {q:.1f} on {len(levels) - 1} df, "
-          f"p = {chi2_sf(q, len(levels) - 1):.3f}")
+          f"between generations Q = {q:.1f} on {len(levels) - 1} df, F test p = "
+          f"{f_sf(q / (len(levels) - 1), len(levels) - 1, len(within) - fitted):.3f}")
     if not mixed:  # in --mixed the start order goes with the placement, which the fit takes
         order = statistics.fmean(s * d for s, d in within)
         print(f"X started first and on the first CPU, against Y so (half the difference): "

@@ -47,6 +47,15 @@ def epochs(d: dict) -> list[tuple[int, float, int]]:
     return out
 
 
+def placement_fit(rows: list[tuple[int, float, int]]) -> tuple[float, float, float]:
+    """The two placements' mean log ratios (p = +1, p = -1) and the residual sd about them,
+    on n - 2 degrees of freedom."""
+    mu = statistics.fmean(r for _, r, p in rows if p > 0)
+    md = statistics.fmean(r for _, r, p in rows if p < 0)
+    resid = [r - (mu if p > 0 else md) for _, r, p in rows]
+    return mu, md, math.sqrt(sum(x * x for x in resid) / max(1, len(rows) - 2))
+
+
 def level(rows: list[tuple[int, float, int]]) -> float | None:
     """The copy over the original, in %, from the placements' mean ratios."""
     up = [r for _, r, p in rows if p > 0]
@@ -109,9 +118,7 @@ def spread(paths: list[str]) -> int:
         down = [r for _, r, q in rows if q < 0]
         if len(up) < 3 or len(down) < 3:
             continue
-        mu, md = statistics.fmean(up), statistics.fmean(down)
-        resid = [r - (mu if q > 0 else md) for _, r, q in rows]
-        sd = math.sqrt(sum(x * x for x in resid) / (len(rows) - 2))
+        mu, md, sd = placement_fit(rows)
         se = sd * math.sqrt(1 / len(up) + 1 / len(down)) / 2
         e, m = d["effects"][0], d["meta"]
         same = e["a"].split("#")[0] == e["b"].split("#")[0]
@@ -128,7 +135,33 @@ def spread(paths: list[str]) -> int:
         print(f"| {key} | {len(zs)} | {statistics.fmean(z * z for z, _ in zs):.1f} | "
               f"{sum(abs(z) > 2 for z, _ in zs)} | {statistics.median(big):.2f}% | "
               f"{big[-1]:.2f}% | {sum(x > 2 for x in big)} |")
+    against_aa(groups)
     return 0
+
+
+def against_aa(groups: dict[str, list[tuple[float, float]]]) -> None:
+    """Where a workload and size has both A/As (current on both) and runs of two variants:
+    do the latter's |z| run larger? The share of them above the A/As' largest |z|, the
+    chance that none of the A/As would pass it were they drawn from the same spread, and
+    the Mann-Whitney rank test on |z| (normal approximation, no ties expected)."""
+    for key, aa in sorted(groups.items()):
+        if not key.endswith("A/A (current)"):
+            continue
+        base = key[:-len("A/A (current)")]
+        for other, runs in sorted(groups.items()):
+            if not other.startswith(base) or "A/A" in other or len(runs) < 2 or len(aa) < 2:
+                continue
+            za, zb = [abs(z) for z, _ in aa], [abs(z) for z, _ in runs]
+            top = max(za)
+            share = sum(z > top for z in zb) / len(zb)
+            ranked = sorted([(z, 0) for z in za] + [(z, 1) for z in zb])
+            n1, n2 = len(za), len(zb)
+            u = sum(i + 1 for i, (_, k) in enumerate(ranked) if k == 0) - n1 * (n1 + 1) / 2
+            zu = (u - n1 * n2 / 2) / math.sqrt(n1 * n2 * (n1 + n2 + 1) / 12)
+            print(f"\n{other} against its A/As: the A/As' largest |z| {top:.2f}; "
+                  f"{sum(z > top for z in zb)} of {n2} runs above it, chance that none of "
+                  f"{n1} A/As would be: {(1 - share) ** n1:.4f}; Mann-Whitney on |z|: "
+                  f"U = {u:.0f}, z = {zu:+.2f}, p = {math.erfc(abs(zu) / math.sqrt(2)):.3f}")
 
 
 def main(paths: list[str]) -> int:
@@ -149,17 +182,14 @@ def main(paths: list[str]) -> int:
             tps[srv] = (statistics.median(x for e in eps[:3] for x in per[e]),
                         statistics.median(x for e in eps[-3:] for x in per[e]))
         rs = [r for _, r, _ in rows]
-        up = statistics.fmean(r for _, r, p in rows if p > 0)
-        down = statistics.fmean(r for _, r, p in rows if p < 0)
-        resid = [r - (up if p > 0 else down) for _, r, p in rows]
-        dof = max(1, len(rows) - 2)
+        resid_sd = placement_fit(rows)[2]
 
         def fmt(v):
             return "-" if v is None else f"{v:+.1f}%"
         print(f"| {i} | {len(rows)} | {fmt(level(rows))} | {fmt(level(rows[:half]))} | "
               f"{fmt(level(rows[half:]))} | {tps[0][0]:,.0f} / {tps[0][1]:,.0f} | "
               f"{tps[1][0]:,.0f} / {tps[1][1]:,.0f} | {statistics.stdev(rs) * 100:.2f}% | "
-              f"{math.sqrt(sum(x * x for x in resid) / dof) * 100:.2f}% |")
+              f"{resid_sd * 100:.2f}% |")
     per_second(paths)
     return 0
 

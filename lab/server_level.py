@@ -107,7 +107,9 @@ THP = "/sys/kernel/mm/transparent_hugepage/enabled"
 
 def thp_phase(epoch: int) -> str:
     """--thp: THP's enabled in an epoch: never, never, always, always, ...: with on_huge()
-    and the first CPU, four epochs balance each against the others."""
+    and the first CPU, four epochs balance each pair of the three. Not their interaction:
+    the huge-page server's first CPU goes with the phase, which the trades within each run
+    (an equal time on each CPU) leave little to act on."""
     return "never" if epoch % 4 < 2 else "always"
 
 

@@ -48,7 +48,6 @@ import gzip
 import json
 import math
 import os
-import re
 import statistics
 import subprocess
 import sys
@@ -84,10 +83,50 @@ def evict(datadir: str) -> None:
 
 def tps_of(stderr: str) -> tuple[float, list[float]]:
     """The measured seconds' mean TPS and every second's (pgbench -P 1 progress lines)."""
-    per = [(float(t), float(v)) for t, v in
-           re.findall(r"progress: ([\d.]+) s, ([\d.]+) tps", stderr)]
+    from hpadvise.benchmarks.pgbench import parse_progress
+    per = [(t, v) for t, v, _ in parse_progress(stderr)]
     kept = [v for t, v in per if t > WARM_S]
     return (statistics.fmean(kept) if kept else 0.0), [v for _, v in per]
+
+
+def run_pair(sr, groups: list, cs: list, k0: int) -> tuple[list, int]:
+    """pgbench TPC-B on both servers at once as validate runs it (benchmarks/pgbench.py's
+    command: -M prepared -c 6 -j 2 on 2 CPUs -T 18 -P 1), server i and its client on CPU group
+    (i + k0) mod 2, trading on validate's grid: each server's (mean TPS, TPS a second), and
+    how many trades did not take."""
+    from hpadvise.benchmarks.cpus import pin_trees, start_pinned, trade, turn
+    from hpadvise.benchmarks.pgbench import Pgbench
+    pids = [c.pid for c in cs]
+    # the postmasters first: the backends the clients connect to inherit it
+    pin_trees(sr, [(pids[i], groups[(i + k0) % 2]) for i in range(2)])
+    procs = []
+    for i, c in enumerate(cs):
+        d = Pgbench(f"{c.bindir}/pgbench", c.tmp, c.port, "postgres", "postgres", c.run_as)
+        procs.append(start_pinned(lambda: d.start("tpcb", 6, RUN_S - WARM_S, None, WARM_S),
+                                  groups[(i + k0) % 2]))
+    t0, done = time.time(), threading.Event()
+    missed: list = []  # trades that did not take, or failed
+
+    def trader() -> None:
+        k = 0
+        while not done.wait(0.05):
+            now = turn(time.time() - t0, WARM_S, SWAP_S)
+            if now != k:
+                k = now
+                try:
+                    took = trade(sr, groups, pids, [p.pid for p in procs], k0 + k)
+                except OSError as e:
+                    took = [repr(e)]
+                missed.extend(t for t in took if t is not True)
+    th = threading.Thread(target=trader, daemon=True)
+    th.start()
+    res = [p.communicate() for p in procs]
+    done.set()
+    th.join()
+    for p, (_, err) in zip(procs, res):
+        if p.returncode != 0:
+            raise RuntimeError(f"pgbench failed: {err.strip()[-500:]}")
+    return [tps_of(err) for _, err in res], len(missed)
 
 
 POOL = "/proc/sys/vm/nr_hugepages"
@@ -115,7 +154,7 @@ def thp_phase(epoch: int) -> str:
 
 def run(out: str, plan: list[str], n: int, mixed: bool, thp: bool) -> None:
     from hpadvise.api.face import SysRoot
-    from hpadvise.benchmarks.cpus import cpu_groups, pin_trees, start_pinned, trade, turn
+    from hpadvise.benchmarks.cpus import cpu_groups
     from hpadvise.benchmarks.pgbench import Pgbench
     from hpadvise.plugins.postgres.validate.bench import (LOAD_SETTINGS, RUN_SETTINGS, PgTarget,
                                                           ScratchCluster)
@@ -170,49 +209,14 @@ def run(out: str, plan: list[str], n: int, mixed: bool, thp: bool) -> None:
                     for i in order:
                         cs[i].start()
                         target(cs[i]).prewarm()
-                    mem = {k: int(v.split()[0]) for k, v in (ln.split(":") for ln in
-                           open("/proc/meminfo")) if k.startswith("HugePages_")}
-                    pool_used = mem["HugePages_Total"] - mem["HugePages_Free"]
+                    mem = sr.read_kv("/proc/meminfo") or {}
+                    pool_used = int(mem["HugePages_Total"]) - int(mem["HugePages_Free"])
                     k0 = epoch % 2
-                    pids = [c.pid for c in cs]
-                    # the postmasters first: the backends the clients connect to inherit it
-                    pin_trees(sr, [(pids[i], groups[(i + k0) % 2]) for i in range(2)])
-                    procs = []
-                    for i, c in enumerate(cs):
-                        cmd = [f"{c.bindir}/pgbench", "-h", c.tmp, "-p", str(c.port), "-U",
-                               "postgres", "-M", "prepared", "-c", "6", "-j", "2", "-T",
-                               str(RUN_S), "-P", "1", "postgres"]
-                        procs.append(start_pinned(lambda: subprocess.Popen(
-                            cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            cwd="/", **c.run_as), groups[(i + k0) % 2]))
-                    t0, done = time.time(), threading.Event()
-                    missed: list = []  # trades that did not take, or failed
-
-                    def trader() -> None:
-                        k = 0
-                        while not done.wait(0.05):
-                            now = turn(time.time() - t0, WARM_S, SWAP_S)
-                            if now != k:
-                                k = now
-                                try:
-                                    took = trade(sr, groups, pids, [p.pid for p in procs],
-                                                 k0 + k)
-                                except OSError as e:
-                                    took = [repr(e)]
-                                missed.extend(t for t in took if t is not True)
-                    th = threading.Thread(target=trader, daemon=True)
-                    th.start()
-                    res = [p.communicate() for p in procs]
-                    done.set()
-                    th.join()
-                    for p, (_, err) in zip(procs, res):
-                        if p.returncode != 0:
-                            raise RuntimeError(f"pgbench failed: {err.strip()[-500:]}")
-                    tps = [tps_of(err) for _, err in res]
+                    tps, missed = run_pair(sr, groups, cs, k0)
                     with ThreadPoolExecutor(2) as ex:
                         list(ex.map(lambda c: c.stop("fast"), cs))
                     rec = {"gen": gen, "action": action, "epoch": epoch, "first": order[0],
-                           "trades_missed": len(missed),
+                           "trades_missed": missed,
                            "huge": huge, "pool_used": pool_used,
                            "thp": thp_phase(epoch) if thp else None,
                            "tps": [t for t, _ in tps],
@@ -220,8 +224,9 @@ def run(out: str, plan: list[str], n: int, mixed: bool, thp: bool) -> None:
                            "dirs": [c.datadir for c in cs]}
                     f.write(json.dumps(rec) + "\n")
                     f.flush()
+                    ratio = 100 * math.log(tps[0][0] / tps[1][0])
                     print(f"gen {gen} {action:6} epoch {epoch:2}: X {tps[0][0]:8,.0f} Y "
-                          f"{tps[1][0]:8,.0f} TPS, X/Y {100 * math.log(tps[0][0] / tps[1][0]):+.2f}%"
+                          f"{tps[1][0]:8,.0f} TPS, X/Y {ratio:+.2f}%"
                           f", cached {cached[0]:.0f}/{cached[1]:.0f} MB"
                           + (f", huge pages on {'XY'[huge]} ({pool_used} in use)" if mixed else "")
                           + (f", THP {thp_phase(epoch)}" if thp else ""),
@@ -231,13 +236,19 @@ def run(out: str, plan: list[str], n: int, mixed: bool, thp: bool) -> None:
         try:  # the servers first, so that the pool shrinks with none of its pages in use
             for c in every:
                 c.destroy()
-        finally:  # and the host's knobs back even where a destroy failed
+        finally:  # and the host's knobs back even where a destroy failed, read back after
             if mixed:
                 with open(POOL, "w") as p:
                     p.write(str(pool0))
+                if int(open(POOL).read()) != pool0:
+                    print(f"server_level: the pool did not go back to {pool0} pages",
+                          file=sys.stderr)
             if thp:
                 with open(THP, "w") as p:
                     p.write(thp0)
+                if f"[{thp0}]" not in open(THP).read():
+                    print(f"server_level: THP enabled did not go back to {thp0}",
+                          file=sys.stderr)
 
 
 def beta_reg(x: float, a: float, b: float) -> float:
@@ -315,6 +326,9 @@ def read(path: str) -> None:
               f"{rs[0]['cached_mb'][0]:.0f}/{rs[0]['cached_mb'][1]:.0f} |")
         prev = m
         within += [(1 if r["first"] == 0 else -1, x) for r, x in zip(rs, res)]
+    if len(within) <= fitted:
+        print("\ntoo few epochs in each generation to estimate their noise")
+        return
     sd = math.sqrt(sum(x * x for _, x in within) / (len(within) - fitted))
     print(f"\nthe epochs' sd about their generation's fit: {sd:.2f}% ({len(within)} epochs)")
     # do the generations' levels differ by more than the epochs' noise lets them? Q over
@@ -323,9 +337,11 @@ def read(path: str) -> None:
     w = [1 / (sd * sd * c) for _, c in levels]
     mean = sum(wi * m for wi, (m, _) in zip(w, levels)) / sum(w)
     q = sum(wi * (m - mean) ** 2 for wi, (m, _) in zip(w, levels))
+    between = "one generation: nothing to test between" if len(levels) < 2 else (
+        f"between generations Q = {q:.1f} on {len(levels) - 1} df, F test p = "
+        f"{f_sf(q / (len(levels) - 1), len(levels) - 1, len(within) - fitted):.3f}")
     print(f"the level over all generations {mean:+.2f}% (se {math.sqrt(1 / sum(w)):.2f}); "
-          f"between generations Q = {q:.1f} on {len(levels) - 1} df, F test p = "
-          f"{f_sf(q / (len(levels) - 1), len(levels) - 1, len(within) - fitted):.3f}")
+          + between)
     if not mixed:  # in --mixed the start order goes with the placement, which the fit takes
         order = statistics.fmean(s * d for s, d in within)
         print(f"X started first and on the first CPU, against Y so (half the difference): "

@@ -150,9 +150,10 @@ def test_the_checker_finds_an_upward_import():
 
 
 def test_no_file_over_400_lines():
-    """The product's code, its scripts, its tests and its lab's programs."""
+    """The product's code (Python, its sysbench workload's Lua), its scripts, its tests and its
+    lab's programs."""
     long = sorted(f"{p.relative_to(REPO)}: {n}" for top in (*PACKAGES, "scripts", "tests", "lab")
-                  for p in (REPO / top).rglob("*.py")
+                  for p in (REPO / top).rglob("*") if p.suffix in (".py", ".lua", ".sh", ".c")
                   if (n := len(p.read_text().splitlines())) > 400)
     assert long == [], "split these along their seams"
 

@@ -31,7 +31,11 @@ directories, stopped:
   next prewarm reads the tables into new page-cache pages and the WAL is written into new
   ones;
 - recopy: each directory copied anew with cp -a and the old one removed: new files, new
-  blocks on disk, new page cache; the same rows, WAL and state.
+  blocks on disk, new page cache, a new port and socket; the same rows, WAL and state;
+- swap: the two directories trade places in the harness: X's role (its client started
+  first, its place in the CPU trades) goes to the other one. A level carried by anything of
+  a directory's (page cache, files, rows) turns its sign in X over Y at a swap; one carried
+  by the harness's roles stays.
 A level carried by the directory's page cache moves at evict; by its files, at recopy; by
 its contents, at neither; by the start order or the CPUs, it is not in these ratios at all
 (both turn every epoch).
@@ -183,7 +187,7 @@ def run(out: str, plan: list[str], n: int, mixed: bool, thp: bool) -> None:
         x.stop("fast")
         cs.append(ScratchCluster.copy_of(x))
         every.append(cs[1])
-        epoch = 0
+        epoch, line = 0, [0, 1]  # the directories' lines: 0 the loaded one, 1 its copy
         with open(out, "a") as f:
             for gen, action in enumerate(plan):
                 if action == "evict":
@@ -194,6 +198,9 @@ def run(out: str, plan: list[str], n: int, mixed: bool, thp: bool) -> None:
                         cs[i] = ScratchCluster.copy_of(c)
                         every.append(cs[i])
                         c.destroy()
+                elif action == "swap":  # each directory takes the other's place in the harness
+                    cs.reverse()
+                    line.reverse()
                 for _ in range(n):
                     cached = [round(cached_mb(c.datadir), 1) for c in cs]
                     order = [0, 1] if epoch % 2 == 0 else [1, 0]
@@ -221,7 +228,7 @@ def run(out: str, plan: list[str], n: int, mixed: bool, thp: bool) -> None:
                            "thp": thp_phase(epoch) if thp else None,
                            "tps": [t for t, _ in tps],
                            "per_s": [p for _, p in tps], "cached_mb": cached,
-                           "dirs": [c.datadir for c in cs]}
+                           "dirs": [c.datadir for c in cs], "line": list(line)}
                     f.write(json.dumps(rec) + "\n")
                     f.flush()
                     ratio = 100 * math.log(tps[0][0] / tps[1][0])
@@ -284,6 +291,31 @@ def f_sf(f: float, d1: int, d2: int) -> float:
     return beta_reg(d2 / (d2 + d1 * f), d2 / 2, d1 / 2)
 
 
+def steps(levels: list, actions: list[str], sd: float, dof: int) -> None:
+    """Each step between neighbouring generations as z (over the standard error noise alone
+    gives it), grouped by the action done before the later one. A level that an action draws
+    anew makes its steps' mean z² larger than the steps with nothing done; F is the ratio of
+    the two mean z², on (steps of the action, steps with none) degrees of freedom (a ratio of
+    two chi-squares over their df, taking the noise's sd as known: dof residuals)."""
+    by: dict[str, list[float]] = {}
+    raw: dict[str, list[float]] = {}
+    for (m0, s0), (m1, s1), act in zip(levels, levels[1:], actions[1:]):
+        by.setdefault(act, []).append((m1 - m0) / (sd * math.sqrt(s0 + s1)))
+        raw.setdefault(act, []).append(m1 - m0)
+    if "none" not in by or len(by) < 2:
+        return
+    base = statistics.fmean(z * z for z in by["none"])
+    print(f"steps as z by the action before them ({dof} residual df for the noise):")
+    for act, zs in sorted(by.items()):
+        mz = statistics.fmean(z * z for z in zs)
+        line = f"  {act:6} {len(zs):2} steps, mean z\u00b2 {mz:.2f}, rms step " \
+            f"{math.sqrt(statistics.fmean(s * s for s in raw[act])):.2f}%"
+        if act != "none":
+            line += (f", against none: F = {mz / base:.2f} on ({len(zs)}, {len(by['none'])}) "
+                     f"df, p = {f_sf(mz / base, len(zs), len(by['none'])):.3f}")
+        print(line)
+
+
 def read(path: str) -> None:
     op = gzip.open if path.endswith(".gz") else open
     with op(path, "rt") as f:
@@ -292,9 +324,12 @@ def read(path: str) -> None:
     for r in recs:
         gens.setdefault(r["gen"], []).append(r)
     mixed = recs[0].get("huge") is not None
+    lines = any(r.get("line") for r in recs)  # swaps: the directories' own lines shown too
     print("| generation | before it | epochs | X over Y | se | change |"
-          + (" huge over 4 KiB | se |" if mixed else "") + " cached MB X/Y at its start |")
-    print("|---:|---|---:|---:|---:|---:|" + ("---:|---:|" if mixed else "") + "---|")
+          + (" huge over 4 KiB | se |" if mixed else "")
+          + (" loaded over copy |" if lines else "") + " cached MB X/Y at its start |")
+    print("|---:|---|---:|---:|---:|---:|" + ("---:|---:|" if mixed else "")
+          + ("---:|" if lines else "") + "---|")
     prev, within, levels, fitted = None, [], [], 0
     for g, rs in sorted(gens.items()):
         ls = [100 * math.log(r["tps"][0] / r["tps"][1]) for r in rs]
@@ -322,6 +357,8 @@ def read(path: str) -> None:
             fitted += 1
         levels.append((m, share))
         ch = f"{m - prev:+.2f}" if prev is not None else ""
+        if lines:  # X is the loaded directory's line, or its copy's
+            extra += f" {m if rs[0]['line'][0] == 0 else -m:+.2f}% |"
         print(f"| {g} | {rs[0]['action']} | {len(ls)} | {m:+.2f}% | {se:.2f} | {ch} |{extra} "
               f"{rs[0]['cached_mb'][0]:.0f}/{rs[0]['cached_mb'][1]:.0f} |")
         prev = m
@@ -342,6 +379,7 @@ def read(path: str) -> None:
         f"{f_sf(q / (len(levels) - 1), len(levels) - 1, len(within) - fitted):.3f}")
     print(f"the level over all generations {mean:+.2f}% (se {math.sqrt(1 / sum(w)):.2f}); "
           + between)
+    steps(levels, [gens[g][0]["action"] for g in sorted(gens)], sd, len(within) - fitted)
     if not mixed:  # in --mixed the start order goes with the placement, which the fit takes
         order = statistics.fmean(s * d for s, d in within)
         print(f"X started first and on the first CPU, against Y so (half the difference): "

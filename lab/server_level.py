@@ -59,6 +59,8 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from f_dist import f_sf
+
 WARM_S, RUN_S, SWAP_S = 3, 18, 3.75
 PLAN = "base,none,evict,none,recopy,none,evict,none,recopy,none,evict,recopy"
 
@@ -258,39 +260,6 @@ def run(out: str, plan: list[str], n: int, mixed: bool, thp: bool) -> None:
                           file=sys.stderr)
 
 
-def beta_reg(x: float, a: float, b: float) -> float:
-    """The regularized incomplete beta function I_x(a, b), by its continued fraction
-    (modified Lentz's method), on the side of x where that converges fast."""
-    if x <= 0 or x >= 1:
-        return 0.0 if x <= 0 else 1.0
-    if x > (a + 1) / (a + b + 2):
-        return 1 - beta_reg(1 - x, b, a)
-    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
-                     + a * math.log(x) + b * math.log(1 - x)) / a
-    tiny, f, c, d = 1e-300, 1.0, 1.0, 0.0
-    for i in range(400):
-        m = i // 2
-        if i == 0:
-            num = 1.0
-        elif i % 2 == 0:
-            num = m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m))
-        else:
-            num = -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))
-        d = 1 + num * d
-        d = 1 / (d if abs(d) > tiny else tiny)
-        c = 1 + num / c
-        c = c if abs(c) > tiny else tiny
-        f *= c * d
-        if abs(c * d - 1) < 1e-12:
-            break
-    return front * (f - 1)
-
-
-def f_sf(f: float, d1: int, d2: int) -> float:
-    """P(F on d1 and d2 degrees of freedom > f)."""
-    return beta_reg(d2 / (d2 + d1 * f), d2 / 2, d1 / 2)
-
-
 def steps(levels: list, actions: list[str], sd: float, dof: int) -> None:
     """Each step between neighbouring generations as z (over the standard error noise alone
     gives it), grouped by the action done before the later one. A level that an action draws
@@ -314,6 +283,23 @@ def steps(levels: list, actions: list[str], sd: float, dof: int) -> None:
             line += (f", against none: F = {mz / base:.2f} on ({len(zs)}, {len(by['none'])}) "
                      f"df, p = {f_sf(mz / base, len(zs), len(by['none'])):.3f}")
         print(line)
+
+
+def swaps(levels: list[float], actions: list[str], xline: list[int]) -> None:
+    """At each swap, how far X over Y moved and how far the loaded directory over its copy
+    did: a level the harness's roles carry stays in X over Y and turns in the other; one the
+    directories carry, the other way round. The steps with nothing done show how far either
+    moves on its own."""
+    for act in ("swap", "none"):
+        xy, lc = [], []
+        for (m0, m1), a, x0, x1 in zip(zip(levels, levels[1:]), actions[1:], xline, xline[1:]):
+            if a == act:
+                xy.append(m1 - m0)
+                lc.append((m1 if x1 == 0 else -m1) - (m0 if x0 == 0 else -m0))
+        if xy:
+            rms = [math.sqrt(statistics.fmean(v * v for v in s)) for s in (xy, lc)]
+            print(f"  at {act:4} ({len(xy)} steps): X over Y moved by {rms[0]:.2f}% (rms), "
+                  f"the loaded directory over its copy by {rms[1]:.2f}%")
 
 
 def read(path: str) -> None:
@@ -379,7 +365,11 @@ def read(path: str) -> None:
         f"{f_sf(q / (len(levels) - 1), len(levels) - 1, len(within) - fitted):.3f}")
     print(f"the level over all generations {mean:+.2f}% (se {math.sqrt(1 / sum(w)):.2f}); "
           + between)
-    steps(levels, [gens[g][0]["action"] for g in sorted(gens)], sd, len(within) - fitted)
+    actions = [gens[g][0]["action"] for g in sorted(gens)]
+    steps(levels, actions, sd, len(within) - fitted)
+    if "swap" in actions:
+        swaps([m for m, _ in levels], actions,
+              [gens[g][0]["line"][0] for g in sorted(gens)])
     if not mixed:  # in --mixed the start order goes with the placement, which the fit takes
         order = statistics.fmean(s * d for s, d in within)
         print(f"X started first and on the first CPU, against Y so (half the difference): "

@@ -35,7 +35,10 @@ directories, stopped:
 - swap: the two directories trade places in the harness: X's role (its client started
   first, its place in the CPU trades) goes to the other one. A level carried by anything of
   a directory's (page cache, files, rows) turns its sign in X over Y at a swap; one carried
-  by the harness's roles stays.
+  by the harness's roles stays;
+- auto: a swap where the generation before held a level of AUTO_PCT or more either way,
+  else nothing (the record names what was done): swaps spent only where a level is there
+  to turn.
 A level carried by the directory's page cache moves at evict; by its files, at recopy; by
 its contents, at neither; by the start order or the CPUs, it is not in these ratios at all
 (both turn every epoch).
@@ -60,6 +63,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from f_dist import f_sf
+from level_steps import steps, swaps
 
 WARM_S, RUN_S, SWAP_S = 3, 18, 3.75
 PLAN = "base,none,evict,none,recopy,none,evict,none,recopy,none,evict,recopy"
@@ -71,6 +75,12 @@ def cached_mb(datadir: str) -> float:
     r = subprocess.run(["fincore", "--bytes", "--noheadings", "--raw", "-o", "RES", *files],
                        capture_output=True, text=True)
     return sum(int(x) for x in r.stdout.split() if x.isdigit()) / 2**20
+
+
+def wal_files(datadir: str) -> int:
+    """The WAL segment files in the directory's pg_wal (24 hex digits a name), after the
+    epoch: the segments its shutdown checkpoint kept for reuse are among them."""
+    return sum(1 for f in os.listdir(os.path.join(datadir, "pg_wal")) if len(f) == 24)
 
 
 def evict(datadir: str) -> None:
@@ -141,6 +151,20 @@ POOL = "/proc/sys/vm/nr_hugepages"
 EXTRA_PAGES = 80
 
 
+AUTO_PCT = 2.0
+
+
+def level_of(path: str, gen: int) -> float:
+    """A generation's level X over Y (%) from its records in the run's file: with --mixed the
+    mean over the two placements' means, as `read` fits it."""
+    with open(path) as f:
+        rs = [r for r in map(json.loads, f) if r["gen"] == gen]
+    by: dict = {}
+    for r in rs:
+        by.setdefault(r["huge"], []).append(100 * math.log(r["tps"][0] / r["tps"][1]))
+    return statistics.fmean(statistics.fmean(v) for v in by.values())
+
+
 def on_huge(epoch: int) -> int:
     """--mixed: which server runs on huge pages in an epoch: X, Y, Y, X, ...; with the first
     CPU turning every epoch, four epochs balance the two."""
@@ -191,7 +215,10 @@ def run(out: str, plan: list[str], n: int, mixed: bool, thp: bool) -> None:
         every.append(cs[1])
         epoch, line = 0, [0, 1]  # the directories' lines: 0 the loaded one, 1 its copy
         with open(out, "a") as f:
+            last = 0.0  # the level of the generation before, for auto
             for gen, action in enumerate(plan):
+                if action == "auto":
+                    action = "swap" if abs(last) >= AUTO_PCT else "none"
                 if action == "evict":
                     for c in cs:
                         evict(c.datadir)
@@ -230,7 +257,8 @@ def run(out: str, plan: list[str], n: int, mixed: bool, thp: bool) -> None:
                            "thp": thp_phase(epoch) if thp else None,
                            "tps": [t for t, _ in tps],
                            "per_s": [p for _, p in tps], "cached_mb": cached,
-                           "dirs": [c.datadir for c in cs], "line": list(line)}
+                           "dirs": [c.datadir for c in cs], "line": list(line),
+                           "wal_files": [wal_files(c.datadir) for c in cs]}
                     f.write(json.dumps(rec) + "\n")
                     f.flush()
                     ratio = 100 * math.log(tps[0][0] / tps[1][0])
@@ -241,6 +269,7 @@ def run(out: str, plan: list[str], n: int, mixed: bool, thp: bool) -> None:
                           + (f", THP {thp_phase(epoch)}" if thp else ""),
                           flush=True)
                     epoch += 1
+                last = level_of(f.name, gen)
     finally:
         try:  # the servers first, so that the pool shrinks with none of its pages in use
             for c in every:
@@ -258,48 +287,6 @@ def run(out: str, plan: list[str], n: int, mixed: bool, thp: bool) -> None:
                 if f"[{thp0}]" not in open(THP).read():
                     print(f"server_level: THP enabled did not go back to {thp0}",
                           file=sys.stderr)
-
-
-def steps(levels: list, actions: list[str], sd: float, dof: int) -> None:
-    """Each step between neighbouring generations as z (over the standard error noise alone
-    gives it), grouped by the action done before the later one. A level that an action draws
-    anew makes its steps' mean z² larger than the steps with nothing done; F is the ratio of
-    the two mean z², on (steps of the action, steps with none) degrees of freedom (a ratio of
-    two chi-squares over their df, taking the noise's sd as known: dof residuals)."""
-    by: dict[str, list[float]] = {}
-    raw: dict[str, list[float]] = {}
-    for (m0, s0), (m1, s1), act in zip(levels, levels[1:], actions[1:]):
-        by.setdefault(act, []).append((m1 - m0) / (sd * math.sqrt(s0 + s1)))
-        raw.setdefault(act, []).append(m1 - m0)
-    if "none" not in by or len(by) < 2:
-        return
-    base = statistics.fmean(z * z for z in by["none"])
-    print(f"steps as z by the action before them ({dof} residual df for the noise):")
-    for act, zs in sorted(by.items()):
-        mz = statistics.fmean(z * z for z in zs)
-        line = f"  {act:6} {len(zs):2} steps, mean z\u00b2 {mz:.2f}, rms step " \
-            f"{math.sqrt(statistics.fmean(s * s for s in raw[act])):.2f}%"
-        if act != "none":
-            line += (f", against none: F = {mz / base:.2f} on ({len(zs)}, {len(by['none'])}) "
-                     f"df, p = {f_sf(mz / base, len(zs), len(by['none'])):.3f}")
-        print(line)
-
-
-def swaps(levels: list[float], actions: list[str], xline: list[int]) -> None:
-    """At each swap, how far X over Y moved and how far the loaded directory over its copy
-    did: a level the harness's roles carry stays in X over Y and turns in the other; one the
-    directories carry, the other way round. The steps with nothing done show how far either
-    moves on its own."""
-    for act in ("swap", "none"):
-        xy, lc = [], []
-        for (m0, m1), a, x0, x1 in zip(zip(levels, levels[1:]), actions[1:], xline, xline[1:]):
-            if a == act:
-                xy.append(m1 - m0)
-                lc.append((m1 if x1 == 0 else -m1) - (m0 if x0 == 0 else -m0))
-        if xy:
-            rms = [math.sqrt(statistics.fmean(v * v for v in s)) for s in (xy, lc)]
-            print(f"  at {act:4} ({len(xy)} steps): X over Y moved by {rms[0]:.2f}% (rms), "
-                  f"the loaded directory over its copy by {rms[1]:.2f}%")
 
 
 def read(path: str) -> None:

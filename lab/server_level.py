@@ -46,8 +46,9 @@ its contents, at neither; by the start order or the CPUs, it is not in these rat
 Without --mixed and --thp it touches no pool and no THP knob; two scratch clusters, removed
 at the end. `read` prints each generation's mean log ratio (%) with its standard error and
 the change from the generation before (with --mixed, the huge pages' effect too), an F test
-of whether the generations' levels differ by more than the epochs' noise, and (without
---mixed) the start order's effect within generations."""
+of whether the generations' levels differ by more than the epochs' noise, the steps between
+generations by the action before them (lab/level_steps.py), and (without --mixed) the start
+order's effect within generations."""
 
 from __future__ import annotations
 

@@ -24,6 +24,9 @@ def steps(levels: list, actions: list[str], sd: float, dof: int) -> None:
     if "none" not in by or len(by) < 2:
         return
     base = statistics.fmean(z * z for z in by["none"])
+    if base == 0:  # only where every step with nothing done was exactly zero
+        print("steps: the steps with nothing done are all zero, no ratio to take")
+        return
     print(f"steps as z by the action before them ({dof} residual df for the noise):")
     for act, zs in sorted(by.items()):
         mz = statistics.fmean(z * z for z in zs)

@@ -155,15 +155,20 @@ EXTRA_PAGES = 80
 AUTO_PCT = 2.0
 
 
-def level_of(path: str, gen: int) -> float:
-    """A generation's level X over Y (%) from its records in the run's file: with --mixed the
-    mean over the two placements' means, as `read` fits it."""
-    with open(path) as f:
-        rs = [r for r in map(json.loads, f) if r["gen"] == gen]
-    by: dict = {}
-    for r in rs:
-        by.setdefault(r["huge"], []).append(100 * math.log(r["tps"][0] / r["tps"][1]))
-    return statistics.fmean(statistics.fmean(v) for v in by.values())
+def fit(rs: list[dict]) -> tuple[float, float | None, list[float], list[int], int]:
+    """A generation's fit from its epochs' records: (level X over Y in %, the huge-page effect
+    or None, the residuals in the epochs' order, epochs at each placement, parameters fitted).
+    With --mixed an epoch's log ratio X over Y is level + effect where X ran on huge pages
+    and level - effect where Y did: the level is the mean over the two placements' means, the
+    effect half their difference. Without it the level is the epochs' mean."""
+    ls = [100 * math.log(r["tps"][0] / r["tps"][1]) for r in rs]
+    if rs[0].get("huge") is None:
+        m = statistics.fmean(ls)
+        return m, None, [x - m for x in ls], [len(ls)], 1
+    by = {h: [x for r, x in zip(rs, ls) if r["huge"] == h] for h in (0, 1)}
+    mean = {h: statistics.fmean(v) for h, v in by.items()}
+    res = [x - mean[r["huge"]] for r, x in zip(rs, ls)]
+    return (mean[0] + mean[1]) / 2, (mean[0] - mean[1]) / 2, res, [len(by[0]), len(by[1])], 2
 
 
 def on_huge(epoch: int) -> int:
@@ -231,6 +236,7 @@ def run(out: str, plan: list[str], n: int, mixed: bool, thp: bool) -> None:
                 elif action == "swap":  # each directory takes the other's place in the harness
                     cs.reverse()
                     line.reverse()
+                done: list[dict] = []  # this generation's records, for its level
                 for _ in range(n):
                     cached = [round(cached_mb(c.datadir), 1) for c in cs]
                     order = [0, 1] if epoch % 2 == 0 else [1, 0]
@@ -262,6 +268,7 @@ def run(out: str, plan: list[str], n: int, mixed: bool, thp: bool) -> None:
                            "wal_files": [wal_files(c.datadir) for c in cs]}
                     f.write(json.dumps(rec) + "\n")
                     f.flush()
+                    done.append(rec)
                     ratio = 100 * math.log(tps[0][0] / tps[1][0])
                     print(f"gen {gen} {action:6} epoch {epoch:2}: X {tps[0][0]:8,.0f} Y "
                           f"{tps[1][0]:8,.0f} TPS, X/Y {ratio:+.2f}%"
@@ -270,7 +277,7 @@ def run(out: str, plan: list[str], n: int, mixed: bool, thp: bool) -> None:
                           + (f", THP {thp_phase(epoch)}" if thp else ""),
                           flush=True)
                     epoch += 1
-                last = level_of(f.name, gen)
+                last = fit(done)[0]
     finally:
         try:  # the servers first, so that the pool shrinks with none of its pages in use
             for c in every:
@@ -306,34 +313,22 @@ def read(path: str) -> None:
           + ("---:|" if lines else "") + "---|")
     prev, within, levels, fitted = None, [], [], 0
     for g, rs in sorted(gens.items()):
-        ls = [100 * math.log(r["tps"][0] / r["tps"][1]) for r in rs]
+        m, eff, res, n_at, k = fit(rs)
         if mixed:
-            # an epoch's log ratio X over Y is level + effect where X ran on huge pages and
-            # level - effect where Y did: the level is the mean over the two placements, the
-            # effect half their difference
-            a = [x for r, x in zip(rs, ls) if r["huge"] == 0]
-            b = [x for r, x in zip(rs, ls) if r["huge"] == 1]
-            m, eff = (statistics.fmean(a) + statistics.fmean(b)) / 2, \
-                (statistics.fmean(a) - statistics.fmean(b)) / 2
-            fit = {0: statistics.fmean(a), 1: statistics.fmean(b)}
-            res = [x - fit[r["huge"]] for r, x in zip(rs, ls)]  # in the epochs' order
             sd = math.sqrt(sum(x * x for x in res) / max(1, len(res) - 2))
-            se = sd * math.sqrt(1 / len(a) + 1 / len(b)) / 2
+            se = sd * math.sqrt(1 / n_at[0] + 1 / n_at[1]) / 2
             extra = f" {eff:+.2f}% | {se:.2f} |"
-            share = (1 / len(a) + 1 / len(b)) / 4  # the level's variance over one epoch's
-            fitted += 2
+            share = (1 / n_at[0] + 1 / n_at[1]) / 4  # the level's variance over one epoch's
         else:
-            m = statistics.fmean(ls)
-            res = [x - m for x in ls]
-            se = statistics.stdev(ls) / math.sqrt(len(ls)) if len(ls) > 1 else float("nan")
+            se = statistics.stdev(res) / math.sqrt(len(res)) if len(res) > 1 else float("nan")
             extra = ""
-            share = 1 / len(ls)
-            fitted += 1
+            share = 1 / len(res)
+        fitted += k
         levels.append((m, share))
         ch = f"{m - prev:+.2f}" if prev is not None else ""
         if lines:  # X is the loaded directory's line, or its copy's
             extra += f" {m if rs[0]['line'][0] == 0 else -m:+.2f}% |"
-        print(f"| {g} | {rs[0]['action']} | {len(ls)} | {m:+.2f}% | {se:.2f} | {ch} |{extra} "
+        print(f"| {g} | {rs[0]['action']} | {len(res)} | {m:+.2f}% | {se:.2f} | {ch} |{extra} "
               f"{rs[0]['cached_mb'][0]:.0f}/{rs[0]['cached_mb'][1]:.0f} |")
         prev = m
         within += [(1 if r["first"] == 0 else -1, x) for r, x in zip(rs, res)]

@@ -95,3 +95,9 @@ BENCHMARKS = {b.name: b for b in (
         0, "", False, ("pgreplay", "pgreplay"), "statements/s",
         "parsing the statement log for pgreplay (its replay file)"),
 )}
+
+
+def resets(driver) -> bool:
+    """Whether the driver's runs need the data reset before each (a replay's do): its run is
+    a fixed amount of work that ends when the work does, not at a time."""
+    return bool(getattr(driver, "resets", False))

@@ -22,11 +22,6 @@ from .budget import swap_seconds
 from .measure import RunOverrun, run_clients
 
 
-def resets(driver) -> bool:
-    """Whether the driver's runs need the data reset before each (a replay's do)."""
-    return bool(getattr(driver, "resets", False))
-
-
 def calibrate(v) -> None:
     """Replay once on the target, unmeasured: sets the runs' length from it, no warm-up, one
     round per epoch, and a grace for a slower variant; and what a server's reset, start and

@@ -45,8 +45,8 @@ from hpadvise.api.face import InputError, SysRoot
 
 from . import stats
 from .cpus import ALL_CPUS, pin_trees
-from .drivers import BENCHMARKS
-from .fixed import budget_note, calibrate, resets
+from .drivers import BENCHMARKS, resets
+from .fixed import budget_note, calibrate
 from .measure import Interrupted, RunOverrun, Sample, State, run_clients
 from .own import origins
 from .side_by_side import SideBySide

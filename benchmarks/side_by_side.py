@@ -13,8 +13,7 @@ from hpadvise.act.face import Compact, Pool, SysfsChoice
 from hpadvise.api.face import read_meminfo
 
 from .cpus import cpu_groups
-from .drivers import BENCHMARKS
-from .fixed import resets
+from .drivers import BENCHMARKS, resets
 from .measure import RunOverrun
 from .target import BenchTarget
 from .variants import THP_BASE, client_order, group_of, host_wide, phase_at, start_order

@@ -127,6 +127,8 @@ def run_pair(sr, groups: list, cs: list, k0: int) -> tuple[list, int]:
     def trader() -> None:
         k = 0
         while not done.wait(0.05):
+            if time.time() - t0 >= RUN_S:  # none at the measured part's end, as validate
+                continue
             now = turn(time.time() - t0, WARM_S, SWAP_S)
             if now != k:
                 k = now
